@@ -1,0 +1,1 @@
+//! peakplan-chart: the stacked-bar memory chart.

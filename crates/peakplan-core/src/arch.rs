@@ -1,0 +1,387 @@
+//! Model architectures: the shapes that decide parameter counts and activation sizes.
+
+use serde::{Deserialize, Serialize};
+
+/// How the feed-forward block is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mlp {
+    /// `down(act(gate(x)) * up(x))`, separate gate and up projections (Llama, Mistral, Qwen2, Gemma).
+    Gated,
+    /// Gated, with gate and up fused into one `gate_up_proj` (Phi-3).
+    GatedFused,
+    /// `fc2(act(fc1(x)))` (GPT-2, GPT-NeoX, Falcon, Phi-2, GPT-BigCode).
+    Plain,
+}
+
+/// The normalization layer type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Norm {
+    /// One weight vector of `hidden` values.
+    RmsNorm,
+    /// Weight and bias, `2 × hidden` values.
+    LayerNorm,
+}
+
+/// A decoder-only transformer, described by the fields that move memory.
+///
+/// Plain data: every field is public, and [`Architecture::validate`] checks the invariants
+/// that the accounting engine relies on (non-zero sizes, heads dividing evenly).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Architecture {
+    /// Display name (a preset id or the `model_type` of an imported config).
+    pub name: String,
+    /// Hugging Face `model_type`.
+    pub model_type: String,
+    pub layers: u64,
+    pub hidden: u64,
+    pub intermediate: u64,
+    pub heads: u64,
+    /// Key/value heads: `heads` for multi-head, fewer for GQA, 1 for MQA.
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub vocab: u64,
+    /// The LM head shares the input embedding's matrix.
+    pub tied_embeddings: bool,
+    pub mlp: Mlp,
+    pub norm: Norm,
+    /// Norm layers per decoder layer (2 for most, 1 for Phi-2 and Falcon-7B, 4 for Gemma 2).
+    pub norms_per_layer: u64,
+    /// q, k and v are one fused projection (GPT-NeoX, Falcon, Phi-3, GPT-BigCode).
+    pub fused_qkv: bool,
+    /// Bias on the q/k/v projections.
+    pub qkv_bias: bool,
+    /// Bias on the attention output projection.
+    pub o_bias: bool,
+    /// Bias on the MLP projections.
+    pub mlp_bias: bool,
+    /// Bias on the LM head (Phi-2).
+    pub lm_head_bias: bool,
+    /// Learned absolute position embeddings (rows), 0 for rotary models.
+    pub learned_positions: u64,
+    /// Experts per MoE layer; 1 for a dense model.
+    pub experts: u64,
+    /// Experts each token is routed to.
+    pub experts_per_token: u64,
+}
+
+/// What a LoRA target key selects in a layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Q,
+    K,
+    V,
+    O,
+    Gate,
+    Up,
+    Down,
+    LmHead,
+}
+
+impl Target {
+    pub const ALL: [Target; 8] = [
+        Target::Q,
+        Target::K,
+        Target::V,
+        Target::O,
+        Target::Gate,
+        Target::Up,
+        Target::Down,
+        Target::LmHead,
+    ];
+    /// The key used in queries (`targets=q,v`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Target::Q => "q",
+            Target::K => "k",
+            Target::V => "v",
+            Target::O => "o",
+            Target::Gate => "gate",
+            Target::Up => "up",
+            Target::Down => "down",
+            Target::LmHead => "lm_head",
+        }
+    }
+    pub fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// One linear module of a decoder layer (per expert, for MoE expert projections).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Linear {
+    pub name: &'static str,
+    pub in_features: u64,
+    pub out_features: u64,
+    pub bias: bool,
+    /// Copies per layer: `experts` for MoE expert projections, else 1.
+    pub copies: u64,
+    /// Target keys that put an adapter on this module (bit set of [`Target::bit`]).
+    pub selected_by: u8,
+    /// Which input this module reads; modules with the same input share its saved copy.
+    pub input: LinearInput,
+}
+
+/// The tensor a linear module reads, for deciding what backward must keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinearInput {
+    /// The normalized hidden state before attention (`hidden` wide).
+    AttnNorm,
+    /// The attention output (`heads × head_dim` wide).
+    AttnOut,
+    /// The normalized hidden state before the MLP (`hidden` wide; the same as `AttnNorm` in parallel blocks).
+    MlpNorm,
+    /// The MLP's inner activation (`intermediate` wide).
+    MlpInner,
+}
+
+impl Linear {
+    pub fn weight_params(&self) -> u64 {
+        self.in_features * self.out_features * self.copies
+    }
+    pub fn bias_params(&self) -> u64 {
+        if self.bias {
+            self.out_features * self.copies
+        } else {
+            0
+        }
+    }
+}
+
+/// Hard limits on imported sizes: far above any real model, low enough that products stay in `u128`.
+pub const MAX_DIM: u64 = 1 << 22;
+/// Most layers an architecture may have.
+pub const MAX_LAYERS: u64 = 100_000;
+/// Most experts an MoE layer may have.
+pub const MAX_EXPERTS: u64 = 4096;
+
+/// Why an architecture is not usable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchError(pub String);
+
+impl std::fmt::Display for ArchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ArchError {}
+
+impl Architecture {
+    /// Width of the query projection output.
+    pub fn q_dim(&self) -> u64 {
+        self.heads * self.head_dim
+    }
+    /// Width of each of the key and value projection outputs.
+    pub fn kv_dim(&self) -> u64 {
+        self.kv_heads * self.head_dim
+    }
+
+    /// The linear modules of one decoder layer, in forward order.
+    pub fn layer_linears(&self) -> Vec<Linear> {
+        use LinearInput::*;
+        let (h, q, kv, i) = (self.hidden, self.q_dim(), self.kv_dim(), self.intermediate);
+        let b = |t: &[Target]| t.iter().fold(0u8, |acc, t| acc | t.bit());
+        let mut out = Vec::with_capacity(8);
+        if self.fused_qkv {
+            out.push(Linear {
+                name: "qkv_proj",
+                in_features: h,
+                out_features: q + 2 * kv,
+                bias: self.qkv_bias,
+                copies: 1,
+                selected_by: b(&[Target::Q, Target::K, Target::V]),
+                input: AttnNorm,
+            });
+        } else {
+            for (name, out_f, t) in [("q_proj", q, Target::Q), ("k_proj", kv, Target::K), ("v_proj", kv, Target::V)] {
+                out.push(Linear {
+                    name,
+                    in_features: h,
+                    out_features: out_f,
+                    bias: self.qkv_bias,
+                    copies: 1,
+                    selected_by: t.bit(),
+                    input: AttnNorm,
+                });
+            }
+        }
+        out.push(Linear {
+            name: "o_proj",
+            in_features: q,
+            out_features: h,
+            bias: self.o_bias,
+            copies: 1,
+            selected_by: Target::O.bit(),
+            input: AttnOut,
+        });
+        let e = self.experts.max(1);
+        match self.mlp {
+            Mlp::Gated => {
+                out.push(Linear {
+                    name: "gate_proj",
+                    in_features: h,
+                    out_features: i,
+                    bias: self.mlp_bias,
+                    copies: e,
+                    selected_by: Target::Gate.bit(),
+                    input: MlpNorm,
+                });
+                out.push(Linear {
+                    name: "up_proj",
+                    in_features: h,
+                    out_features: i,
+                    bias: self.mlp_bias,
+                    copies: e,
+                    selected_by: Target::Up.bit(),
+                    input: MlpNorm,
+                });
+            }
+            Mlp::GatedFused => out.push(Linear {
+                name: "gate_up_proj",
+                in_features: h,
+                out_features: 2 * i,
+                bias: self.mlp_bias,
+                copies: e,
+                selected_by: b(&[Target::Gate, Target::Up]),
+                input: MlpNorm,
+            }),
+            Mlp::Plain => out.push(Linear {
+                name: "fc1",
+                in_features: h,
+                out_features: i,
+                bias: self.mlp_bias,
+                copies: e,
+                selected_by: Target::Up.bit(),
+                input: MlpNorm,
+            }),
+        }
+        out.push(Linear {
+            name: "down_proj",
+            in_features: i,
+            out_features: h,
+            bias: self.mlp_bias,
+            copies: e,
+            selected_by: Target::Down.bit(),
+            input: MlpInner,
+        });
+        out
+    }
+
+    /// Parameters of one decoder layer that are not in its linear modules (norms, MoE router).
+    pub fn layer_other_params(&self) -> u64 {
+        let norm = match self.norm {
+            Norm::RmsNorm => self.hidden,
+            Norm::LayerNorm => 2 * self.hidden,
+        };
+        let router = if self.experts > 1 { self.hidden * self.experts } else { 0 };
+        norm * self.norms_per_layer + router
+    }
+
+    /// Parameters of one decoder layer.
+    pub fn layer_params(&self) -> u64 {
+        self.layer_linears().iter().map(|l| l.weight_params() + l.bias_params()).sum::<u64>() + self.layer_other_params()
+    }
+
+    /// Parameters of the quantizable linear weights of one layer (bitsandbytes replaces these with 4-bit).
+    pub fn layer_linear_weight_params(&self) -> u64 {
+        self.layer_linears().iter().map(Linear::weight_params).sum()
+    }
+
+    /// Input embedding (and learned positions) parameters.
+    pub fn embedding_params(&self) -> u64 {
+        self.vocab * self.hidden + self.learned_positions * self.hidden
+    }
+
+    /// LM head parameters not shared with the embedding.
+    pub fn lm_head_params(&self) -> u64 {
+        let w = if self.tied_embeddings { 0 } else { self.vocab * self.hidden };
+        w + if self.lm_head_bias { self.vocab } else { 0 }
+    }
+
+    /// The final norm's parameters.
+    pub fn final_norm_params(&self) -> u64 {
+        match self.norm {
+            Norm::RmsNorm => self.hidden,
+            Norm::LayerNorm => 2 * self.hidden,
+        }
+    }
+
+    /// Every parameter of the model, as `model.num_parameters()` counts them (tied weights once).
+    pub fn total_params(&self) -> u64 {
+        self.layers * self.layer_params() + self.embedding_params() + self.lm_head_params() + self.final_norm_params()
+    }
+
+    /// Checks the invariants the engine relies on; every message names the field.
+    pub fn validate(&self) -> Result<(), ArchError> {
+        let dims = [
+            ("hidden_size", self.hidden),
+            ("intermediate_size", self.intermediate),
+            ("num_attention_heads", self.heads),
+            ("num_key_value_heads", self.kv_heads),
+            ("head_dim", self.head_dim),
+            ("vocab_size", self.vocab),
+        ];
+        for (name, v) in dims {
+            if v == 0 {
+                return Err(ArchError(format!("{name} must be at least 1")));
+            }
+            if v > MAX_DIM {
+                return Err(ArchError(format!("{name} = {v} is larger than any model (at most {MAX_DIM})")));
+            }
+        }
+        if self.layers == 0 || self.layers > MAX_LAYERS {
+            return Err(ArchError(format!("num_hidden_layers = {} is out of range 1..={MAX_LAYERS}", self.layers)));
+        }
+        if self.heads % self.kv_heads != 0 {
+            return Err(ArchError(format!(
+                "num_key_value_heads = {} does not divide num_attention_heads = {}",
+                self.kv_heads, self.heads
+            )));
+        }
+        if self.learned_positions > MAX_DIM {
+            return Err(ArchError(format!("max positions {} is out of range", self.learned_positions)));
+        }
+        if self.experts == 0 || self.experts > MAX_EXPERTS {
+            return Err(ArchError(format!("num_local_experts = {} is out of range 1..={MAX_EXPERTS}", self.experts)));
+        }
+        if self.experts_per_token == 0 || self.experts_per_token > self.experts {
+            return Err(ArchError(format!(
+                "num_experts_per_tok = {} must be between 1 and the expert count {}",
+                self.experts_per_token, self.experts
+            )));
+        }
+        if self.norms_per_layer > 8 {
+            return Err(ArchError("more than 8 norms per layer".into()));
+        }
+        Ok(())
+    }
+
+    /// A Llama-style architecture (RMSNorm, SwiGLU, rotary, no biases, untied head).
+    pub fn llama(name: &str, layers: u64, hidden: u64, intermediate: u64, heads: u64, kv_heads: u64, vocab: u64) -> Self {
+        Architecture {
+            name: name.to_string(),
+            model_type: "llama".into(),
+            layers,
+            hidden,
+            intermediate,
+            heads,
+            kv_heads,
+            head_dim: if heads == 0 { 0 } else { hidden / heads },
+            vocab,
+            tied_embeddings: false,
+            mlp: Mlp::Gated,
+            norm: Norm::RmsNorm,
+            norms_per_layer: 2,
+            fused_qkv: false,
+            qkv_bias: false,
+            o_bias: false,
+            mlp_bias: false,
+            lm_head_bias: false,
+            learned_positions: 0,
+            experts: 1,
+            experts_per_token: 1,
+        }
+    }
+}

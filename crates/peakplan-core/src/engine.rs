@@ -1,0 +1,628 @@
+//! The accounting engine: the memory of one training step, component by component, and its peak over the phases.
+//!
+//! Every figure that the page, the CLI, the chart and the WebGPU comparison show comes from [`estimate`].
+//! Arithmetic is done in `u128` and saturates at `u64::MAX` on output, so absurd plans report
+//! "beyond arithmetic" instead of wrapping.
+
+use crate::arch::{Architecture, Linear, LinearInput, Norm, Target};
+use crate::plan::{Attn, Loss, Method, Optimizer, Plan, Precision};
+use serde::Serialize;
+
+/// The four bars of the chart, plus everything else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Weights,
+    Gradients,
+    Optimizer,
+    Activations,
+    Other,
+}
+
+impl Category {
+    pub const ALL: [Category; 5] =
+        [Category::Weights, Category::Gradients, Category::Optimizer, Category::Activations, Category::Other];
+    pub fn label(self) -> &'static str {
+        match self {
+            Category::Weights => "Weights",
+            Category::Gradients => "Gradients",
+            Category::Optimizer => "Optimizer states",
+            Category::Activations => "Activations",
+            Category::Other => "Other",
+        }
+    }
+    pub fn key(self) -> &'static str {
+        match self {
+            Category::Weights => "weights",
+            Category::Gradients => "gradients",
+            Category::Optimizer => "optimizer",
+            Category::Activations => "activations",
+            Category::Other => "other",
+        }
+    }
+}
+
+/// The phases of a training step, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Model and optimizer state resident between steps.
+    Load,
+    /// End of forward: saved activations and the loss's logits.
+    Forward,
+    /// The largest moment of backward.
+    Backward,
+    /// The optimizer step: all gradients plus the update's temporaries.
+    Optimizer,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [Phase::Load, Phase::Forward, Phase::Backward, Phase::Optimizer];
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Load => "loaded",
+            Phase::Forward => "end of forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer step",
+        }
+    }
+}
+
+macro_rules! components {
+    ($($variant:ident => $key:literal, $cat:ident, $label:literal, $formula:literal;)+) => {
+        /// One memory component of a training step.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Kind { $($variant),+ }
+        impl Kind {
+            pub const ALL: &'static [Kind] = &[$(Kind::$variant),+];
+            pub const COUNT: usize = Kind::ALL.len();
+            /// JSON key.
+            pub fn key(self) -> &'static str { match self { $(Kind::$variant => $key),+ } }
+            pub fn category(self) -> Category { match self { $(Kind::$variant => Category::$cat),+ } }
+            pub fn label(self) -> &'static str { match self { $(Kind::$variant => $label),+ } }
+            /// The formula in plain language.
+            pub fn formula(self) -> &'static str { match self { $(Kind::$variant => $formula),+ } }
+        }
+    };
+}
+
+components! {
+    BaseWeights => "base_weights", Weights, "Base weights",
+        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA; the rest in the weight dtype)";
+    QuantConstants => "quant_constants", Weights, "Quantization constants",
+        "per 64-weight block: an fp32 absmax (0.5 bit/param), or with double quantization an 8-bit absmax plus an fp32 scale per 256 blocks (0.127 bit/param)";
+    AdapterWeights => "adapter_weights", Weights, "Adapter weights",
+        "rank x (in + out) per adapted matrix x adapter dtype bytes";
+    Gradients => "gradients", Gradients, "Gradients",
+        "trainable parameters x gradient dtype bytes (gradients take the dtype of their parameters)";
+    OptimizerStates => "optimizer_states", Optimizer, "Optimizer states",
+        "AdamW: 2 moments per trainable parameter (param dtype; 1 B each for 8-bit); SGD: none; Adafactor: factored row+column second moments";
+    MasterWeights => "master_weights", Optimizer, "fp32 master weights",
+        "4 B per trainable parameter, kept by mixed precision beside the 16-bit working copy";
+    SavedActivations => "saved_activations", Activations, "Saved activations",
+        "tensors each layer keeps for backward (per token: norm inputs in fp32, adapted-layer inputs, q/k/v, attention output, MLP intermediates) x layers";
+    AttentionScores => "attention_scores", Activations, "Attention scores",
+        "eager attention keeps heads x batch x seq^2 softmax output in fp32 plus its 16-bit copy, per layer; SDPA and flash keep none";
+    Checkpoints => "checkpoints", Activations, "Checkpointed layer inputs",
+        "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
+    Logits => "logits", Activations, "Logits and loss",
+        "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit); chunked and fused losses bound it";
+    BackwardWork => "backward_work", Other, "Backward working memory",
+        "gradients of one layer's activations in flight (hidden and MLP-width), plus one recomputed layer under checkpointing";
+    DequantBuffer => "dequant_buffer", Other, "Dequantization buffer",
+        "QLoRA dequantizes the largest 4-bit linear to the compute dtype for each matmul, forward and backward";
+    OptimizerTemps => "optimizer_temps", Other, "Optimizer step temporaries",
+        "foreach AdamW allocates one state-sized temporary (the sqrt of the second moment); fused and 8-bit kernels update in place";
+    ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
+        "ZeRO-3 gathers the full parameters of two layers at a time (prefetch); DDP keeps gradient buckets the size of the gradients";
+    AllocatorSlack => "allocator_slack", Other, "Allocator cache (reserved - allocated)",
+        "PyTorch's caching allocator rounds blocks to 2 MiB and keeps freed blocks; about one largest transient block is cached but unusable";
+    CudaContext => "cuda_context", Other, "CUDA context",
+        "CUDA context, cuBLAS workspace and loaded kernels: about 0.5 GiB, seen by nvidia-smi but not by torch";
+    PagedStates => "paged_states", Other, "Paged optimizer states",
+        "paged optimizers allocate states in unified memory: not counted by torch's allocator, resident on the GPU while it has room";
+}
+
+/// Bytes of one element of the hidden state stream, and related dtype facts of a plan.
+#[derive(Clone, Copy, Debug)]
+struct Dtypes {
+    /// Compute dtype bytes (matmul inputs and outputs).
+    c: u128,
+    /// Residual stream bytes: 4 when parameters feeding it are fp32, else the compute dtype.
+    r: u128,
+    /// Adapter dtype bytes.
+    a: u128,
+    /// Base weight bytes for non-quantized tensors.
+    w: u128,
+    /// Mixed precision (autocast casts matmul inputs to 16-bit).
+    amp: bool,
+}
+
+fn dtypes(plan: &Plan) -> Dtypes {
+    let c = plan.precision.compute_bytes() as u128;
+    let amp = plan.precision.is_amp();
+    let w = match plan.method {
+        Method::Full if plan.precision == Precision::Fp32 => 4,
+        Method::Full => 2,
+        Method::Lora | Method::Qlora if plan.precision == Precision::Fp32 => 4,
+        Method::Lora => 2,
+        Method::Qlora if plan.upcast => 4,
+        Method::Qlora => 2,
+    };
+    // With fp32 master weights the model itself is fp32 under HF AMP: the residual stream follows the embeddings.
+    let r = if plan.method == Method::Full && amp { 4 } else { w.max(c) };
+    Dtypes { c, r, a: plan.adapter_dtype.bytes() as u128, w, amp }
+}
+
+/// Memory of one phase, by category.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PhaseMemory {
+    pub weights: u64,
+    pub gradients: u64,
+    pub optimizer: u64,
+    pub activations: u64,
+    pub other: u64,
+}
+
+impl PhaseMemory {
+    pub fn total(&self) -> u64 {
+        self.weights
+            .saturating_add(self.gradients)
+            .saturating_add(self.optimizer)
+            .saturating_add(self.activations)
+            .saturating_add(self.other)
+    }
+    pub fn get(&self, c: Category) -> u64 {
+        match c {
+            Category::Weights => self.weights,
+            Category::Gradients => self.gradients,
+            Category::Optimizer => self.optimizer,
+            Category::Activations => self.activations,
+            Category::Other => self.other,
+        }
+    }
+}
+
+/// The estimate of one plan on one GPU: parameter counts, components, phases and the three peak figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Estimate {
+    pub total_params: u64,
+    pub trainable_params: u64,
+    /// Bytes of each component at its largest during the step, indexed like [`Kind::ALL`].
+    pub components: [u64; Kind::COUNT],
+    /// Live bytes by category at each phase, indexed like [`Phase::ALL`].
+    pub phases: [PhaseMemory; 4],
+    pub peak_phase: Phase,
+    /// What `torch.cuda.max_memory_allocated()` would report.
+    pub peak_allocated_bytes: u64,
+    /// What `torch.cuda.max_memory_reserved()` would report.
+    pub peak_reserved_bytes: u64,
+    /// What `nvidia-smi` would show for the process.
+    pub device_bytes: u64,
+    /// True when some figure exceeded `u64` and was clamped.
+    pub saturated: bool,
+}
+
+impl Estimate {
+    pub fn component(&self, k: Kind) -> u64 {
+        self.components[k as usize]
+    }
+    /// Sum of the components of a category (each at its largest).
+    pub fn category(&self, c: Category) -> u64 {
+        Kind::ALL
+            .iter()
+            .filter(|k| k.category() == c)
+            .fold(0u64, |acc, k| acc.saturating_add(self.components[*k as usize]))
+    }
+    pub fn phase(&self, p: Phase) -> &PhaseMemory {
+        &self.phases[p as usize]
+    }
+}
+
+const MIB: u128 = 1 << 20;
+/// The CUDA context plus cuBLAS workspace that `nvidia-smi` shows beside PyTorch's own memory (CUDA 12, lazy loading).
+pub const CUDA_CONTEXT_BYTES: u64 = 512 << 20;
+/// bitsandbytes 4-bit block size (weights per absmax).
+const QUANT_BLOCK: u128 = 64;
+/// Blocks per second-level block under double quantization.
+const DQ_BLOCK: u128 = 256;
+/// bitsandbytes 8-bit optimizers quantize states in blocks of 2048 with one fp32 absmax each.
+const OPT8_BLOCK: u128 = 2048;
+/// bitsandbytes keeps tensors under this size in 32-bit state (`min_8bit_size`).
+const OPT8_MIN_NUMEL: u128 = 4096;
+
+fn ceil_div(a: u128, b: u128) -> u128 {
+    a.div_ceil(b.max(1))
+}
+
+/// Quantized bytes of one 4-bit tensor of `n` weights: packed nibbles plus its constants.
+fn quantized_tensor_bytes(n: u128, double_quant: bool) -> (u128, u128) {
+    let packed = ceil_div(n, 2);
+    let blocks = ceil_div(n, QUANT_BLOCK);
+    let constants = if double_quant {
+        // 8-bit absmax per block, fp32 scale per 256 blocks, one fp32 mean offset.
+        blocks + 4 * ceil_div(blocks, DQ_BLOCK) + 4
+    } else {
+        4 * blocks
+    };
+    (packed, constants)
+}
+
+/// A trainable tensor's shape, for optimizers whose state depends on it.
+#[derive(Clone, Copy)]
+struct TensorShape {
+    rows: u128,
+    cols: u128,
+    /// How many such tensors.
+    count: u128,
+}
+
+fn adapted(plan: &Plan, l: &Linear) -> bool {
+    matches!(plan.method, Method::Lora | Method::Qlora) && l.selected_by & plan.targets.0 != 0
+}
+
+/// Trainable tensors of the plan.
+fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Vec<TensorShape> {
+    let layers = arch.layers as u128;
+    let mut t = Vec::with_capacity(16);
+    let r = plan.rank as u128;
+    match plan.method {
+        Method::Full => {
+            for l in linears {
+                let copies = l.copies as u128 * layers;
+                t.push(TensorShape { rows: l.out_features as u128, cols: l.in_features as u128, count: copies });
+                if l.bias {
+                    t.push(TensorShape { rows: 1, cols: l.out_features as u128, count: copies });
+                }
+            }
+            let other = arch.layer_other_params() as u128;
+            t.push(TensorShape { rows: 1, cols: other, count: layers });
+            t.push(TensorShape { rows: arch.vocab as u128, cols: arch.hidden as u128, count: 1 });
+            if arch.learned_positions > 0 {
+                t.push(TensorShape { rows: arch.learned_positions as u128, cols: arch.hidden as u128, count: 1 });
+            }
+            if !arch.tied_embeddings {
+                t.push(TensorShape { rows: arch.vocab as u128, cols: arch.hidden as u128, count: 1 });
+            }
+            if arch.lm_head_bias {
+                t.push(TensorShape { rows: 1, cols: arch.vocab as u128, count: 1 });
+            }
+            t.push(TensorShape { rows: 1, cols: arch.final_norm_params() as u128, count: 1 });
+        }
+        Method::Lora | Method::Qlora => {
+            for l in linears.iter().filter(|l| adapted(plan, l)) {
+                let copies = l.copies as u128 * layers;
+                t.push(TensorShape { rows: r, cols: l.in_features as u128, count: copies });
+                t.push(TensorShape { rows: l.out_features as u128, cols: r, count: copies });
+            }
+            if plan.targets.contains(Target::LmHead) {
+                t.push(TensorShape { rows: r, cols: arch.hidden as u128, count: 1 });
+                t.push(TensorShape { rows: arch.vocab as u128, cols: r, count: 1 });
+            }
+        }
+    }
+    t
+}
+
+/// Per-layer activation bytes that a layer saves for backward, split into the s^2 attention part and the rest.
+fn layer_saved(arch: &Architecture, plan: &Plan, d: Dtypes, linears: &[Linear], tokens: u128) -> (u128, u128) {
+    let n = tokens;
+    let h = arch.hidden as u128;
+    let q = arch.q_dim() as u128;
+    let kv = arch.kv_dim() as u128;
+    let k_route = if arch.experts > 1 { arch.experts_per_token as u128 } else { 1 };
+    let inter = arch.intermediate as u128 * k_route;
+    let heads = arch.heads as u128;
+    let full = plan.method == Method::Full;
+    let mut bytes: u128 = 0;
+
+    // Norms. HF RMSNorm upcasts its input to fp32 and keeps it with the fp32 reciprocal RMS;
+    // LayerNorm keeps its input (fp32 under autocast) with mean and rstd. A trainable norm weight also keeps its 16-bit input.
+    let per_norm = match arch.norm {
+        Norm::RmsNorm => 4 * n * h + 4 * n,
+        Norm::LayerNorm => (if d.amp { 4 } else { d.r }) * n * h + 8 * n,
+    } + if full { d.r * n * h } else { 0 };
+    bytes += per_norm * arch.norms_per_layer as u128;
+
+    // Inputs of linear modules: a trainable weight (full) or an adapter (LoRA) needs the module's input for backward.
+    let width = |i: LinearInput| match i {
+        LinearInput::AttnNorm | LinearInput::MlpNorm => h,
+        LinearInput::AttnOut => q,
+        LinearInput::MlpInner => arch.intermediate as u128,
+    };
+    // Parallel blocks (one norm) feed attention and MLP from the same tensor.
+    let same_norm = arch.norms_per_layer == 1;
+    let groups: [&[LinearInput]; 3] = if same_norm {
+        [&[LinearInput::AttnNorm, LinearInput::MlpNorm], &[LinearInput::AttnOut], &[LinearInput::MlpInner]]
+    } else {
+        [&[LinearInput::AttnNorm], &[LinearInput::AttnOut], &[LinearInput::MlpNorm]]
+    };
+    let mut group_list: Vec<&[LinearInput]> = groups.to_vec();
+    if !same_norm {
+        group_list.push(&[LinearInput::MlpInner]);
+    }
+    for g in group_list {
+        let members: Vec<&Linear> = linears.iter().filter(|l| g.contains(&l.input)).collect();
+        let Some(first) = members.first() else { continue };
+        let w = width(first.input);
+        // MoE expert inputs are routed copies: each token reaches k experts.
+        let route = if first.copies > 1 { k_route } else { 1 };
+        let rows = n * route;
+        let mut shared_saved = false;
+        for l in &members {
+            if full {
+                if d.r == d.c {
+                    shared_saved = true;
+                } else {
+                    // Autocast casts the fp32 input separately for each module and keeps each 16-bit copy.
+                    bytes += d.c * rows * w;
+                }
+            } else if adapted(plan, l) {
+                if plan.dropout > 0.0 {
+                    // Dropout keeps a 1-byte mask and its output, per adapted module.
+                    bytes += rows * w + (if d.amp { d.c } else { d.a }) * rows * w;
+                } else if d.a != d.r {
+                    // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit.
+                    bytes += (if d.amp { d.c } else { d.a }) * rows * w;
+                } else {
+                    shared_saved = true;
+                }
+                // lora_B keeps lora_A's rank-wide output.
+                bytes += (if d.amp { d.c } else { d.a }) * rows * plan.rank as u128;
+            }
+        }
+        if shared_saved {
+            bytes += d.r * rows * w;
+        }
+    }
+
+    // Attention: q and (expanded) k, v are kept by the attention kernel with its output and log-sum-exp.
+    let c = d.c;
+    let (kv_kept, out_copy) = match plan.attn {
+        Attn::Flash => (2 * kv, 0),
+        Attn::Sdpa | Attn::Eager => (2 * q, c * n * q),
+    };
+    bytes += c * n * (q + kv_kept);
+    let mut scores = 0;
+    match plan.attn {
+        Attn::Eager => {
+            // Softmax output in fp32 plus the 16-bit copy fed to P·V.
+            let per = if c == 4 { 4 } else { 4 + c };
+            scores = per * heads * n * plan.seq_len as u128;
+            // The attention output after the transpose-and-reshape copy is what o_proj reads (counted above if kept).
+            let _ = out_copy;
+        }
+        Attn::Sdpa | Attn::Flash => {
+            bytes += c * n * q + 4 * n * heads;
+        }
+    }
+
+    // MLP: the activation keeps its input; the gated product keeps both factors.
+    bytes += match arch.mlp {
+        crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused => 3 * c * n * inter,
+        crate::arch::Mlp::Plain => c * n * inter,
+    };
+    if arch.experts > 1 {
+        // Router logits and their softmax in fp32.
+        bytes += 8 * n * arch.experts as u128;
+    }
+    (bytes, scores)
+}
+
+/// Computes the memory of one training step of `plan` on `arch`.
+pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
+    let d = dtypes(plan);
+    let linears = arch.layer_linears();
+    let layers = arch.layers as u128;
+    let gpus = plan.gpus.max(1) as u128;
+    let zero = if plan.gpus > 1 { plan.zero } else { 0 };
+    let total_params = arch.total_params() as u128;
+    let mut comp = [0u128; Kind::COUNT];
+    let set = |comp: &mut [u128; Kind::COUNT], k: Kind, v: u128| comp[k as usize] = v;
+
+    // ---- Weights
+    let lin_weights: u128 = linears.iter().map(|l| l.weight_params() as u128).sum::<u128>() * layers;
+    let (base, constants) = if plan.method == Method::Qlora {
+        let (mut packed, mut consts) = (0u128, 0u128);
+        for l in &linears {
+            let (p, c) = quantized_tensor_bytes(l.in_features as u128 * l.out_features as u128, plan.double_quant);
+            packed += p * l.copies as u128 * layers;
+            consts += c * l.copies as u128 * layers;
+        }
+        // Embeddings, norms, biases and the LM head stay in 16-bit (fp32 when upcast).
+        (packed + (total_params - lin_weights) * d.w, consts)
+    } else {
+        (total_params * d.w, 0)
+    };
+    let tensors = trainable_tensors(arch, plan, &linears);
+    let trainable: u128 = tensors.iter().map(|t| t.rows * t.cols * t.count).sum();
+    let (adapter_bytes, param_bytes) = match plan.method {
+        Method::Full => (0, d.w),
+        _ => (trainable * d.a, d.a),
+    };
+    let shard_w = |v: u128| if zero >= 3 { ceil_div(v, gpus) } else { v };
+    let shard_g = |v: u128| if zero >= 2 { ceil_div(v, gpus) } else { v };
+    let shard_o = |v: u128| if zero >= 1 { ceil_div(v, gpus) } else { v };
+    set(&mut comp, Kind::BaseWeights, shard_w(base));
+    set(&mut comp, Kind::QuantConstants, shard_w(constants));
+    set(&mut comp, Kind::AdapterWeights, shard_w(adapter_bytes));
+
+    // ---- Gradients: same dtype as their parameters.
+    let grads = shard_g(trainable * param_bytes);
+    set(&mut comp, Kind::Gradients, grads);
+
+    // ---- Optimizer
+    let state_bytes = if d.amp && plan.method == Method::Full { 4 } else { param_bytes };
+    let master = if d.amp && plan.method == Method::Full { 4 * trainable } else { 0 };
+    let mut states: u128 = 0;
+    let mut largest_tensor: u128 = 0;
+    for t in &tensors {
+        let numel = t.rows * t.cols;
+        largest_tensor = largest_tensor.max(numel);
+        states += t.count
+            * match plan.optimizer {
+                Optimizer::AdamwTorch | Optimizer::AdamwTorchFused => 2 * state_bytes * numel,
+                Optimizer::PagedAdamw32bit => 8 * numel,
+                Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => {
+                    if numel < OPT8_MIN_NUMEL {
+                        8 * numel
+                    } else {
+                        2 * numel + 2 * 4 * ceil_div(numel, OPT8_BLOCK)
+                    }
+                }
+                Optimizer::Sgd => 0,
+                // Factored second moment for matrices (row and column vectors), a full one for vectors.
+                Optimizer::Adafactor => {
+                    if t.rows > 1 && t.cols > 1 {
+                        state_bytes * (t.rows + t.cols)
+                    } else {
+                        state_bytes * numel
+                    }
+                }
+            };
+    }
+    let paged = matches!(plan.optimizer, Optimizer::PagedAdamw8bit | Optimizer::PagedAdamw32bit);
+    let (on_device_states, paged_states) = if paged { (0, shard_o(states)) } else { (shard_o(states), 0) };
+    set(&mut comp, Kind::OptimizerStates, on_device_states);
+    set(&mut comp, Kind::MasterWeights, shard_o(master));
+    set(&mut comp, Kind::PagedStates, paged_states);
+    let opt_temps = match plan.optimizer {
+        Optimizer::AdamwTorch => shard_o(trainable) * state_bytes,
+        Optimizer::Adafactor => 2 * 4 * largest_tensor,
+        _ => 0,
+    };
+    set(&mut comp, Kind::OptimizerTemps, opt_temps);
+
+    // ---- Activations
+    let n = plan.micro_batch as u128 * plan.seq_len as u128;
+    let h = arch.hidden as u128;
+    let v = arch.vocab as u128;
+    let (per_layer, per_layer_scores) = layer_saved(arch, plan, d, &linears, n);
+    // Eager attention with a padding-capable mask builds one 4D causal mask per forward.
+    let mask = if plan.attn == Attn::Eager { d.c * plan.micro_batch as u128 * (plan.seq_len as u128).pow(2) } else { 0 };
+    let final_norm = match arch.norm {
+        Norm::RmsNorm => 4 * n * h + 4 * n,
+        Norm::LayerNorm => 4 * n * h + 8 * n,
+    };
+    let head_trainable = plan.method == Method::Full || plan.targets.contains(Target::LmHead);
+    let head_input = if head_trainable { d.r * n * h } else { 0 };
+    let (saved_all, scores_all, ckpt) = if plan.grad_checkpointing {
+        (final_norm + head_input, 0, layers * d.r * n * h)
+    } else {
+        (layers * per_layer + final_norm + head_input, layers * per_layer_scores + mask, 0)
+    };
+    // Logits: forward keeps 16-bit logits, their fp32 upcast and the log-softmax output; backward peaks with
+    // the log-softmax output, its incoming gradient and the gradient it produces, all fp32.
+    let (logits_fwd, logits_bwd, logits_block) = match plan.loss {
+        Loss::Standard => {
+            let up = if d.c == 4 { 0 } else { 4 };
+            ((d.c + up + 4) * n * v, 12 * n * v, 4 * n * v)
+        }
+        Loss::Chunked => {
+            let chunk = (plan.chunk as u128).min(n);
+            // TRL's chunked NLL upcasts the head weight to fp32 for each chunk, and keeps no logits between chunks.
+            let head_copy = if d.w == 4 { 0 } else { 4 * v * h };
+            (head_copy + 8 * chunk * v, head_copy + 16 * chunk * v, 4 * chunk * v)
+        }
+        Loss::Fused => {
+            // Liger's fused linear cross-entropy: chunks sized so a chunk of logits is about the input's size,
+            // with the input gradient computed in the forward and kept.
+            let inc = ceil_div(v, h);
+            let chunk = ceil_div(n, inc).next_power_of_two();
+            (d.c * chunk * v + d.c * n * h, d.c * n * h, d.c * chunk * v)
+        }
+    };
+    set(&mut comp, Kind::SavedActivations, saved_all);
+    set(&mut comp, Kind::AttentionScores, scores_all);
+    set(&mut comp, Kind::Checkpoints, ckpt);
+    set(&mut comp, Kind::Logits, logits_fwd.max(logits_bwd));
+
+    // ---- Working memory of backward: one layer's activation gradients, and one recomputed layer under checkpointing.
+    let k_route = if arch.experts > 1 { arch.experts_per_token as u128 } else { 1 };
+    let grad_flow = 2 * d.r * n * h + 3 * d.c * n * arch.intermediate as u128 * k_route;
+    let recompute = if plan.grad_checkpointing { per_layer + per_layer_scores + mask } else { 0 };
+    let backward_work = grad_flow + recompute;
+    set(&mut comp, Kind::BackwardWork, backward_work);
+    let dequant = if plan.method == Method::Qlora {
+        d.c * linears.iter().map(|l| l.in_features as u128 * l.out_features as u128).max().unwrap_or(0)
+    } else {
+        0
+    };
+    set(&mut comp, Kind::DequantBuffer, dequant);
+    let gather = if zero >= 3 {
+        let layer_bytes = arch.layer_params() as u128 * if plan.method == Method::Qlora { 1 } else { d.w };
+        2 * layer_bytes
+    } else {
+        0
+    };
+    let ddp_buckets = if plan.gpus > 1 && zero == 0 { trainable * param_bytes } else { 0 };
+    set(&mut comp, Kind::ShardBuffers, gather + ddp_buckets);
+
+    // ---- Phases
+    let weights = comp[Kind::BaseWeights as usize] + comp[Kind::QuantConstants as usize] + comp[Kind::AdapterWeights as usize];
+    let optimizer = comp[Kind::OptimizerStates as usize] + comp[Kind::MasterWeights as usize];
+    let other_resident = ddp_buckets;
+    let acts_fwd = saved_all + scores_all + ckpt + logits_fwd;
+    // Backward starts at the loss with everything saved; its layers then trade activations for gradients.
+    let bwd_at_loss = saved_all + scores_all + ckpt + logits_bwd;
+    let bwd_in_layers_acts = saved_all + scores_all + ckpt;
+    let bwd_in_layers = bwd_in_layers_acts + backward_work + dequant + gather;
+    let bwd_end = grads + grad_flow + dequant + gather;
+    let load = [weights, 0, optimizer, 0, other_resident];
+    let fwd = [weights, 0, optimizer, acts_fwd, other_resident + dequant + gather];
+    let bwd = if bwd_at_loss >= bwd_in_layers && bwd_at_loss >= bwd_end {
+        [weights, 0, optimizer, bwd_at_loss, other_resident]
+    } else if bwd_in_layers >= bwd_end {
+        [weights, 0, optimizer, bwd_in_layers_acts, other_resident + backward_work + dequant + gather]
+    } else {
+        [weights, grads, optimizer, 0, other_resident + grad_flow + dequant + gather]
+    };
+    let opt = [weights, grads, optimizer, 0, other_resident + opt_temps];
+    let to_phase = |a: [u128; 5], sat: &mut bool| PhaseMemory {
+        weights: clamp(a[0], sat),
+        gradients: clamp(a[1], sat),
+        optimizer: clamp(a[2], sat),
+        activations: clamp(a[3], sat),
+        other: clamp(a[4], sat),
+    };
+    let sums = [load, fwd, bwd, opt].map(|a| a.iter().sum::<u128>());
+    let (mut peak_idx, mut peak) = (0, 0u128);
+    for (i, s) in sums.iter().enumerate() {
+        if *s >= peak {
+            peak = *s;
+            peak_idx = i;
+        }
+    }
+
+    // ---- Reserved and device
+    let largest_transient = logits_block.max(dequant).max(per_layer_scores / layers.max(1)).max(opt_temps.min(largest_tensor * 4));
+    let rounded = ceil_div(peak, 2 * MIB) * 2 * MIB;
+    let slack = rounded - peak + largest_transient;
+    set(&mut comp, Kind::AllocatorSlack, slack);
+    let reserved = peak + slack;
+    set(&mut comp, Kind::CudaContext, CUDA_CONTEXT_BYTES as u128);
+    let device = reserved + CUDA_CONTEXT_BYTES as u128 + paged_states;
+
+    let mut saturated = false;
+    let components = comp.map(|v| clamp(v, &mut saturated));
+    let phases = [load, fwd, bwd, opt].map(|a| to_phase(a, &mut saturated));
+    Estimate {
+        total_params: clamp(total_params, &mut saturated),
+        trainable_params: clamp(trainable, &mut saturated),
+        components,
+        phases,
+        peak_phase: Phase::ALL[peak_idx],
+        peak_allocated_bytes: clamp(peak, &mut saturated),
+        peak_reserved_bytes: clamp(reserved, &mut saturated),
+        device_bytes: clamp(device, &mut saturated),
+        saturated,
+    }
+}
+
+fn clamp(v: u128, saturated: &mut bool) -> u64 {
+    u64::try_from(v).unwrap_or_else(|_| {
+        *saturated = true;
+        u64::MAX
+    })
+}

@@ -1,0 +1,230 @@
+//! Import of a Hugging Face `config.json` into an [`Architecture`], with messages that name the field.
+
+use crate::arch::{ArchError, Architecture, Mlp, Norm};
+use serde_json::{Map, Value};
+
+/// Larger inputs are refused before parsing: real configs are a few kilobytes.
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
+/// The `model_type` values this importer understands.
+pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "gemma",
+    "gemma2",
+    "phi",
+    "phi3",
+    "gpt_neox",
+    "falcon",
+    "RefinedWebModel",
+    "RefinedWeb",
+    "gpt_bigcode",
+    "gpt2",
+    "gpt3",
+];
+
+fn err(msg: impl Into<String>) -> ArchError {
+    ArchError(msg.into())
+}
+
+/// Shortens user text quoted back in an error, so a huge value cannot flood the message.
+pub(crate) fn quote(s: &str) -> String {
+    let clean: String = s.chars().filter(|c| !c.is_control()).take(40).collect();
+    if s.chars().count() > 40 {
+        format!("`{clean}…`")
+    } else {
+        format!("`{clean}`")
+    }
+}
+
+struct Fields<'a>(&'a Map<String, Value>);
+
+impl Fields<'_> {
+    fn uint(&self, keys: &[&str]) -> Result<Option<u64>, ArchError> {
+        for k in keys {
+            match self.0.get(*k) {
+                None | Some(Value::Null) => continue,
+                Some(Value::Number(n)) => {
+                    if let Some(v) = n.as_u64() {
+                        return Ok(Some(v));
+                    }
+                    if let Some(f) = n.as_f64() {
+                        if f.fract() == 0.0 && f >= 0.0 && f < 9.0e15 {
+                            return Ok(Some(f as u64));
+                        }
+                    }
+                    return Err(err(format!("{k} must be a non-negative integer, got {n}")));
+                }
+                Some(other) => return Err(err(format!("{k} must be a number, got {}", type_name(other)))),
+            }
+        }
+        Ok(None)
+    }
+    fn need(&self, keys: &[&str]) -> Result<u64, ArchError> {
+        self.uint(keys)?.ok_or_else(|| err(format!("config.json has no {}", keys.join(" / "))))
+    }
+    fn flag(&self, key: &str, default: bool) -> Result<bool, ArchError> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(err(format!("{key} must be true or false, got {}", type_name(other)))),
+        }
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Parses the text of a `config.json`.
+///
+/// Missing optional keys take the library defaults of `transformers` for that model type
+/// (for example Gemma ties its embeddings, Qwen2 always has q/k/v biases).
+pub fn import_config(text: &str) -> Result<Architecture, ArchError> {
+    if text.len() > MAX_CONFIG_BYTES {
+        return Err(err(format!(
+            "config.json is {} bytes; a real one is a few KB (at most {} accepted)",
+            text.len(),
+            MAX_CONFIG_BYTES
+        )));
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| err(format!("config.json is not valid JSON: {e}")))?;
+    let Value::Object(map) = &value else {
+        return Err(err(format!("config.json must be a JSON object, got {}", type_name(&value))));
+    };
+    import_map(map)
+}
+
+fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
+    let f = Fields(map);
+    let model_type = match map.get("model_type") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => return Err(err(format!("model_type must be a string, got {}", type_name(other)))),
+        None => return Err(err("config.json has no model_type")),
+    };
+    if !SUPPORTED_MODEL_TYPES.contains(&model_type) {
+        return Err(err(format!(
+            "model_type {} is not supported; supported: {}",
+            quote(model_type),
+            SUPPORTED_MODEL_TYPES.join(", ")
+        )));
+    }
+    let hidden = f.need(&["hidden_size", "n_embd", "d_model"])?;
+    let layers = f.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
+    let heads = f.need(&["num_attention_heads", "n_head"])?;
+    let vocab = f.need(&["vocab_size"])?;
+    if heads == 0 {
+        return Err(err("num_attention_heads must be at least 1"));
+    }
+    let explicit_head_dim = f.uint(&["head_dim"])?;
+    let default_head_dim = |hd: u64| -> Result<u64, ArchError> {
+        if let Some(d) = explicit_head_dim {
+            return Ok(d);
+        }
+        if hd % heads != 0 {
+            return Err(err(format!(
+                "hidden_size = {hd} is not divisible by num_attention_heads = {heads} and there is no head_dim"
+            )));
+        }
+        Ok(hd / heads)
+    };
+    let mut a = Architecture::llama(model_type, layers, hidden, 0, heads, heads, vocab);
+    a.model_type = model_type.to_string();
+    match model_type {
+        "llama" | "mistral" | "mixtral" | "qwen2" | "gemma" | "gemma2" => {
+            a.intermediate = f.need(&["intermediate_size"])?;
+            a.kv_heads = f.uint(&["num_key_value_heads"])?.unwrap_or(heads);
+            let gemma = model_type.starts_with("gemma");
+            a.head_dim = if gemma { explicit_head_dim.unwrap_or(256) } else { default_head_dim(hidden)? };
+            a.tied_embeddings = f.flag("tie_word_embeddings", gemma)?;
+            a.qkv_bias = model_type == "qwen2" || f.flag("attention_bias", false)?;
+            a.o_bias = f.flag("attention_bias", false)?;
+            a.mlp_bias = f.flag("mlp_bias", false)?;
+            if model_type == "gemma2" {
+                a.norms_per_layer = 4;
+            }
+            if model_type == "mixtral" {
+                a.experts = f.uint(&["num_local_experts"])?.unwrap_or(8);
+                a.experts_per_token = f.uint(&["num_experts_per_tok"])?.unwrap_or(2);
+            }
+        }
+        "phi" => {
+            a.intermediate = f.need(&["intermediate_size"])?;
+            a.kv_heads = f.uint(&["num_key_value_heads"])?.unwrap_or(heads);
+            a.head_dim = default_head_dim(hidden)?;
+            a.norm = Norm::LayerNorm;
+            a.norms_per_layer = 1;
+            a.mlp = Mlp::Plain;
+            a.qkv_bias = true;
+            a.o_bias = true;
+            a.mlp_bias = true;
+            a.lm_head_bias = true;
+            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
+        }
+        "phi3" => {
+            a.intermediate = f.need(&["intermediate_size"])?;
+            a.kv_heads = f.uint(&["num_key_value_heads"])?.unwrap_or(heads);
+            a.head_dim = default_head_dim(hidden)?;
+            a.fused_qkv = true;
+            a.mlp = Mlp::GatedFused;
+            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
+        }
+        "gpt_neox" => {
+            a.intermediate = f.uint(&["intermediate_size"])?.unwrap_or(4 * hidden);
+            a.head_dim = default_head_dim(hidden)?;
+            a.norm = Norm::LayerNorm;
+            a.fused_qkv = true;
+            a.mlp = Mlp::Plain;
+            a.qkv_bias = f.flag("attention_bias", true)?;
+            a.o_bias = a.qkv_bias;
+            a.mlp_bias = true;
+            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
+        }
+        "falcon" | "RefinedWebModel" | "RefinedWeb" => {
+            a.intermediate = f.uint(&["ffn_hidden_size"])?.unwrap_or(4 * hidden);
+            a.head_dim = default_head_dim(hidden)?;
+            let new_arch = f.flag("new_decoder_architecture", model_type == "RefinedWeb")?;
+            a.kv_heads = if new_arch {
+                f.uint(&["num_kv_heads", "n_head_kv"])?.unwrap_or(heads)
+            } else if f.flag("multi_query", true)? {
+                1
+            } else {
+                heads
+            };
+            a.norm = Norm::LayerNorm;
+            a.norms_per_layer = if !new_arch && f.flag("parallel_attn", true)? { 1 } else { 2 };
+            a.fused_qkv = true;
+            a.mlp = Mlp::Plain;
+            let bias = f.flag("bias", false)?;
+            a.qkv_bias = bias;
+            a.o_bias = bias;
+            a.mlp_bias = bias;
+            a.tied_embeddings = f.flag("tie_word_embeddings", true)?;
+        }
+        _ => {
+            // GPT-2 layout: gpt_bigcode, gpt2, gpt3.
+            a.intermediate = f.uint(&["n_inner", "intermediate_size"])?.unwrap_or(4 * hidden);
+            a.head_dim = default_head_dim(hidden)?;
+            a.kv_heads = if model_type == "gpt_bigcode" && f.flag("multi_query", true)? { 1 } else { heads };
+            a.norm = Norm::LayerNorm;
+            a.fused_qkv = true;
+            a.mlp = Mlp::Plain;
+            a.qkv_bias = true;
+            a.o_bias = true;
+            a.mlp_bias = true;
+            a.learned_positions = f.uint(&["n_positions", "max_position_embeddings"])?.unwrap_or(1024);
+            a.tied_embeddings = f.flag("tie_word_embeddings", true)?;
+        }
+    }
+    a.validate()?;
+    Ok(a)
+}

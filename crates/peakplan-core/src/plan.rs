@@ -1,0 +1,414 @@
+//! Plans: the raw query vocabulary of the contract, parsed once into a validated [`Plan`] with diagnostics.
+
+use crate::arch::Target;
+use crate::hf::quote;
+use crate::presets;
+use serde::{Deserialize, Serialize};
+
+macro_rules! keyword_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $key:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name { $($(#[$vm])* #[serde(rename = $key)] $variant),+ }
+        impl $name {
+            /// Every value, in the order the page lists them.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// The value's spelling in queries.
+            pub fn key(self) -> &'static str { match self { $($name::$variant => $key),+ } }
+            /// Parses the query spelling.
+            pub fn from_key(s: &str) -> Option<Self> { match s { $($key => Some($name::$variant),)+ _ => None } }
+            /// The accepted spellings, for messages.
+            pub fn accepted() -> String { [$($key),+].join(", ") }
+        }
+    };
+}
+
+keyword_enum!(
+    /// What is trained.
+    Method { Full = "full", Lora = "lora", Qlora = "qlora" }
+);
+keyword_enum!(
+    /// A floating-point storage type.
+    DType { Fp32 = "fp32", Bf16 = "bf16", Fp16 = "fp16" }
+);
+keyword_enum!(
+    /// The training precision regime.
+    Precision {
+        Fp32 = "fp32",
+        /// Pure 16-bit: weights, gradients and optimizer states in bf16.
+        Bf16 = "bf16",
+        Fp16 = "fp16",
+        /// fp32 master weights with bf16 compute.
+        AmpBf16 = "amp_bf16",
+        AmpFp16 = "amp_fp16",
+    }
+);
+keyword_enum!(
+    /// Attention implementation.
+    Attn { Eager = "eager", Sdpa = "sdpa", Flash = "flash" }
+);
+keyword_enum!(
+    /// Loss implementation.
+    Loss { Standard = "standard", Chunked = "chunked", Fused = "fused" }
+);
+keyword_enum!(
+    /// Optimizer, named as in `TrainingArguments.optim`.
+    Optimizer {
+        AdamwTorch = "adamw_torch",
+        AdamwTorchFused = "adamw_torch_fused",
+        Adamw8bit = "adamw_8bit",
+        PagedAdamw8bit = "paged_adamw_8bit",
+        PagedAdamw32bit = "paged_adamw_32bit",
+        Sgd = "sgd",
+        Adafactor = "adafactor",
+    }
+);
+keyword_enum!(
+    /// 4-bit data type of QLoRA.
+    Quant { Nf4 = "nf4", Fp4 = "fp4" }
+);
+
+impl DType {
+    pub fn bytes(self) -> u64 {
+        match self {
+            DType::Fp32 => 4,
+            DType::Bf16 | DType::Fp16 => 2,
+        }
+    }
+}
+
+impl Precision {
+    /// Bytes of one element in the compute dtype.
+    pub fn compute_bytes(self) -> u64 {
+        if self == Precision::Fp32 {
+            4
+        } else {
+            2
+        }
+    }
+    /// Whether an fp32 master copy of trainable weights is kept beside 16-bit compute.
+    pub fn is_amp(self) -> bool {
+        matches!(self, Precision::AmpBf16 | Precision::AmpFp16)
+    }
+}
+
+/// A set of LoRA target keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Targets(pub u8);
+
+impl Targets {
+    /// `all-linear`: every linear of the decoder layers, not the LM head (as PEFT defines it).
+    pub const ALL_LINEAR: Targets = Targets(0x7f);
+    /// PEFT's default for Llama-family models.
+    pub const QV: Targets = Targets(1 | 4);
+
+    pub fn contains(self, t: Target) -> bool {
+        self.0 & t.bit() != 0
+    }
+    pub fn with(self, t: Target, on: bool) -> Targets {
+        if on {
+            Targets(self.0 | t.bit())
+        } else {
+            Targets(self.0 & !t.bit())
+        }
+    }
+    /// The query spelling: `all-linear` or a comma list in canonical order.
+    pub fn key(self) -> String {
+        if self == Targets::ALL_LINEAR {
+            return "all-linear".into();
+        }
+        Target::ALL.iter().filter(|t| self.contains(**t)).map(|t| t.key()).collect::<Vec<_>>().join(",")
+    }
+    /// Parses `all-linear` or a comma list; names the first bad entry.
+    pub fn parse(s: &str) -> Result<Targets, String> {
+        if s == "all-linear" {
+            return Ok(Targets::ALL_LINEAR);
+        }
+        let mut bits = 0u8;
+        for part in s.split(',') {
+            let part = part.trim();
+            let t = Target::ALL
+                .iter()
+                .find(|t| t.key() == part || part.strip_suffix("_proj") == Some(t.key()))
+                .ok_or_else(|| {
+                    format!("unknown target {}; use a comma list of q,k,v,o,gate,up,down,lm_head or all-linear", quote(part))
+                })?;
+            bits |= t.bit();
+        }
+        if bits == 0 {
+            return Err("no target given".into());
+        }
+        Ok(Targets(bits))
+    }
+}
+
+/// Range limits of the integer keys: generous beyond any real run, small enough for exact arithmetic.
+pub const MAX_RANK: u64 = 65_536;
+pub const MAX_BATCH: u64 = 65_536;
+pub const MAX_SEQ: u64 = 16_777_216;
+pub const MAX_GPUS: u64 = 65_536;
+
+/// A validated training plan: every field holds an accepted value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Model preset id (see [`presets::MODELS`]); an imported config replaces the architecture.
+    pub model: String,
+    pub method: Method,
+    pub rank: u64,
+    pub targets: Targets,
+    pub dropout: f64,
+    pub adapter_dtype: DType,
+    pub micro_batch: u64,
+    pub seq_len: u64,
+    pub grad_checkpointing: bool,
+    pub attn: Attn,
+    pub loss: Loss,
+    pub chunk: u64,
+    pub optimizer: Optimizer,
+    pub precision: Precision,
+    pub quant: Quant,
+    pub double_quant: bool,
+    pub upcast: bool,
+    pub gpus: u64,
+    pub zero: u8,
+    pub gpu: String,
+    pub embed: bool,
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan {
+            model: "llama-3.1-8b".into(),
+            method: Method::Qlora,
+            rank: 16,
+            targets: Targets::ALL_LINEAR,
+            dropout: 0.0,
+            adapter_dtype: DType::Fp32,
+            micro_batch: 1,
+            seq_len: 2048,
+            grad_checkpointing: true,
+            attn: Attn::Sdpa,
+            loss: Loss::Standard,
+            chunk: 256,
+            optimizer: Optimizer::AdamwTorch,
+            precision: Precision::AmpBf16,
+            quant: Quant::Nf4,
+            double_quant: true,
+            upcast: false,
+            gpus: 1,
+            zero: 0,
+            gpu: "rtx-4090".into(),
+            embed: false,
+        }
+    }
+}
+
+/// One problem found in a raw query: the key it concerns and a message naming the accepted values.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    pub key: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The result of parsing a query: a plan where every bad key kept its default, and what was wrong.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    pub plan: Plan,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Every key of the contract's vocabulary, in the order [`Plan::to_query`] writes them.
+pub const KEYS: &[&str] = &[
+    "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss", "chunk", "opt", "prec",
+    "quant", "dq", "upcast", "gpus", "zero", "gpu", "embed",
+];
+
+/// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                match (hex(b[i + 1]), hex(b[i + 2])) {
+                    (Some(h), Some(l)) => {
+                        out.push((h * 16 + l) as u8);
+                        i += 2;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Encodes a value for a query string (RFC 3986 unreserved characters stay, and `,` for target lists).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b',') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn parse_uint(key: &str, v: &str, min: u64, max: u64) -> Result<u64, String> {
+    match v.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("{key}={n} is out of range; accepted: integers {min} to {max}")),
+        Err(_) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => {
+            Err(format!("{key}={} is out of range; accepted: integers {min} to {max}", quote(v)))
+        }
+        Err(_) => Err(format!("{key}={} is not an integer; accepted: integers {min} to {max}", quote(v))),
+    }
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "0" | "false" => Ok(false),
+        "1" | "true" => Ok(true),
+        _ => Err(format!("{key}={} is not accepted; accepted: 0, 1", quote(v))),
+    }
+}
+
+fn keyword<T>(key: &str, v: &str, parse: fn(&str) -> Option<T>, accepted: String) -> Result<T, String> {
+    parse(v).ok_or_else(|| format!("{key}={} is not accepted; accepted: {accepted}", quote(v)))
+}
+
+impl Plan {
+    /// Applies one key; on error the plan is unchanged and the message names the key and accepted values.
+    pub fn set(&mut self, key: &str, v: &str) -> Result<(), String> {
+        match key {
+            "model" => {
+                if presets::model(v).is_none() {
+                    let ids: Vec<&str> = presets::MODELS.iter().map(|m| m.id).collect();
+                    return Err(format!("model={} is not a known preset; accepted: {}", quote(v), ids.join(", ")));
+                }
+                self.model = v.to_string();
+            }
+            "method" => self.method = keyword(key, v, Method::from_key, Method::accepted())?,
+            "r" => self.rank = parse_uint(key, v, 1, MAX_RANK)?,
+            "targets" => self.targets = Targets::parse(v).map_err(|e| format!("targets: {e}"))?,
+            "dropout" => {
+                let p: f64 = v
+                    .parse()
+                    .map_err(|_| format!("dropout={} is not a number; accepted: 0 to below 1", quote(v)))?;
+                if !(p.is_finite() && (0.0..1.0).contains(&p)) {
+                    return Err(format!("dropout={} is out of range; accepted: 0 to below 1", quote(v)));
+                }
+                self.dropout = p;
+            }
+            "adtype" => self.adapter_dtype = keyword(key, v, DType::from_key, DType::accepted())?,
+            "b" => self.micro_batch = parse_uint(key, v, 1, MAX_BATCH)?,
+            "s" => self.seq_len = parse_uint(key, v, 1, MAX_SEQ)?,
+            "gc" => self.grad_checkpointing = parse_bool(key, v)?,
+            "attn" => self.attn = keyword(key, v, Attn::from_key, Attn::accepted())?,
+            "loss" => self.loss = keyword(key, v, Loss::from_key, Loss::accepted())?,
+            "chunk" => self.chunk = parse_uint(key, v, 1, MAX_SEQ)?,
+            "opt" => self.optimizer = keyword(key, v, Optimizer::from_key, Optimizer::accepted())?,
+            "prec" => self.precision = keyword(key, v, Precision::from_key, Precision::accepted())?,
+            "quant" => self.quant = keyword(key, v, Quant::from_key, Quant::accepted())?,
+            "dq" => self.double_quant = parse_bool(key, v)?,
+            "upcast" => self.upcast = parse_bool(key, v)?,
+            "gpus" => self.gpus = parse_uint(key, v, 1, MAX_GPUS)?,
+            "zero" => self.zero = parse_uint(key, v, 0, 3)? as u8,
+            "gpu" => {
+                if presets::gpu(v).is_none() {
+                    let ids: Vec<&str> = presets::GPUS.iter().map(|g| g.id).collect();
+                    return Err(format!("gpu={} is not a known GPU; accepted: {}", quote(v), ids.join(", ")));
+                }
+                self.gpu = v.to_string();
+            }
+            "embed" => self.embed = parse_bool(key, v)?,
+            _ => return Err(format!("unknown key {}; known keys: {}", quote(key), KEYS.join(", "))),
+        }
+        Ok(())
+    }
+
+    /// The value of one key in query spelling.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let b = |v: bool| if v { "1" } else { "0" }.to_string();
+        Some(match key {
+            "model" => self.model.clone(),
+            "method" => self.method.key().into(),
+            "r" => self.rank.to_string(),
+            "targets" => self.targets.key(),
+            "dropout" => self.dropout.to_string(),
+            "adtype" => self.adapter_dtype.key().into(),
+            "b" => self.micro_batch.to_string(),
+            "s" => self.seq_len.to_string(),
+            "gc" => b(self.grad_checkpointing),
+            "attn" => self.attn.key().into(),
+            "loss" => self.loss.key().into(),
+            "chunk" => self.chunk.to_string(),
+            "opt" => self.optimizer.key().into(),
+            "prec" => self.precision.key().into(),
+            "quant" => self.quant.key().into(),
+            "dq" => b(self.double_quant),
+            "upcast" => b(self.upcast),
+            "gpus" => self.gpus.to_string(),
+            "zero" => self.zero.to_string(),
+            "gpu" => self.gpu.clone(),
+            "embed" => b(self.embed),
+            _ => return None,
+        })
+    }
+
+    /// The whole plan as a query string (without `?`); `embed` only when set. Parses back to an equal plan.
+    pub fn to_query(&self) -> String {
+        KEYS.iter()
+            .filter(|k| **k != "embed" || self.embed)
+            .filter_map(|k| self.get(k).map(|v| format!("{k}={}", percent_encode(&v))))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+
+    /// Parses a query string (`?` optional) over the defaults.
+    pub fn parse_query(query: &str) -> Parsed {
+        Self::parse_query_over(Plan::default(), query)
+    }
+
+    /// Parses a query string over a given base plan: each bad key keeps the base's value and adds a diagnostic.
+    pub fn parse_query_over(mut plan: Plan, query: &str) -> Parsed {
+        let mut diagnostics = Vec::new();
+        let query = query.strip_prefix('?').unwrap_or(query);
+        let mut seen: Vec<String> = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = match pair.split_once('=') {
+                Some((k, v)) => (percent_decode(k), percent_decode(v)),
+                None => {
+                    let k = percent_decode(pair);
+                    diagnostics.push(Diagnostic { message: format!("{} has no value (write key=value)", quote(&k)), key: k });
+                    continue;
+                }
+            };
+            if seen.contains(&k) {
+                diagnostics.push(Diagnostic {
+                    key: k.clone(),
+                    message: format!("{} is given more than once; the last value is used", quote(&k)),
+                });
+            } else if seen.len() < 64 {
+                seen.push(k.clone());
+            }
+            if let Err(message) = plan.set(&k, &v) {
+                diagnostics.push(Diagnostic { key: k, message });
+            }
+        }
+        Parsed { plan, diagnostics }
+    }
+}

@@ -1,0 +1,98 @@
+//! Bundled presets: real model configs (imported through the same `config.json` importer users get) and GPU capacities.
+
+use crate::arch::Architecture;
+use crate::hf::import_config;
+use std::sync::OnceLock;
+
+/// A bundled model: its id in queries, display name, Hugging Face id and trimmed `config.json`.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelPreset {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub hf_id: &'static str,
+    pub config_json: &'static str,
+}
+
+/// The bundled models, sorted by id. Configs come from `presets/*.json` (trimmed copies of the verified files).
+pub const MODELS: &[ModelPreset] = &[
+    ModelPreset { id: "falcon-7b", name: "Falcon 7B", hf_id: "tiiuae/falcon-7b", config_json: include_str!("../presets/falcon-7b.json") },
+    ModelPreset { id: "gemma-2-9b", name: "Gemma 2 9B", hf_id: "google/gemma-2-9b", config_json: include_str!("../presets/gemma-2-9b.json") },
+    ModelPreset { id: "gemma-7b", name: "Gemma 7B", hf_id: "google/gemma-7b", config_json: include_str!("../presets/gemma-7b.json") },
+    ModelPreset { id: "gpt3-175b", name: "GPT-3 175B", hf_id: "(none: weights never released; architecture from Brown et al. 2020, arXiv:2005.14165, Table 2.1)", config_json: include_str!("../presets/gpt3-175b.json") },
+    ModelPreset { id: "llama-2-13b", name: "Llama 2 13B", hf_id: "meta-llama/Llama-2-13b-hf", config_json: include_str!("../presets/llama-2-13b.json") },
+    ModelPreset { id: "llama-2-70b", name: "Llama 2 70B", hf_id: "meta-llama/Llama-2-70b-hf", config_json: include_str!("../presets/llama-2-70b.json") },
+    ModelPreset { id: "llama-2-7b", name: "Llama 2 7B", hf_id: "meta-llama/Llama-2-7b-hf", config_json: include_str!("../presets/llama-2-7b.json") },
+    ModelPreset { id: "llama-3.1-70b", name: "Llama 3.1 70B", hf_id: "meta-llama/Llama-3.1-70B", config_json: include_str!("../presets/llama-3.1-70b.json") },
+    ModelPreset { id: "llama-3.1-8b", name: "Llama 3.1 8B", hf_id: "meta-llama/Llama-3.1-8B", config_json: include_str!("../presets/llama-3.1-8b.json") },
+    ModelPreset { id: "llama-3.2-1b", name: "Llama 3.2 1B", hf_id: "meta-llama/Llama-3.2-1B", config_json: include_str!("../presets/llama-3.2-1b.json") },
+    ModelPreset { id: "llama-3.2-3b", name: "Llama 3.2 3B", hf_id: "meta-llama/Llama-3.2-3B", config_json: include_str!("../presets/llama-3.2-3b.json") },
+    ModelPreset { id: "llama-65b", name: "LLaMA 65B", hf_id: "huggyllama/llama-65b", config_json: include_str!("../presets/llama-65b.json") },
+    ModelPreset { id: "mistral-7b", name: "Mistral 7B", hf_id: "mistralai/Mistral-7B-v0.1", config_json: include_str!("../presets/mistral-7b.json") },
+    ModelPreset { id: "mixtral-8x7b", name: "Mixtral 8x7B", hf_id: "mistralai/Mixtral-8x7B-v0.1", config_json: include_str!("../presets/mixtral-8x7b.json") },
+    ModelPreset { id: "phi-2", name: "Phi-2", hf_id: "microsoft/phi-2", config_json: include_str!("../presets/phi-2.json") },
+    ModelPreset { id: "phi-3-mini", name: "Phi-3 mini", hf_id: "microsoft/Phi-3-mini-4k-instruct", config_json: include_str!("../presets/phi-3-mini.json") },
+    ModelPreset { id: "pythia-1.4b", name: "Pythia 1.4B", hf_id: "EleutherAI/pythia-1.4b", config_json: include_str!("../presets/pythia-1.4b.json") },
+    ModelPreset { id: "qwen2.5-0.5b", name: "Qwen2.5 0.5B", hf_id: "Qwen/Qwen2.5-0.5B", config_json: include_str!("../presets/qwen2.5-0.5b.json") },
+    ModelPreset { id: "qwen2.5-7b", name: "Qwen2.5 7B", hf_id: "Qwen/Qwen2.5-7B", config_json: include_str!("../presets/qwen2.5-7b.json") },
+    ModelPreset { id: "starcoderbase-1b", name: "StarCoderBase 1B", hf_id: "bigcode/starcoderbase-1b", config_json: include_str!("../presets/starcoderbase-1b.json") },
+    ModelPreset { id: "tinyllama-1.1b", name: "TinyLlama 1.1B", hf_id: "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", config_json: include_str!("../presets/tinyllama-1.1b.json") },
+];
+
+/// Looks a model preset up by id.
+pub fn model(id: &str) -> Option<&'static ModelPreset> {
+    MODELS.iter().find(|m| m.id == id)
+}
+
+/// The architecture of a bundled model, imported once and cached.
+pub fn model_arch(id: &str) -> Option<&'static Architecture> {
+    static ARCHS: OnceLock<Vec<Architecture>> = OnceLock::new();
+    let archs = ARCHS.get_or_init(|| {
+        MODELS
+            .iter()
+            .map(|m| {
+                let mut a = import_config(m.config_json).unwrap_or_else(|e| panic!("bundled preset {} is invalid: {e}", m.id));
+                a.name = m.id.to_string();
+                a
+            })
+            .collect()
+    });
+    MODELS.iter().position(|m| m.id == id).map(|i| &archs[i])
+}
+
+/// A GPU and the memory a process can see on it.
+#[derive(Clone, Copy, Debug)]
+pub struct GpuPreset {
+    pub id: &'static str,
+    pub name: &'static str,
+    /// What `nvidia-smi` reports as total where a public printout exists (MiB x 2^20), else the vendor's capacity.
+    pub capacity_bytes: u64,
+    /// The vendor's marketing figure, for display.
+    pub vendor_bytes: u64,
+}
+
+const MIB: u64 = 1 << 20;
+
+/// The bundled GPUs, from `shared/models/gpus.json`.
+pub const GPUS: &[GpuPreset] = &[
+    GpuPreset { id: "t4-16gb", name: "NVIDIA T4", capacity_bytes: 15360 * MIB, vendor_bytes: 16000000000 },
+    GpuPreset { id: "v100-16gb", name: "NVIDIA Tesla V100 16GB (SXM2 / PCIe)", capacity_bytes: 16384 * MIB, vendor_bytes: 16000000000 },
+    GpuPreset { id: "v100-32gb", name: "NVIDIA Tesla V100 32GB (SXM2 / PCIe)", capacity_bytes: 32000000000, vendor_bytes: 32000000000 },
+    GpuPreset { id: "a10g-24gb", name: "NVIDIA A10G (AWS G5)", capacity_bytes: 23028 * MIB, vendor_bytes: 25769803776 },
+    GpuPreset { id: "l4-24gb", name: "NVIDIA L4", capacity_bytes: 23034 * MIB, vendor_bytes: 24000000000 },
+    GpuPreset { id: "rtx-3090", name: "NVIDIA GeForce RTX 3090", capacity_bytes: 24576 * MIB, vendor_bytes: 24000000000 },
+    GpuPreset { id: "rtx-4090", name: "NVIDIA GeForce RTX 4090", capacity_bytes: 24564 * MIB, vendor_bytes: 24000000000 },
+    GpuPreset { id: "rtx-6000-ada", name: "NVIDIA RTX 6000 Ada Generation", capacity_bytes: 48000000000, vendor_bytes: 48000000000 },
+    GpuPreset { id: "l40s-48gb", name: "NVIDIA L40S", capacity_bytes: 46068 * MIB, vendor_bytes: 48000000000 },
+    GpuPreset { id: "a100-40gb", name: "NVIDIA A100 40GB (SXM4 / PCIe)", capacity_bytes: 40960 * MIB, vendor_bytes: 40000000000 },
+    GpuPreset { id: "a100-80gb", name: "NVIDIA A100 80GB (SXM4 / PCIe)", capacity_bytes: 81920 * MIB, vendor_bytes: 80000000000 },
+    GpuPreset { id: "h100-80gb", name: "NVIDIA H100 80GB HBM3 (SXM5)", capacity_bytes: 81559 * MIB, vendor_bytes: 80000000000 },
+    GpuPreset { id: "h100-pcie-80gb", name: "NVIDIA H100 PCIe", capacity_bytes: 80000000000, vendor_bytes: 80000000000 },
+    GpuPreset { id: "h200-141gb", name: "NVIDIA H200 (SXM)", capacity_bytes: 143771 * MIB, vendor_bytes: 141000000000 },
+    GpuPreset { id: "mi300x-192gb", name: "AMD Instinct MI300X", capacity_bytes: 192000000000, vendor_bytes: 192000000000 },
+    GpuPreset { id: "apple-m2-ultra-192gb", name: "Apple M2 Ultra (unified memory, example of Apple M-series)", capacity_bytes: 192000000000, vendor_bytes: 192000000000 },
+];
+
+/// Looks a GPU preset up by id.
+pub fn gpu(id: &str) -> Option<&'static GpuPreset> {
+    GPUS.iter().find(|g| g.id == id)
+}

@@ -1,0 +1,314 @@
+//! The core's integration tests: source numbers, real parameter counts, config import, query round trips,
+//! golden breakdowns and properties. Data lives in `tests/data/`.
+
+use peakplan_core::plan::{Method, Optimizer, Plan, Precision};
+use peakplan_core::{estimate, import_config, Category, preset_arch, presets, solve, Architecture, Estimate, Kind};
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+fn plan(q: &str) -> Plan {
+    let p = Plan::parse_query(q);
+    assert!(p.diagnostics.is_empty(), "{q}: {:?}", p.diagnostics);
+    p.plan
+}
+
+fn est(q: &str) -> Estimate {
+    let p = plan(q);
+    estimate(preset_arch(&p), &p)
+}
+
+fn data(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// A synthetic Llama-style model with exactly `n` linear... parameters: one layer whose sizes multiply out.
+fn model_with_params(layers: u64, hidden: u64, inter: u64, vocab: u64) -> Architecture {
+    Architecture::llama("synthetic", layers, hidden, inter, hidden / 128, hidden / 128, vocab)
+}
+
+// ---- Source 1: the PEFT memory guide.
+
+#[test]
+fn one_billion_fp16_params_take_1_863_gib() {
+    // 1e9 params x 2 bytes = 1.863 GiB. Build a model of exactly 1e9 parameters: pure fp16 LoRA-free base.
+    // Weight bytes of a full fp16 plan are params x 2, whatever the shape.
+    let p = plan("method=full&prec=fp16&opt=adamw_torch");
+    let a = model_with_params(1, 4096, 11008, 32000);
+    let e = estimate(&a, &p);
+    let per_param = e.component(Kind::BaseWeights) as f64 / e.total_params as f64;
+    assert_eq!(per_param, 2.0);
+    assert_eq!(format!("{:.3}", 1e9 * per_param / GIB), "1.863");
+    // Gradients (1x) and Adam's two states (2x) in the param dtype: 3 x 1.863 = 5.59 GiB for 1B params.
+    let rest = (e.component(Kind::Gradients) + e.component(Kind::OptimizerStates)) as f64 / e.total_params as f64;
+    assert_eq!(rest, 6.0);
+    assert_eq!(format!("{:.2}", 1e9 * rest / GIB), "5.59");
+}
+
+// ---- Source 2: 16 bytes per parameter.
+
+#[test]
+fn mixed_precision_adam_costs_16_bytes_per_param() {
+    let e = est("model=llama-2-7b&method=full&prec=amp_fp16&opt=adamw_torch");
+    let p = e.total_params;
+    assert_eq!(p, 6_738_415_616);
+    assert_eq!(e.category(Category::Weights), 2 * p);
+    assert_eq!(e.category(Category::Gradients), 2 * p);
+    assert_eq!(e.category(Category::Optimizer), 12 * p);
+    // For a 7e9 model: 112 GB in all, 84 GB optimizer, 14 GB weights.
+    let per = |c| e.category(c) as f64 / p as f64 * 7e9 / 1e9;
+    assert_eq!(per(Category::Weights) + per(Category::Gradients) + per(Category::Optimizer), 112.0);
+    assert_eq!(per(Category::Optimizer), 84.0);
+    assert_eq!(per(Category::Weights), 14.0);
+}
+
+#[test]
+fn lora_worked_example_counts_4_194_304_trainable() {
+    let e = est("model=llama-2-7b&method=lora&r=8&targets=q,v");
+    assert_eq!(e.trainable_params, 4_194_304);
+    // Each adapter: 8 x (4096 + 4096) = 65,536; about 0.06% of the model.
+    assert_eq!(e.trainable_params / (32 * 2), 65_536);
+    assert_eq!(format!("{:.2}", e.trainable_params as f64 / e.total_params as f64 * 100.0), "0.06");
+    // all-linear at rank 8 is PEFT's familiar 19,988,480.
+    assert_eq!(est("model=llama-2-7b&method=lora&r=8&targets=all-linear").trainable_params, 19_988_480);
+}
+
+#[test]
+fn double_quantization_bits_per_parameter() {
+    let a = est("model=llama-2-7b&method=qlora&r=8&targets=q,v&quant=nf4&dq=0");
+    let b = est("model=llama-2-7b&method=qlora&r=8&targets=q,v&quant=nf4&dq=1");
+    let quantized = 32.0 * 202_375_168.0;
+    let bits = |e: &Estimate| e.component(Kind::QuantConstants) as f64 * 8.0 / quantized;
+    assert!((bits(&a) - 0.5).abs() < 1e-3, "{}", bits(&a));
+    assert!((bits(&b) - 0.127).abs() < 1e-3, "{}", bits(&b));
+    // 4.5 and 4.127 bits per quantized parameter in all.
+    let packed_bits = |e: &Estimate| {
+        let non_quantized = (e.total_params as f64 - quantized) * 2.0;
+        (e.component(Kind::BaseWeights) as f64 - non_quantized) * 8.0 / quantized
+    };
+    assert!((packed_bits(&a) + bits(&a) - 4.5).abs() < 1e-3);
+    assert!((packed_bits(&b) + bits(&b) - 4.127).abs() < 1e-3);
+    // QLoRA keeps the base near 3.5 GB for 7B.
+    let base_gb = (b.component(Kind::BaseWeights) + b.component(Kind::QuantConstants)) as f64 / 1e9;
+    assert!((3.5..4.0).contains(&base_gb), "{base_gb}");
+}
+
+#[test]
+fn qlora_65b_fits_a_48_gb_gpu() {
+    let e = est("model=llama-65b&method=qlora&r=64&targets=all-linear&b=1&s=512&gc=1&opt=paged_adamw_8bit");
+    assert!(e.peak_allocated_bytes < 48_000_000_000, "{}", e.peak_allocated_bytes);
+    assert!(e.device_bytes < 48_000_000_000, "{}", e.device_bytes);
+}
+
+// ---- Real parameter counts, through the config importer.
+
+#[test]
+fn preset_parameter_counts_match_the_real_models() {
+    let check = |id: &str, want: u64| {
+        let p = presets::model_arch(id).unwrap().total_params();
+        assert_eq!(p, want, "{id}");
+    };
+    check("llama-2-7b", 6_738_415_616);
+    check("mistral-7b", 7_241_732_096);
+    check("llama-3.2-3b", 3_212_749_824);
+    check("llama-3.1-8b", 8_030_261_248);
+    check("mixtral-8x7b", 46_702_792_704);
+    check("gemma-2-9b", 9_241_705_984);
+    check("gemma-7b", 8_537_680_896);
+    check("phi-3-mini", 3_821_079_552);
+    check("pythia-1.4b", 1_414_647_808);
+    check("qwen2.5-0.5b", 494_032_768);
+    check("falcon-7b", 6_921_720_704);
+}
+
+#[test]
+fn every_shared_config_imports_to_its_preset() {
+    for m in presets::MODELS {
+        let full = data(&format!("models/{}.json", m.id));
+        let mut a = import_config(&full).unwrap_or_else(|e| panic!("{}: {e}", m.id));
+        a.name = m.id.to_string();
+        assert_eq!(&a, presets::model_arch(m.id).unwrap(), "{}", m.id);
+    }
+}
+
+#[test]
+fn config_errors_name_the_problem() {
+    let check = |text: &str, want: &str| {
+        let e = import_config(text).unwrap_err().to_string();
+        assert!(e.contains(want), "{text:.60}: {e}");
+    };
+    check("not json", "not valid JSON");
+    check("[]", "must be a JSON object");
+    check("{}", "no model_type");
+    check(r#"{"model_type":"llama"}"#, "hidden_size");
+    check(r#"{"model_type":"bert","hidden_size":1}"#, "not supported");
+    check(
+        r#"{"model_type":"llama","hidden_size":-4096,"intermediate_size":1,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":1}"#,
+        "hidden_size must be a non-negative integer",
+    );
+    check(
+        r#"{"model_type":"llama","hidden_size":4096,"intermediate_size":11008,"num_hidden_layers":1000000000000,"num_attention_heads":32,"vocab_size":32000}"#,
+        "num_hidden_layers",
+    );
+    check(
+        r#"{"model_type":"llama","hidden_size":4096,"intermediate_size":11008,"num_hidden_layers":32,"num_attention_heads":7,"vocab_size":32000}"#,
+        "not divisible",
+    );
+    let deep = format!("{}1{}", "{\"a\": ".repeat(10_000), "}".repeat(10_000));
+    check(&deep, "not valid JSON");
+    check(&" ".repeat(2 << 20), "bytes");
+}
+
+// ---- Queries.
+
+#[test]
+fn query_round_trip_is_exact() {
+    for q in [
+        "",
+        "model=mistral-7b&method=lora&r=16&targets=q,k,v,o&b=2&s=4096&gc=1&attn=flash",
+        "model=llama-2-70b&method=full&b=1&s=2048&gc=1&gpus=8&zero=3&prec=bf16&opt=adafactor",
+        "method=qlora&dropout=0.05&adtype=bf16&quant=fp4&dq=0&upcast=1&loss=chunked&chunk=128&embed=1",
+    ] {
+        let p = plan(q);
+        let again = plan(&p.to_query());
+        assert_eq!(p, again, "{q}");
+        assert_eq!(p.to_query(), again.to_query());
+    }
+}
+
+#[test]
+fn bad_values_name_the_key_and_keep_the_rest() {
+    let check = |q: &str, key: &str, want: &str| {
+        let p = Plan::parse_query(q);
+        let d = p.diagnostics.iter().find(|d| d.key == key).unwrap_or_else(|| panic!("{q}: {:?}", p.diagnostics));
+        assert!(d.message.contains(want), "{q}: {}", d.message);
+        assert_eq!(p.plan.seq_len, 2048 * 2, "{q}: the good key s=4096 was lost");
+    };
+    check("r=banana&s=4096", "r", "accepted: integers 1 to");
+    check("method=banana&s=4096", "method", "accepted: full, lora, qlora");
+    check("r=-3&s=4096", "r", "not an integer");
+    check("b=99999999999999999999999&s=4096", "b", "out of range");
+    check("model=nope&s=4096", "model", "llama-2-7b");
+    check("targets=q,x&s=4096", "targets", "unknown target");
+    check("dropout=1&s=4096", "dropout", "below 1");
+    check("dropout=NaN&s=4096", "dropout", "out of range");
+    check("color=red&s=4096", "color", "unknown key");
+    check("gc&s=4096", "gc", "no value");
+    check("zero=4&s=4096", "zero", "0 to 3");
+}
+
+#[test]
+fn hostile_values_are_quoted_short_and_inert() {
+    let p = Plan::parse_query(&format!("model=%3Cscript%3E{}", "a".repeat(5000)));
+    let m = &p.diagnostics[0].message;
+    assert!(m.len() < 1000, "{}", m.len());
+    assert_eq!(p.plan.model, Plan::default().model);
+}
+
+// ---- Golden breakdowns: pinned so that a change in the engine shows up as a reviewed diff.
+
+fn check(q: &str, expect: &str) {
+    let e = est(q);
+    let got = format!(
+        "params {} trainable {} | {} | peak {:?} alloc {} reserved {} device {}",
+        e.total_params,
+        e.trainable_params,
+        Kind::ALL
+            .iter()
+            .filter(|k| e.component(**k) > 0)
+            .map(|k| format!("{}={}", k.key(), e.component(*k)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        e.peak_phase,
+        e.peak_allocated_bytes,
+        e.peak_reserved_bytes,
+        e.device_bytes
+    );
+    assert_eq!(got, expect.trim(), "\n{q}\n got: {got}");
+}
+
+#[test]
+fn golden_breakdowns() {
+    check("model=llama-2-7b&method=lora&r=8&targets=q,v&b=1&s=512&gc=0", "params 6738415616 trainable 4194304 | base_weights=13476831232 adapter_weights=16777216 gradients=16777216 optimizer_states=33554432 saved_activations=2435450880 logits=196608000 backward_work=42205184 optimizer_temps=16777216 allocator_slack=66967552 cuda_context=536870912 | peak Backward alloc 16159221760 reserved 16226189312 device 16763060224");
+}
+
+// ---- Properties of the physics.
+
+#[test]
+fn memory_never_decreases_as_batch_sequence_or_rank_grow() {
+    for base in ["method=full&gc=0", "method=lora&gc=1", "method=qlora&attn=eager", "method=qlora&loss=chunked"] {
+        let p = plan(&format!("model=llama-3.2-1b&{base}"));
+        let a = preset_arch(&p);
+        let peak = |p: &Plan| estimate(a, p).peak_allocated_bytes;
+        let mut prev = p.clone();
+        prev.micro_batch = 1;
+        prev.seq_len = 64;
+        prev.rank = 2;
+        for i in 1..40u64 {
+            let mut q = p.clone();
+            q.micro_batch = i;
+            q.seq_len = 64 * i;
+            q.rank = 2 * i;
+            assert!(peak(&q) >= peak(&prev), "{base} at step {i}");
+            prev = q;
+        }
+    }
+}
+
+#[test]
+fn qlora_base_weights_are_below_lora() {
+    for m in presets::MODELS {
+        let l = est(&format!("model={}&method=lora", m.id));
+        let q = est(&format!("model={}&method=qlora", m.id));
+        assert!(q.component(Kind::BaseWeights) < l.component(Kind::BaseWeights), "{}", m.id);
+    }
+}
+
+#[test]
+fn zero3_per_gpu_state_shrinks_with_more_gpus() {
+    let mut prev = u64::MAX;
+    for g in [2, 4, 8, 16, 64] {
+        let e = est(&format!("model=llama-2-70b&method=full&zero=3&gpus={g}"));
+        let state = e.category(Category::Weights)
+            + e.category(Category::Gradients)
+            + e.category(Category::Optimizer);
+        assert!(state < prev, "{g} GPUs");
+        prev = state;
+    }
+}
+
+#[test]
+fn inverse_questions_agree_with_the_estimate() {
+    let p = plan("model=llama-3.1-8b&method=qlora&s=1024");
+    let a = preset_arch(&p);
+    let cap = presets::gpu("rtx-4090").unwrap().capacity_bytes;
+    let b = solve::max_batch(a, &p, cap).unwrap();
+    let fits = |b: u64| {
+        let mut q = p.clone();
+        q.micro_batch = b;
+        estimate(a, &q).device_bytes <= cap
+    };
+    assert!(fits(b) && !fits(b + 1), "max batch {b}");
+    let s = solve::max_seq(a, &p, cap).unwrap();
+    let mut q = p.clone();
+    q.seq_len = s;
+    assert!(estimate(a, &q).device_bytes <= cap);
+    q.seq_len = s + 1;
+    assert!(estimate(a, &q).device_bytes > cap);
+    // A 70B full fine-tune fits no batch on one 24 GB card.
+    let big = plan("model=llama-2-70b&method=full");
+    assert_eq!(solve::max_batch(preset_arch(&big), &big, cap), None);
+}
+
+#[test]
+fn optimizer_choices_order_as_expected() {
+    let opt = |o: Optimizer| {
+        let mut p = plan("model=llama-2-7b&method=full&prec=bf16");
+        p.optimizer = o;
+        let e = estimate(preset_arch(&p), &p);
+        e.component(Kind::OptimizerStates) + e.component(Kind::PagedStates)
+    };
+    assert!(opt(Optimizer::Sgd) < opt(Optimizer::Adafactor));
+    assert!(opt(Optimizer::Adafactor) < opt(Optimizer::Adamw8bit));
+    assert!(opt(Optimizer::Adamw8bit) < opt(Optimizer::AdamwTorch));
+    let _ = (Method::Full, Precision::Bf16);
+}

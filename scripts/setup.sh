@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every tool the project needs on a fresh machine of this project's kind; safe to run again.
+# Versions follow ../shared/TOOLCHAIN.md: they are the ones seen to work offline here.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+export PATH="$HOME/.cargo/bin:$PATH"
+say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+
+TRUNK_VERSION=0.21.14
+WASM_BINDGEN_VERSION=0.2.130   # keep in sync with the exact pin in Cargo.toml
+BINARYEN_VERSION=132
+PLAYWRIGHT_VERSION=1
+
+rustup target list --installed | grep -qx wasm32-unknown-unknown || { say "adding the wasm32 target"; rustup target add wasm32-unknown-unknown; }
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
+
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  say "installing Debian's chromium and chromium-driver"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+
+if [[ $(trunk --version 2>/dev/null) != "trunk $TRUNK_VERSION" ]]; then
+  say "installing trunk $TRUNK_VERSION (several minutes)"
+  cargo install --locked "trunk@$TRUNK_VERSION"
+fi
+if [[ $(wasm-bindgen --version 2>/dev/null) != "wasm-bindgen $WASM_BINDGEN_VERSION" ]]; then
+  # Not --locked: one locked dependency is not served by the registry here.
+  say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (several minutes)"
+  cargo install "wasm-bindgen-cli@$WASM_BINDGEN_VERSION"
+fi
+
+# Debian's binaryen (108) emits wasm that Chromium rejects; the npm build of 132 works.
+tools="$root/.tools"
+mkdir -p "$tools"
+if [[ ! -x $tools/node_modules/.bin/wasm-opt || ! -d $tools/node_modules/playwright-core ]]; then
+  say "installing binaryen@$BINARYEN_VERSION and playwright-core@$PLAYWRIGHT_VERSION into .tools"
+  (cd "$tools" && [[ -f package.json ]] || echo '{"private":true}' >"$tools/package.json")
+  (cd "$tools" && npm install --no-audit --no-fund --silent "binaryen@$BINARYEN_VERSION" "playwright-core@$PLAYWRIGHT_VERSION")
+fi
+say "tools ready"
