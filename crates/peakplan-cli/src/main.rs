@@ -1,1 +1,283 @@
-fn main() {}
+//! The `peakplan` command line: the planner's numbers for scripts, CI and docs.
+//!
+//! Errors are handled once, here at the edge: any bad input prints one line on stderr and exits with status 2.
+
+use anyhow::{anyhow, bail, Context, Result};
+use peakplan_chart::{chart_svg, ChartData, Theme};
+use peakplan_core::plan::Method;
+use peakplan_core::units::{format_bytes, format_count};
+use peakplan_core::{
+    estimate, import_config, preset_arch, presets, solve, Architecture, Category, Estimate, Kind,
+    Phase, Plan,
+};
+use serde_json::{json, Value};
+
+const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE] [--format table|json|svg]
+       peakplan presets
+Plan keys (the page's URL vocabulary): model method r targets dropout adtype b s gc attn loss chunk opt prec quant dq upcast gpus zero gpu";
+
+/// Largest config file read from disk; the importer refuses anything above its own smaller limit with a clear message.
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(out) => print!("{out}"),
+        Err(e) => {
+            let line = format!("{e:#}").replace('\n', " ");
+            eprintln!("peakplan: {line}");
+            std::process::exit(2);
+        }
+    }
+}
+
+struct EstimateArgs {
+    query: String,
+    hf_config: Option<String>,
+    format: String,
+}
+
+fn parse_estimate_args(args: &[String]) -> Result<EstimateArgs> {
+    let mut a = EstimateArgs {
+        query: String::new(),
+        hf_config: None,
+        format: "table".into(),
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| anyhow!("{name} needs a value"))
+        };
+        match flag.as_str() {
+            "--query" | "-q" => a.query = value("--query")?,
+            "--hf-config" => a.hf_config = Some(value("--hf-config")?),
+            "--format" | "-f" => a.format = value("--format")?,
+            other => bail!(
+                "unknown argument {other:?}; {}",
+                USAGE.lines().next().unwrap_or_default()
+            ),
+        }
+    }
+    if !matches!(a.format.as_str(), "table" | "json" | "svg") {
+        bail!(
+            "--format {:?} is not accepted; accepted: table, json, svg",
+            a.format
+        );
+    }
+    Ok(a)
+}
+
+fn run(args: &[String]) -> Result<String> {
+    match args.first().map(String::as_str) {
+        Some("estimate") => {
+            let a = parse_estimate_args(&args[1..])?;
+            let parsed = Plan::parse_query(&a.query);
+            if !parsed.diagnostics.is_empty() {
+                let msgs: Vec<String> = parsed
+                    .diagnostics
+                    .iter()
+                    .map(|d| d.message.clone())
+                    .collect();
+                bail!("{}", msgs.join("; "));
+            }
+            let plan = parsed.plan;
+            let arch = match &a.hf_config {
+                Some(path) => load_config(path)?,
+                None => preset_arch(&plan).clone(),
+            };
+            Ok(match a.format.as_str() {
+                "json" => format!("{}\n", serde_json::to_string_pretty(&report(&arch, &plan))?),
+                "svg" => svg(&arch, &plan),
+                _ => table(&arch, &plan),
+            })
+        }
+        Some("presets") => {
+            let mut out = String::from("models:\n");
+            for m in presets::MODELS {
+                let p = presets::model_arch(m.id)
+                    .map(|a| a.total_params())
+                    .unwrap_or(0);
+                out.push_str(&format!(
+                    "  {:<18} {:<20} {:>9} params  {}\n",
+                    m.id,
+                    m.name,
+                    format_count(p),
+                    m.hf_id
+                ));
+            }
+            out.push_str("gpus:\n");
+            for g in presets::GPUS {
+                out.push_str(&format!(
+                    "  {:<22} {:>10}  {}\n",
+                    g.id,
+                    format_bytes(g.capacity_bytes),
+                    g.name
+                ));
+            }
+            Ok(out)
+        }
+        Some("--help" | "-h" | "help") => Ok(format!("{USAGE}\n")),
+        Some(other) => bail!(
+            "unknown command {other:?}; {}",
+            USAGE.lines().next().unwrap_or_default()
+        ),
+        None => bail!("no command; {}", USAGE.lines().next().unwrap_or_default()),
+    }
+}
+
+fn load_config(path: &str) -> Result<Architecture> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot read --hf-config {path}"))?;
+    if meta.len() > MAX_FILE_BYTES {
+        bail!(
+            "--hf-config {path} is {} bytes; a config.json is a few KB",
+            meta.len()
+        );
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read --hf-config {path}"))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| anyhow!("--hf-config {path} is not UTF-8 text"))?;
+    import_config(&text).map_err(|e| anyhow!("--hf-config {path}: {e}"))
+}
+
+fn with_method(plan: &Plan, m: Method) -> Plan {
+    let mut p = plan.clone();
+    p.method = m;
+    p
+}
+
+fn report(arch: &Architecture, plan: &Plan) -> Value {
+    let e = estimate(arch, plan);
+    let gpu = presets::gpu(&plan.gpu);
+    let cap = gpu.map(|g| g.capacity_bytes);
+    let comps: Vec<Value> = Kind::ALL
+        .iter()
+        .map(|k| json!({"key": k.key(), "label": k.label(), "category": k.category().key(), "bytes": e.component(*k), "formula": k.formula()}))
+        .collect();
+    let phases: serde_json::Map<String, Value> = Phase::ALL
+        .iter()
+        .map(|p| {
+            let m = e.phase(*p);
+            (format!("{p:?}").to_lowercase(), json!({"total_bytes": m.total(), "weights_bytes": m.weights, "gradients_bytes": m.gradients, "optimizer_bytes": m.optimizer, "activations_bytes": m.activations, "other_bytes": m.other}))
+        })
+        .collect();
+    json!({
+        "total_params": e.total_params,
+        "trainable_params": e.trainable_params,
+        "weights_bytes": e.category(Category::Weights),
+        "gradients_bytes": e.category(Category::Gradients),
+        "optimizer_bytes": e.category(Category::Optimizer),
+        "activations_bytes": e.category(Category::Activations),
+        "other_bytes": e.category(Category::Other),
+        "peak_allocated_bytes": e.peak_allocated_bytes,
+        "peak_reserved_bytes": e.peak_reserved_bytes,
+        "device_bytes": e.device_bytes,
+        "peak_phase": format!("{:?}", e.peak_phase).to_lowercase(),
+        "saturated": e.saturated,
+        "components": comps,
+        "phases": phases,
+        "gpu": gpu.map(|g| json!({"id": g.id, "name": g.name, "capacity_bytes": g.capacity_bytes, "fits": e.device_bytes <= g.capacity_bytes})),
+        "max_micro_batch": cap.and_then(|c| solve::max_batch(arch, plan, c)),
+        "max_seq_len": cap.and_then(|c| solve::max_seq(arch, plan, c)),
+        "model": {"name": arch.name, "model_type": arch.model_type, "layers": arch.layers, "hidden_size": arch.hidden, "vocab_size": arch.vocab},
+        "plan": serde_json::to_value(plan).unwrap_or(Value::Null),
+        "query": plan.to_query(),
+    })
+}
+
+fn chart_data(arch: &Architecture, plan: &Plan) -> ChartData {
+    let ests: Vec<(Method, Estimate)> = Method::ALL
+        .iter()
+        .map(|m| (*m, estimate(arch, &with_method(plan, *m))))
+        .collect();
+    let cap = presets::gpu(&plan.gpu).map(|g| (g.capacity_bytes, g.name.to_string()));
+    ChartData::from_estimates(
+        format!(
+            "{}: memory at the peak of a training step (b={}, s={})",
+            arch.name, plan.micro_batch, plan.seq_len
+        ),
+        ests.iter().map(|(m, e)| (label(*m), e, *m == plan.method)),
+        cap,
+    )
+}
+
+fn label(m: Method) -> &'static str {
+    match m {
+        Method::Full => "Full",
+        Method::Lora => "LoRA",
+        Method::Qlora => "QLoRA",
+    }
+}
+
+fn svg(arch: &Architecture, plan: &Plan) -> String {
+    chart_svg(&chart_data(arch, plan), &Theme::LIGHT, (720, 420))
+}
+
+fn table(arch: &Architecture, plan: &Plan) -> String {
+    let e = estimate(arch, plan);
+    let mut out = format!(
+        "{} ({} params, {} trainable), {} on {}\n\n",
+        arch.name,
+        format_count(e.total_params),
+        format_count(e.trainable_params),
+        label(plan.method),
+        plan.gpu
+    );
+    out.push_str(&format!(
+        "{:<40} {:>12}  {}\n",
+        "component", "bytes", "formula"
+    ));
+    for k in Kind::ALL.iter().filter(|k| e.component(**k) > 0) {
+        out.push_str(&format!(
+            "{:<40} {:>12}  {}\n",
+            k.label(),
+            format_bytes(e.component(*k)),
+            k.formula()
+        ));
+    }
+    out.push('\n');
+    for p in Phase::ALL {
+        let mark = if p == e.peak_phase { "  <- peak" } else { "" };
+        out.push_str(&format!(
+            "{:<40} {:>12}{mark}\n",
+            format!("live at {}", p.label()),
+            format_bytes(e.phase(p).total())
+        ));
+    }
+    out.push_str(&format!(
+        "\n{:<40} {:>12}\n",
+        "peak allocated (max_memory_allocated)",
+        format_bytes(e.peak_allocated_bytes)
+    ));
+    out.push_str(&format!(
+        "{:<40} {:>12}\n",
+        "peak reserved (max_memory_reserved)",
+        format_bytes(e.peak_reserved_bytes)
+    ));
+    out.push_str(&format!(
+        "{:<40} {:>12}\n",
+        "device (nvidia-smi)",
+        format_bytes(e.device_bytes)
+    ));
+    if let Some(g) = presets::gpu(&plan.gpu) {
+        let verdict = if e.device_bytes <= g.capacity_bytes {
+            "fits"
+        } else {
+            "does not fit"
+        };
+        out.push_str(&format!(
+            "\n{verdict} {} ({})\n",
+            g.name,
+            format_bytes(g.capacity_bytes)
+        ));
+        if let Some(b) = solve::max_batch(arch, plan, g.capacity_bytes) {
+            out.push_str(&format!("largest micro-batch that fits: {b}\n"));
+        }
+        if let Some(s) = solve::max_seq(arch, plan, g.capacity_bytes) {
+            out.push_str(&format!("longest sequence that fits: {s}\n"));
+        }
+    }
+    out
+}

@@ -195,7 +195,11 @@ impl Architecture {
                 input: AttnNorm,
             });
         } else {
-            for (name, out_f, t) in [("q_proj", q, Target::Q), ("k_proj", kv, Target::K), ("v_proj", kv, Target::V)] {
+            for (name, out_f, t) in [
+                ("q_proj", q, Target::Q),
+                ("k_proj", kv, Target::K),
+                ("v_proj", kv, Target::V),
+            ] {
                 out.push(Linear {
                     name,
                     in_features: h,
@@ -275,13 +279,21 @@ impl Architecture {
             Norm::RmsNorm => self.hidden,
             Norm::LayerNorm => 2 * self.hidden,
         };
-        let router = if self.experts > 1 { self.hidden * self.experts } else { 0 };
+        let router = if self.experts > 1 {
+            self.hidden * self.experts
+        } else {
+            0
+        };
         norm * self.norms_per_layer + router
     }
 
     /// Parameters of one decoder layer.
     pub fn layer_params(&self) -> u64 {
-        self.layer_linears().iter().map(|l| l.weight_params() + l.bias_params()).sum::<u64>() + self.layer_other_params()
+        self.layer_linears()
+            .iter()
+            .map(|l| l.weight_params() + l.bias_params())
+            .sum::<u64>()
+            + self.layer_other_params()
     }
 
     /// Parameters of the quantizable linear weights of one layer (bitsandbytes replaces these with 4-bit).
@@ -296,7 +308,11 @@ impl Architecture {
 
     /// LM head parameters not shared with the embedding.
     pub fn lm_head_params(&self) -> u64 {
-        let w = if self.tied_embeddings { 0 } else { self.vocab * self.hidden };
+        let w = if self.tied_embeddings {
+            0
+        } else {
+            self.vocab * self.hidden
+        };
         w + if self.lm_head_bias { self.vocab } else { 0 }
     }
 
@@ -310,7 +326,10 @@ impl Architecture {
 
     /// Every parameter of the model, as `model.num_parameters()` counts them (tied weights once).
     pub fn total_params(&self) -> u64 {
-        self.layers * self.layer_params() + self.embedding_params() + self.lm_head_params() + self.final_norm_params()
+        self.layers * self.layer_params()
+            + self.embedding_params()
+            + self.lm_head_params()
+            + self.final_norm_params()
     }
 
     /// Checks the invariants the engine relies on; every message names the field.
@@ -328,11 +347,16 @@ impl Architecture {
                 return Err(ArchError(format!("{name} must be at least 1")));
             }
             if v > MAX_DIM {
-                return Err(ArchError(format!("{name} = {v} is larger than any model (at most {MAX_DIM})")));
+                return Err(ArchError(format!(
+                    "{name} = {v} is larger than any model (at most {MAX_DIM})"
+                )));
             }
         }
         if self.layers == 0 || self.layers > MAX_LAYERS {
-            return Err(ArchError(format!("num_hidden_layers = {} is out of range 1..={MAX_LAYERS}", self.layers)));
+            return Err(ArchError(format!(
+                "num_hidden_layers = {} is out of range 1..={MAX_LAYERS}",
+                self.layers
+            )));
         }
         if self.heads % self.kv_heads != 0 {
             return Err(ArchError(format!(
@@ -341,10 +365,16 @@ impl Architecture {
             )));
         }
         if self.learned_positions > MAX_DIM {
-            return Err(ArchError(format!("max positions {} is out of range", self.learned_positions)));
+            return Err(ArchError(format!(
+                "max positions {} is out of range",
+                self.learned_positions
+            )));
         }
         if self.experts == 0 || self.experts > MAX_EXPERTS {
-            return Err(ArchError(format!("num_local_experts = {} is out of range 1..={MAX_EXPERTS}", self.experts)));
+            return Err(ArchError(format!(
+                "num_local_experts = {} is out of range 1..={MAX_EXPERTS}",
+                self.experts
+            )));
         }
         if self.experts_per_token == 0 || self.experts_per_token > self.experts {
             return Err(ArchError(format!(
@@ -359,7 +389,15 @@ impl Architecture {
     }
 
     /// A Llama-style architecture (RMSNorm, SwiGLU, rotary, no biases, untied head).
-    pub fn llama(name: &str, layers: u64, hidden: u64, intermediate: u64, heads: u64, kv_heads: u64, vocab: u64) -> Self {
+    pub fn llama(
+        name: &str,
+        layers: u64,
+        hidden: u64,
+        intermediate: u64,
+        heads: u64,
+        kv_heads: u64,
+        vocab: u64,
+    ) -> Self {
         Architecture {
             name: name.to_string(),
             model_type: "llama".into(),

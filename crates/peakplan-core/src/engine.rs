@@ -20,8 +20,13 @@ pub enum Category {
 }
 
 impl Category {
-    pub const ALL: [Category; 5] =
-        [Category::Weights, Category::Gradients, Category::Optimizer, Category::Activations, Category::Other];
+    pub const ALL: [Category; 5] = [
+        Category::Weights,
+        Category::Gradients,
+        Category::Optimizer,
+        Category::Activations,
+        Category::Other,
+    ];
     pub fn label(self) -> &'static str {
         match self {
             Category::Weights => "Weights",
@@ -57,7 +62,12 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 4] = [Phase::Load, Phase::Forward, Phase::Backward, Phase::Optimizer];
+    pub const ALL: [Phase; 4] = [
+        Phase::Load,
+        Phase::Forward,
+        Phase::Backward,
+        Phase::Optimizer,
+    ];
     pub fn label(self) -> &'static str {
         match self {
             Phase::Load => "loaded",
@@ -151,8 +161,18 @@ fn dtypes(plan: &Plan) -> Dtypes {
         Method::Qlora => 2,
     };
     // With fp32 master weights the model itself is fp32 under HF AMP: the residual stream follows the embeddings.
-    let r = if plan.method == Method::Full && amp { 4 } else { w.max(c) };
-    Dtypes { c, r, a: plan.adapter_dtype.bytes() as u128, w, amp }
+    let r = if plan.method == Method::Full && amp {
+        4
+    } else {
+        w.max(c)
+    };
+    Dtypes {
+        c,
+        r,
+        a: plan.adapter_dtype.bytes() as u128,
+        w,
+        amp,
+    }
 }
 
 /// Memory of one phase, by category.
@@ -213,10 +233,23 @@ impl Estimate {
         Kind::ALL
             .iter()
             .filter(|k| k.category() == c)
-            .fold(0u64, |acc, k| acc.saturating_add(self.components[*k as usize]))
+            .fold(0u64, |acc, k| {
+                acc.saturating_add(self.components[*k as usize])
+            })
     }
     pub fn phase(&self, p: Phase) -> &PhaseMemory {
         &self.phases[p as usize]
+    }
+    /// What the device holds at the peak, by category: the peak phase's live bytes, with the allocator cache,
+    /// the CUDA context and paged states under Other. Its total is [`Estimate::device_bytes`].
+    pub fn at_peak(&self) -> PhaseMemory {
+        let mut m = *self.phase(self.peak_phase);
+        m.other = m
+            .other
+            .saturating_add(self.component(Kind::AllocatorSlack))
+            .saturating_add(self.component(Kind::CudaContext))
+            .saturating_add(self.component(Kind::PagedStates));
+        m
     }
 }
 
@@ -271,34 +304,82 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Ve
         Method::Full => {
             for l in linears {
                 let copies = l.copies as u128 * layers;
-                t.push(TensorShape { rows: l.out_features as u128, cols: l.in_features as u128, count: copies });
+                t.push(TensorShape {
+                    rows: l.out_features as u128,
+                    cols: l.in_features as u128,
+                    count: copies,
+                });
                 if l.bias {
-                    t.push(TensorShape { rows: 1, cols: l.out_features as u128, count: copies });
+                    t.push(TensorShape {
+                        rows: 1,
+                        cols: l.out_features as u128,
+                        count: copies,
+                    });
                 }
             }
             let other = arch.layer_other_params() as u128;
-            t.push(TensorShape { rows: 1, cols: other, count: layers });
-            t.push(TensorShape { rows: arch.vocab as u128, cols: arch.hidden as u128, count: 1 });
+            t.push(TensorShape {
+                rows: 1,
+                cols: other,
+                count: layers,
+            });
+            t.push(TensorShape {
+                rows: arch.vocab as u128,
+                cols: arch.hidden as u128,
+                count: 1,
+            });
             if arch.learned_positions > 0 {
-                t.push(TensorShape { rows: arch.learned_positions as u128, cols: arch.hidden as u128, count: 1 });
+                t.push(TensorShape {
+                    rows: arch.learned_positions as u128,
+                    cols: arch.hidden as u128,
+                    count: 1,
+                });
             }
             if !arch.tied_embeddings {
-                t.push(TensorShape { rows: arch.vocab as u128, cols: arch.hidden as u128, count: 1 });
+                t.push(TensorShape {
+                    rows: arch.vocab as u128,
+                    cols: arch.hidden as u128,
+                    count: 1,
+                });
             }
             if arch.lm_head_bias {
-                t.push(TensorShape { rows: 1, cols: arch.vocab as u128, count: 1 });
+                t.push(TensorShape {
+                    rows: 1,
+                    cols: arch.vocab as u128,
+                    count: 1,
+                });
             }
-            t.push(TensorShape { rows: 1, cols: arch.final_norm_params() as u128, count: 1 });
+            t.push(TensorShape {
+                rows: 1,
+                cols: arch.final_norm_params() as u128,
+                count: 1,
+            });
         }
         Method::Lora | Method::Qlora => {
             for l in linears.iter().filter(|l| adapted(plan, l)) {
                 let copies = l.copies as u128 * layers;
-                t.push(TensorShape { rows: r, cols: l.in_features as u128, count: copies });
-                t.push(TensorShape { rows: l.out_features as u128, cols: r, count: copies });
+                t.push(TensorShape {
+                    rows: r,
+                    cols: l.in_features as u128,
+                    count: copies,
+                });
+                t.push(TensorShape {
+                    rows: l.out_features as u128,
+                    cols: r,
+                    count: copies,
+                });
             }
             if plan.targets.contains(Target::LmHead) {
-                t.push(TensorShape { rows: r, cols: arch.hidden as u128, count: 1 });
-                t.push(TensorShape { rows: arch.vocab as u128, cols: r, count: 1 });
+                t.push(TensorShape {
+                    rows: r,
+                    cols: arch.hidden as u128,
+                    count: 1,
+                });
+                t.push(TensorShape {
+                    rows: arch.vocab as u128,
+                    cols: r,
+                    count: 1,
+                });
             }
         }
     }
@@ -306,12 +387,22 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Ve
 }
 
 /// Per-layer activation bytes that a layer saves for backward, split into the s^2 attention part and the rest.
-fn layer_saved(arch: &Architecture, plan: &Plan, d: Dtypes, linears: &[Linear], tokens: u128) -> (u128, u128) {
+fn layer_saved(
+    arch: &Architecture,
+    plan: &Plan,
+    d: Dtypes,
+    linears: &[Linear],
+    tokens: u128,
+) -> (u128, u128) {
     let n = tokens;
     let h = arch.hidden as u128;
     let q = arch.q_dim() as u128;
     let kv = arch.kv_dim() as u128;
-    let k_route = if arch.experts > 1 { arch.experts_per_token as u128 } else { 1 };
+    let k_route = if arch.experts > 1 {
+        arch.experts_per_token as u128
+    } else {
+        1
+    };
     let inter = arch.intermediate as u128 * k_route;
     let heads = arch.heads as u128;
     let full = plan.method == Method::Full;
@@ -334,9 +425,17 @@ fn layer_saved(arch: &Architecture, plan: &Plan, d: Dtypes, linears: &[Linear], 
     // Parallel blocks (one norm) feed attention and MLP from the same tensor.
     let same_norm = arch.norms_per_layer == 1;
     let groups: [&[LinearInput]; 3] = if same_norm {
-        [&[LinearInput::AttnNorm, LinearInput::MlpNorm], &[LinearInput::AttnOut], &[LinearInput::MlpInner]]
+        [
+            &[LinearInput::AttnNorm, LinearInput::MlpNorm],
+            &[LinearInput::AttnOut],
+            &[LinearInput::MlpInner],
+        ]
     } else {
-        [&[LinearInput::AttnNorm], &[LinearInput::AttnOut], &[LinearInput::MlpNorm]]
+        [
+            &[LinearInput::AttnNorm],
+            &[LinearInput::AttnOut],
+            &[LinearInput::MlpNorm],
+        ]
     };
     let mut group_list: Vec<&[LinearInput]> = groups.to_vec();
     if !same_norm {
@@ -344,7 +443,9 @@ fn layer_saved(arch: &Architecture, plan: &Plan, d: Dtypes, linears: &[Linear], 
     }
     for g in group_list {
         let members: Vec<&Linear> = linears.iter().filter(|l| g.contains(&l.input)).collect();
-        let Some(first) = members.first() else { continue };
+        let Some(first) = members.first() else {
+            continue;
+        };
         let w = width(first.input);
         // MoE expert inputs are routed copies: each token reaches k experts.
         let route = if first.copies > 1 { k_route } else { 1 };
@@ -422,11 +523,18 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let set = |comp: &mut [u128; Kind::COUNT], k: Kind, v: u128| comp[k as usize] = v;
 
     // ---- Weights
-    let lin_weights: u128 = linears.iter().map(|l| l.weight_params() as u128).sum::<u128>() * layers;
+    let lin_weights: u128 = linears
+        .iter()
+        .map(|l| l.weight_params() as u128)
+        .sum::<u128>()
+        * layers;
     let (base, constants) = if plan.method == Method::Qlora {
         let (mut packed, mut consts) = (0u128, 0u128);
         for l in &linears {
-            let (p, c) = quantized_tensor_bytes(l.in_features as u128 * l.out_features as u128, plan.double_quant);
+            let (p, c) = quantized_tensor_bytes(
+                l.in_features as u128 * l.out_features as u128,
+                plan.double_quant,
+            );
             packed += p * l.copies as u128 * layers;
             consts += c * l.copies as u128 * layers;
         }
@@ -453,8 +561,16 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     set(&mut comp, Kind::Gradients, grads);
 
     // ---- Optimizer
-    let state_bytes = if d.amp && plan.method == Method::Full { 4 } else { param_bytes };
-    let master = if d.amp && plan.method == Method::Full { 4 * trainable } else { 0 };
+    let state_bytes = if d.amp && plan.method == Method::Full {
+        4
+    } else {
+        param_bytes
+    };
+    let master = if d.amp && plan.method == Method::Full {
+        4 * trainable
+    } else {
+        0
+    };
     let mut states: u128 = 0;
     let mut largest_tensor: u128 = 0;
     for t in &tensors {
@@ -482,8 +598,15 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
                 }
             };
     }
-    let paged = matches!(plan.optimizer, Optimizer::PagedAdamw8bit | Optimizer::PagedAdamw32bit);
-    let (on_device_states, paged_states) = if paged { (0, shard_o(states)) } else { (shard_o(states), 0) };
+    let paged = matches!(
+        plan.optimizer,
+        Optimizer::PagedAdamw8bit | Optimizer::PagedAdamw32bit
+    );
+    let (on_device_states, paged_states) = if paged {
+        (0, shard_o(states))
+    } else {
+        (shard_o(states), 0)
+    };
     set(&mut comp, Kind::OptimizerStates, on_device_states);
     set(&mut comp, Kind::MasterWeights, shard_o(master));
     set(&mut comp, Kind::PagedStates, paged_states);
@@ -500,7 +623,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let v = arch.vocab as u128;
     let (per_layer, per_layer_scores) = layer_saved(arch, plan, d, &linears, n);
     // Eager attention with a padding-capable mask builds one 4D causal mask per forward.
-    let mask = if plan.attn == Attn::Eager { d.c * plan.micro_batch as u128 * (plan.seq_len as u128).pow(2) } else { 0 };
+    let mask = if plan.attn == Attn::Eager {
+        d.c * plan.micro_batch as u128 * (plan.seq_len as u128).pow(2)
+    } else {
+        0
+    };
     let final_norm = match arch.norm {
         Norm::RmsNorm => 4 * n * h + 4 * n,
         Norm::LayerNorm => 4 * n * h + 8 * n,
@@ -510,7 +637,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let (saved_all, scores_all, ckpt) = if plan.grad_checkpointing {
         (final_norm + head_input, 0, layers * d.r * n * h)
     } else {
-        (layers * per_layer + final_norm + head_input, layers * per_layer_scores + mask, 0)
+        (
+            layers * per_layer + final_norm + head_input,
+            layers * per_layer_scores + mask,
+            0,
+        )
     };
     // Logits: forward keeps 16-bit logits, their fp32 upcast and the log-softmax output; backward peaks with
     // the log-softmax output, its incoming gradient and the gradient it produces, all fp32.
@@ -523,7 +654,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             let chunk = (plan.chunk as u128).min(n);
             // TRL's chunked NLL upcasts the head weight to fp32 for each chunk, and keeps no logits between chunks.
             let head_copy = if d.w == 4 { 0 } else { 4 * v * h };
-            (head_copy + 8 * chunk * v, head_copy + 16 * chunk * v, 4 * chunk * v)
+            (
+                head_copy + 8 * chunk * v,
+                head_copy + 16 * chunk * v,
+                4 * chunk * v,
+            )
         }
         Loss::Fused => {
             // Liger's fused linear cross-entropy: chunks sized so a chunk of logits is about the input's size,
@@ -539,28 +674,47 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     set(&mut comp, Kind::Logits, logits_fwd.max(logits_bwd));
 
     // ---- Working memory of backward: one layer's activation gradients, and one recomputed layer under checkpointing.
-    let k_route = if arch.experts > 1 { arch.experts_per_token as u128 } else { 1 };
+    let k_route = if arch.experts > 1 {
+        arch.experts_per_token as u128
+    } else {
+        1
+    };
     let grad_flow = 2 * d.r * n * h + 3 * d.c * n * arch.intermediate as u128 * k_route;
-    let recompute = if plan.grad_checkpointing { per_layer + per_layer_scores + mask } else { 0 };
+    let recompute = if plan.grad_checkpointing {
+        per_layer + per_layer_scores + mask
+    } else {
+        0
+    };
     let backward_work = grad_flow + recompute;
     set(&mut comp, Kind::BackwardWork, backward_work);
     let dequant = if plan.method == Method::Qlora {
-        d.c * linears.iter().map(|l| l.in_features as u128 * l.out_features as u128).max().unwrap_or(0)
+        d.c * linears
+            .iter()
+            .map(|l| l.in_features as u128 * l.out_features as u128)
+            .max()
+            .unwrap_or(0)
     } else {
         0
     };
     set(&mut comp, Kind::DequantBuffer, dequant);
     let gather = if zero >= 3 {
-        let layer_bytes = arch.layer_params() as u128 * if plan.method == Method::Qlora { 1 } else { d.w };
+        let layer_bytes =
+            arch.layer_params() as u128 * if plan.method == Method::Qlora { 1 } else { d.w };
         2 * layer_bytes
     } else {
         0
     };
-    let ddp_buckets = if plan.gpus > 1 && zero == 0 { trainable * param_bytes } else { 0 };
+    let ddp_buckets = if plan.gpus > 1 && zero == 0 {
+        trainable * param_bytes
+    } else {
+        0
+    };
     set(&mut comp, Kind::ShardBuffers, gather + ddp_buckets);
 
     // ---- Phases
-    let weights = comp[Kind::BaseWeights as usize] + comp[Kind::QuantConstants as usize] + comp[Kind::AdapterWeights as usize];
+    let weights = comp[Kind::BaseWeights as usize]
+        + comp[Kind::QuantConstants as usize]
+        + comp[Kind::AdapterWeights as usize];
     let optimizer = comp[Kind::OptimizerStates as usize] + comp[Kind::MasterWeights as usize];
     let other_resident = ddp_buckets;
     let acts_fwd = saved_all + scores_all + ckpt + logits_fwd;
@@ -570,13 +724,31 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let bwd_in_layers = bwd_in_layers_acts + backward_work + dequant + gather;
     let bwd_end = grads + grad_flow + dequant + gather;
     let load = [weights, 0, optimizer, 0, other_resident];
-    let fwd = [weights, 0, optimizer, acts_fwd, other_resident + dequant + gather];
+    let fwd = [
+        weights,
+        0,
+        optimizer,
+        acts_fwd,
+        other_resident + dequant + gather,
+    ];
     let bwd = if bwd_at_loss >= bwd_in_layers && bwd_at_loss >= bwd_end {
         [weights, 0, optimizer, bwd_at_loss, other_resident]
     } else if bwd_in_layers >= bwd_end {
-        [weights, 0, optimizer, bwd_in_layers_acts, other_resident + backward_work + dequant + gather]
+        [
+            weights,
+            0,
+            optimizer,
+            bwd_in_layers_acts,
+            other_resident + backward_work + dequant + gather,
+        ]
     } else {
-        [weights, grads, optimizer, 0, other_resident + grad_flow + dequant + gather]
+        [
+            weights,
+            grads,
+            optimizer,
+            0,
+            other_resident + grad_flow + dequant + gather,
+        ]
     };
     let opt = [weights, grads, optimizer, 0, other_resident + opt_temps];
     let to_phase = |a: [u128; 5], sat: &mut bool| PhaseMemory {
@@ -596,7 +768,10 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     }
 
     // ---- Reserved and device
-    let largest_transient = logits_block.max(dequant).max(per_layer_scores / layers.max(1)).max(opt_temps.min(largest_tensor * 4));
+    let largest_transient = logits_block
+        .max(dequant)
+        .max(per_layer_scores / layers.max(1))
+        .max(opt_temps.min(largest_tensor * 4));
     let rounded = ceil_div(peak, 2 * MIB) * 2 * MIB;
     let slack = rounded - peak + largest_transient;
     set(&mut comp, Kind::AllocatorSlack, slack);

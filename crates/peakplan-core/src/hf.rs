@@ -57,19 +57,28 @@ impl Fields<'_> {
                     }
                     return Err(err(format!("{k} must be a non-negative integer, got {n}")));
                 }
-                Some(other) => return Err(err(format!("{k} must be a number, got {}", type_name(other)))),
+                Some(other) => {
+                    return Err(err(format!(
+                        "{k} must be a number, got {}",
+                        type_name(other)
+                    )))
+                }
             }
         }
         Ok(None)
     }
     fn need(&self, keys: &[&str]) -> Result<u64, ArchError> {
-        self.uint(keys)?.ok_or_else(|| err(format!("config.json has no {}", keys.join(" / "))))
+        self.uint(keys)?
+            .ok_or_else(|| err(format!("config.json has no {}", keys.join(" / "))))
     }
     fn flag(&self, key: &str, default: bool) -> Result<bool, ArchError> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(default),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(err(format!("{key} must be true or false, got {}", type_name(other)))),
+            Some(other) => Err(err(format!(
+                "{key} must be true or false, got {}",
+                type_name(other)
+            ))),
         }
     }
 }
@@ -97,9 +106,13 @@ pub fn import_config(text: &str) -> Result<Architecture, ArchError> {
             MAX_CONFIG_BYTES
         )));
     }
-    let value: Value = serde_json::from_str(text).map_err(|e| err(format!("config.json is not valid JSON: {e}")))?;
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| err(format!("config.json is not valid JSON: {e}")))?;
     let Value::Object(map) = &value else {
-        return Err(err(format!("config.json must be a JSON object, got {}", type_name(&value))));
+        return Err(err(format!(
+            "config.json must be a JSON object, got {}",
+            type_name(&value)
+        )));
     };
     import_map(map)
 }
@@ -108,7 +121,12 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
     let f = Fields(map);
     let model_type = match map.get("model_type") {
         Some(Value::String(s)) => s.as_str(),
-        Some(other) => return Err(err(format!("model_type must be a string, got {}", type_name(other)))),
+        Some(other) => {
+            return Err(err(format!(
+                "model_type must be a string, got {}",
+                type_name(other)
+            )))
+        }
         None => return Err(err("config.json has no model_type")),
     };
     if !SUPPORTED_MODEL_TYPES.contains(&model_type) {
@@ -144,7 +162,11 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             a.intermediate = f.need(&["intermediate_size"])?;
             a.kv_heads = f.uint(&["num_key_value_heads"])?.unwrap_or(heads);
             let gemma = model_type.starts_with("gemma");
-            a.head_dim = if gemma { explicit_head_dim.unwrap_or(256) } else { default_head_dim(hidden)? };
+            a.head_dim = if gemma {
+                explicit_head_dim.unwrap_or(256)
+            } else {
+                default_head_dim(hidden)?
+            };
             a.tied_embeddings = f.flag("tie_word_embeddings", gemma)?;
             a.qkv_bias = model_type == "qwen2" || f.flag("attention_bias", false)?;
             a.o_bias = f.flag("attention_bias", false)?;
@@ -201,7 +223,11 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
                 heads
             };
             a.norm = Norm::LayerNorm;
-            a.norms_per_layer = if !new_arch && f.flag("parallel_attn", true)? { 1 } else { 2 };
+            a.norms_per_layer = if !new_arch && f.flag("parallel_attn", true)? {
+                1
+            } else {
+                2
+            };
             a.fused_qkv = true;
             a.mlp = Mlp::Plain;
             let bias = f.flag("bias", false)?;
@@ -212,16 +238,24 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
         }
         _ => {
             // GPT-2 layout: gpt_bigcode, gpt2, gpt3.
-            a.intermediate = f.uint(&["n_inner", "intermediate_size"])?.unwrap_or(4 * hidden);
+            a.intermediate = f
+                .uint(&["n_inner", "intermediate_size"])?
+                .unwrap_or(4 * hidden);
             a.head_dim = default_head_dim(hidden)?;
-            a.kv_heads = if model_type == "gpt_bigcode" && f.flag("multi_query", true)? { 1 } else { heads };
+            a.kv_heads = if model_type == "gpt_bigcode" && f.flag("multi_query", true)? {
+                1
+            } else {
+                heads
+            };
             a.norm = Norm::LayerNorm;
             a.fused_qkv = true;
             a.mlp = Mlp::Plain;
             a.qkv_bias = true;
             a.o_bias = true;
             a.mlp_bias = true;
-            a.learned_positions = f.uint(&["n_positions", "max_position_embeddings"])?.unwrap_or(1024);
+            a.learned_positions = f
+                .uint(&["n_positions", "max_position_embeddings"])?
+                .unwrap_or(1024);
             a.tied_embeddings = f.flag("tie_word_embeddings", true)?;
         }
     }

@@ -117,7 +117,12 @@ impl Targets {
         if self == Targets::ALL_LINEAR {
             return "all-linear".into();
         }
-        Target::ALL.iter().filter(|t| self.contains(**t)).map(|t| t.key()).collect::<Vec<_>>().join(",")
+        Target::ALL
+            .iter()
+            .filter(|t| self.contains(**t))
+            .map(|t| t.key())
+            .collect::<Vec<_>>()
+            .join(",")
     }
     /// Parses `all-linear` or a comma list; names the first bad entry.
     pub fn parse(s: &str) -> Result<Targets, String> {
@@ -225,8 +230,8 @@ pub struct Parsed {
 
 /// Every key of the contract's vocabulary, in the order [`Plan::to_query`] writes them.
 pub const KEYS: &[&str] = &[
-    "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss", "chunk", "opt", "prec",
-    "quant", "dq", "upcast", "gpus", "zero", "gpu", "embed",
+    "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss",
+    "chunk", "opt", "prec", "quant", "dq", "upcast", "gpus", "zero", "gpu", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -270,11 +275,17 @@ pub fn percent_encode(s: &str) -> String {
 fn parse_uint(key: &str, v: &str, min: u64, max: u64) -> Result<u64, String> {
     match v.parse::<u64>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
-        Ok(n) => Err(format!("{key}={n} is out of range; accepted: integers {min} to {max}")),
-        Err(_) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => {
-            Err(format!("{key}={} is out of range; accepted: integers {min} to {max}", quote(v)))
-        }
-        Err(_) => Err(format!("{key}={} is not an integer; accepted: integers {min} to {max}", quote(v))),
+        Ok(n) => Err(format!(
+            "{key}={n} is out of range; accepted: integers {min} to {max}"
+        )),
+        Err(_) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => Err(format!(
+            "{key}={} is out of range; accepted: integers {min} to {max}",
+            quote(v)
+        )),
+        Err(_) => Err(format!(
+            "{key}={} is not an integer; accepted: integers {min} to {max}",
+            quote(v)
+        )),
     }
 }
 
@@ -282,11 +293,19 @@ fn parse_bool(key: &str, v: &str) -> Result<bool, String> {
     match v {
         "0" | "false" => Ok(false),
         "1" | "true" => Ok(true),
-        _ => Err(format!("{key}={} is not accepted; accepted: 0, 1", quote(v))),
+        _ => Err(format!(
+            "{key}={} is not accepted; accepted: 0, 1",
+            quote(v)
+        )),
     }
 }
 
-fn keyword<T>(key: &str, v: &str, parse: fn(&str) -> Option<T>, accepted: String) -> Result<T, String> {
+fn keyword<T>(
+    key: &str,
+    v: &str,
+    parse: fn(&str) -> Option<T>,
+    accepted: String,
+) -> Result<T, String> {
     parse(v).ok_or_else(|| format!("{key}={} is not accepted; accepted: {accepted}", quote(v)))
 }
 
@@ -297,7 +316,11 @@ impl Plan {
             "model" => {
                 if presets::model(v).is_none() {
                     let ids: Vec<&str> = presets::MODELS.iter().map(|m| m.id).collect();
-                    return Err(format!("model={} is not a known preset; accepted: {}", quote(v), ids.join(", ")));
+                    return Err(format!(
+                        "model={} is not a known preset; accepted: {}",
+                        quote(v),
+                        ids.join(", ")
+                    ));
                 }
                 self.model = v.to_string();
             }
@@ -305,11 +328,17 @@ impl Plan {
             "r" => self.rank = parse_uint(key, v, 1, MAX_RANK)?,
             "targets" => self.targets = Targets::parse(v).map_err(|e| format!("targets: {e}"))?,
             "dropout" => {
-                let p: f64 = v
-                    .parse()
-                    .map_err(|_| format!("dropout={} is not a number; accepted: 0 to below 1", quote(v)))?;
+                let p: f64 = v.parse().map_err(|_| {
+                    format!(
+                        "dropout={} is not a number; accepted: 0 to below 1",
+                        quote(v)
+                    )
+                })?;
                 if !(p.is_finite() && (0.0..1.0).contains(&p)) {
-                    return Err(format!("dropout={} is out of range; accepted: 0 to below 1", quote(v)));
+                    return Err(format!(
+                        "dropout={} is out of range; accepted: 0 to below 1",
+                        quote(v)
+                    ));
                 }
                 self.dropout = p;
             }
@@ -330,12 +359,22 @@ impl Plan {
             "gpu" => {
                 if presets::gpu(v).is_none() {
                     let ids: Vec<&str> = presets::GPUS.iter().map(|g| g.id).collect();
-                    return Err(format!("gpu={} is not a known GPU; accepted: {}", quote(v), ids.join(", ")));
+                    return Err(format!(
+                        "gpu={} is not a known GPU; accepted: {}",
+                        quote(v),
+                        ids.join(", ")
+                    ));
                 }
                 self.gpu = v.to_string();
             }
             "embed" => self.embed = parse_bool(key, v)?,
-            _ => return Err(format!("unknown key {}; known keys: {}", quote(key), KEYS.join(", "))),
+            _ => {
+                return Err(format!(
+                    "unknown key {}; known keys: {}",
+                    quote(key),
+                    KEYS.join(", ")
+                ))
+            }
         }
         Ok(())
     }
@@ -393,14 +432,20 @@ impl Plan {
                 Some((k, v)) => (percent_decode(k), percent_decode(v)),
                 None => {
                     let k = percent_decode(pair);
-                    diagnostics.push(Diagnostic { message: format!("{} has no value (write key=value)", quote(&k)), key: k });
+                    diagnostics.push(Diagnostic {
+                        message: format!("{} has no value (write key=value)", quote(&k)),
+                        key: k,
+                    });
                     continue;
                 }
             };
             if seen.contains(&k) {
                 diagnostics.push(Diagnostic {
                     key: k.clone(),
-                    message: format!("{} is given more than once; the last value is used", quote(&k)),
+                    message: format!(
+                        "{} is given more than once; the last value is used",
+                        quote(&k)
+                    ),
                 });
             } else if seen.len() < 64 {
                 seen.push(k.clone());

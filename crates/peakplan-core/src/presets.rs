@@ -50,7 +50,8 @@ pub fn model_arch(id: &str) -> Option<&'static Architecture> {
         MODELS
             .iter()
             .map(|m| {
-                let mut a = import_config(m.config_json).unwrap_or_else(|e| panic!("bundled preset {} is invalid: {e}", m.id));
+                let mut a = import_config(m.config_json)
+                    .unwrap_or_else(|e| panic!("bundled preset {} is invalid: {e}", m.id));
                 a.name = m.id.to_string();
                 a
             })
@@ -74,22 +75,102 @@ const MIB: u64 = 1 << 20;
 
 /// The bundled GPUs, from `shared/models/gpus.json`.
 pub const GPUS: &[GpuPreset] = &[
-    GpuPreset { id: "t4-16gb", name: "NVIDIA T4", capacity_bytes: 15360 * MIB, vendor_bytes: 16000000000 },
-    GpuPreset { id: "v100-16gb", name: "NVIDIA Tesla V100 16GB (SXM2 / PCIe)", capacity_bytes: 16384 * MIB, vendor_bytes: 16000000000 },
-    GpuPreset { id: "v100-32gb", name: "NVIDIA Tesla V100 32GB (SXM2 / PCIe)", capacity_bytes: 32000000000, vendor_bytes: 32000000000 },
-    GpuPreset { id: "a10g-24gb", name: "NVIDIA A10G (AWS G5)", capacity_bytes: 23028 * MIB, vendor_bytes: 25769803776 },
-    GpuPreset { id: "l4-24gb", name: "NVIDIA L4", capacity_bytes: 23034 * MIB, vendor_bytes: 24000000000 },
-    GpuPreset { id: "rtx-3090", name: "NVIDIA GeForce RTX 3090", capacity_bytes: 24576 * MIB, vendor_bytes: 24000000000 },
-    GpuPreset { id: "rtx-4090", name: "NVIDIA GeForce RTX 4090", capacity_bytes: 24564 * MIB, vendor_bytes: 24000000000 },
-    GpuPreset { id: "rtx-6000-ada", name: "NVIDIA RTX 6000 Ada Generation", capacity_bytes: 48000000000, vendor_bytes: 48000000000 },
-    GpuPreset { id: "l40s-48gb", name: "NVIDIA L40S", capacity_bytes: 46068 * MIB, vendor_bytes: 48000000000 },
-    GpuPreset { id: "a100-40gb", name: "NVIDIA A100 40GB (SXM4 / PCIe)", capacity_bytes: 40960 * MIB, vendor_bytes: 40000000000 },
-    GpuPreset { id: "a100-80gb", name: "NVIDIA A100 80GB (SXM4 / PCIe)", capacity_bytes: 81920 * MIB, vendor_bytes: 80000000000 },
-    GpuPreset { id: "h100-80gb", name: "NVIDIA H100 80GB HBM3 (SXM5)", capacity_bytes: 81559 * MIB, vendor_bytes: 80000000000 },
-    GpuPreset { id: "h100-pcie-80gb", name: "NVIDIA H100 PCIe", capacity_bytes: 80000000000, vendor_bytes: 80000000000 },
-    GpuPreset { id: "h200-141gb", name: "NVIDIA H200 (SXM)", capacity_bytes: 143771 * MIB, vendor_bytes: 141000000000 },
-    GpuPreset { id: "mi300x-192gb", name: "AMD Instinct MI300X", capacity_bytes: 192000000000, vendor_bytes: 192000000000 },
-    GpuPreset { id: "apple-m2-ultra-192gb", name: "Apple M2 Ultra (unified memory, example of Apple M-series)", capacity_bytes: 192000000000, vendor_bytes: 192000000000 },
+    GpuPreset {
+        id: "t4-16gb",
+        name: "NVIDIA T4",
+        capacity_bytes: 15360 * MIB,
+        vendor_bytes: 16000000000,
+    },
+    GpuPreset {
+        id: "v100-16gb",
+        name: "NVIDIA Tesla V100 16GB (SXM2 / PCIe)",
+        capacity_bytes: 16384 * MIB,
+        vendor_bytes: 16000000000,
+    },
+    GpuPreset {
+        id: "v100-32gb",
+        name: "NVIDIA Tesla V100 32GB (SXM2 / PCIe)",
+        capacity_bytes: 32000000000,
+        vendor_bytes: 32000000000,
+    },
+    GpuPreset {
+        id: "a10g-24gb",
+        name: "NVIDIA A10G (AWS G5)",
+        capacity_bytes: 23028 * MIB,
+        vendor_bytes: 25769803776,
+    },
+    GpuPreset {
+        id: "l4-24gb",
+        name: "NVIDIA L4",
+        capacity_bytes: 23034 * MIB,
+        vendor_bytes: 24000000000,
+    },
+    GpuPreset {
+        id: "rtx-3090",
+        name: "NVIDIA GeForce RTX 3090",
+        capacity_bytes: 24576 * MIB,
+        vendor_bytes: 24000000000,
+    },
+    GpuPreset {
+        id: "rtx-4090",
+        name: "NVIDIA GeForce RTX 4090",
+        capacity_bytes: 24564 * MIB,
+        vendor_bytes: 24000000000,
+    },
+    GpuPreset {
+        id: "rtx-6000-ada",
+        name: "NVIDIA RTX 6000 Ada Generation",
+        capacity_bytes: 48000000000,
+        vendor_bytes: 48000000000,
+    },
+    GpuPreset {
+        id: "l40s-48gb",
+        name: "NVIDIA L40S",
+        capacity_bytes: 46068 * MIB,
+        vendor_bytes: 48000000000,
+    },
+    GpuPreset {
+        id: "a100-40gb",
+        name: "NVIDIA A100 40GB (SXM4 / PCIe)",
+        capacity_bytes: 40960 * MIB,
+        vendor_bytes: 40000000000,
+    },
+    GpuPreset {
+        id: "a100-80gb",
+        name: "NVIDIA A100 80GB (SXM4 / PCIe)",
+        capacity_bytes: 81920 * MIB,
+        vendor_bytes: 80000000000,
+    },
+    GpuPreset {
+        id: "h100-80gb",
+        name: "NVIDIA H100 80GB HBM3 (SXM5)",
+        capacity_bytes: 81559 * MIB,
+        vendor_bytes: 80000000000,
+    },
+    GpuPreset {
+        id: "h100-pcie-80gb",
+        name: "NVIDIA H100 PCIe",
+        capacity_bytes: 80000000000,
+        vendor_bytes: 80000000000,
+    },
+    GpuPreset {
+        id: "h200-141gb",
+        name: "NVIDIA H200 (SXM)",
+        capacity_bytes: 143771 * MIB,
+        vendor_bytes: 141000000000,
+    },
+    GpuPreset {
+        id: "mi300x-192gb",
+        name: "AMD Instinct MI300X",
+        capacity_bytes: 192000000000,
+        vendor_bytes: 192000000000,
+    },
+    GpuPreset {
+        id: "apple-m2-ultra-192gb",
+        name: "Apple M2 Ultra (unified memory, example of Apple M-series)",
+        capacity_bytes: 192000000000,
+        vendor_bytes: 192000000000,
+    },
 ];
 
 /// Looks a GPU preset up by id.

@@ -2,7 +2,9 @@
 //! golden breakdowns and properties. Data lives in `tests/data/`.
 
 use peakplan_core::plan::{Method, Optimizer, Plan, Precision};
-use peakplan_core::{estimate, import_config, Category, preset_arch, presets, solve, Architecture, Estimate, Kind};
+use peakplan_core::{
+    estimate, import_config, preset_arch, presets, solve, Architecture, Category, Estimate, Kind,
+};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -23,7 +25,15 @@ fn data(name: &str) -> String {
 
 /// A synthetic Llama-style model with exactly `n` linear... parameters: one layer whose sizes multiply out.
 fn model_with_params(layers: u64, hidden: u64, inter: u64, vocab: u64) -> Architecture {
-    Architecture::llama("synthetic", layers, hidden, inter, hidden / 128, hidden / 128, vocab)
+    Architecture::llama(
+        "synthetic",
+        layers,
+        hidden,
+        inter,
+        hidden / 128,
+        hidden / 128,
+        vocab,
+    )
 }
 
 // ---- Source 1: the PEFT memory guide.
@@ -39,7 +49,8 @@ fn one_billion_fp16_params_take_1_863_gib() {
     assert_eq!(per_param, 2.0);
     assert_eq!(format!("{:.3}", 1e9 * per_param / GIB), "1.863");
     // Gradients (1x) and Adam's two states (2x) in the param dtype: 3 x 1.863 = 5.59 GiB for 1B params.
-    let rest = (e.component(Kind::Gradients) + e.component(Kind::OptimizerStates)) as f64 / e.total_params as f64;
+    let rest = (e.component(Kind::Gradients) + e.component(Kind::OptimizerStates)) as f64
+        / e.total_params as f64;
     assert_eq!(rest, 6.0);
     assert_eq!(format!("{:.2}", 1e9 * rest / GIB), "5.59");
 }
@@ -56,7 +67,10 @@ fn mixed_precision_adam_costs_16_bytes_per_param() {
     assert_eq!(e.category(Category::Optimizer), 12 * p);
     // For a 7e9 model: 112 GB in all, 84 GB optimizer, 14 GB weights.
     let per = |c| e.category(c) as f64 / p as f64 * 7e9 / 1e9;
-    assert_eq!(per(Category::Weights) + per(Category::Gradients) + per(Category::Optimizer), 112.0);
+    assert_eq!(
+        per(Category::Weights) + per(Category::Gradients) + per(Category::Optimizer),
+        112.0
+    );
     assert_eq!(per(Category::Optimizer), 84.0);
     assert_eq!(per(Category::Weights), 14.0);
 }
@@ -67,9 +81,18 @@ fn lora_worked_example_counts_4_194_304_trainable() {
     assert_eq!(e.trainable_params, 4_194_304);
     // Each adapter: 8 x (4096 + 4096) = 65,536; about 0.06% of the model.
     assert_eq!(e.trainable_params / (32 * 2), 65_536);
-    assert_eq!(format!("{:.2}", e.trainable_params as f64 / e.total_params as f64 * 100.0), "0.06");
+    assert_eq!(
+        format!(
+            "{:.2}",
+            e.trainable_params as f64 / e.total_params as f64 * 100.0
+        ),
+        "0.06"
+    );
     // all-linear at rank 8 is PEFT's familiar 19,988,480.
-    assert_eq!(est("model=llama-2-7b&method=lora&r=8&targets=all-linear").trainable_params, 19_988_480);
+    assert_eq!(
+        est("model=llama-2-7b&method=lora&r=8&targets=all-linear").trainable_params,
+        19_988_480
+    );
 }
 
 #[test]
@@ -94,8 +117,14 @@ fn double_quantization_bits_per_parameter() {
 
 #[test]
 fn qlora_65b_fits_a_48_gb_gpu() {
-    let e = est("model=llama-65b&method=qlora&r=64&targets=all-linear&b=1&s=512&gc=1&opt=paged_adamw_8bit");
-    assert!(e.peak_allocated_bytes < 48_000_000_000, "{}", e.peak_allocated_bytes);
+    let e = est(
+        "model=llama-65b&method=qlora&r=64&targets=all-linear&b=1&s=512&gc=1&opt=paged_adamw_8bit",
+    );
+    assert!(
+        e.peak_allocated_bytes < 48_000_000_000,
+        "{}",
+        e.peak_allocated_bytes
+    );
     assert!(e.device_bytes < 48_000_000_000, "{}", e.device_bytes);
 }
 
@@ -179,12 +208,24 @@ fn query_round_trip_is_exact() {
 fn bad_values_name_the_key_and_keep_the_rest() {
     let check = |q: &str, key: &str, want: &str| {
         let p = Plan::parse_query(q);
-        let d = p.diagnostics.iter().find(|d| d.key == key).unwrap_or_else(|| panic!("{q}: {:?}", p.diagnostics));
+        let d = p
+            .diagnostics
+            .iter()
+            .find(|d| d.key == key)
+            .unwrap_or_else(|| panic!("{q}: {:?}", p.diagnostics));
         assert!(d.message.contains(want), "{q}: {}", d.message);
-        assert_eq!(p.plan.seq_len, 2048 * 2, "{q}: the good key s=4096 was lost");
+        assert_eq!(
+            p.plan.seq_len,
+            2048 * 2,
+            "{q}: the good key s=4096 was lost"
+        );
     };
     check("r=banana&s=4096", "r", "accepted: integers 1 to");
-    check("method=banana&s=4096", "method", "accepted: full, lora, qlora");
+    check(
+        "method=banana&s=4096",
+        "method",
+        "accepted: full, lora, qlora",
+    );
     check("r=-3&s=4096", "r", "not an integer");
     check("b=99999999999999999999999&s=4096", "b", "out of range");
     check("model=nope&s=4096", "model", "llama-2-7b");
@@ -235,7 +276,12 @@ fn golden_breakdowns() {
 
 #[test]
 fn memory_never_decreases_as_batch_sequence_or_rank_grow() {
-    for base in ["method=full&gc=0", "method=lora&gc=1", "method=qlora&attn=eager", "method=qlora&loss=chunked"] {
+    for base in [
+        "method=full&gc=0",
+        "method=lora&gc=1",
+        "method=qlora&attn=eager",
+        "method=qlora&loss=chunked",
+    ] {
         let p = plan(&format!("model=llama-3.2-1b&{base}"));
         let a = preset_arch(&p);
         let peak = |p: &Plan| estimate(a, p).peak_allocated_bytes;
@@ -259,7 +305,11 @@ fn qlora_base_weights_are_below_lora() {
     for m in presets::MODELS {
         let l = est(&format!("model={}&method=lora", m.id));
         let q = est(&format!("model={}&method=qlora", m.id));
-        assert!(q.component(Kind::BaseWeights) < l.component(Kind::BaseWeights), "{}", m.id);
+        assert!(
+            q.component(Kind::BaseWeights) < l.component(Kind::BaseWeights),
+            "{}",
+            m.id
+        );
     }
 }
 
