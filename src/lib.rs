@@ -1,5 +1,21 @@
-//! peakplan-web: the Leptos planner page. Components live in modules; `main.rs` only mounts.
-#![cfg(target_arch = "wasm32")]
+//! peakplan-web: the Leptos planner page. `main.rs` only mounts; components live in [`app`] and its siblings,
+//! logic in plain Rust types ([`scale`], and the core).
+
+pub mod planner;
+pub mod scale;
+
+#[cfg(target_arch = "wasm32")]
+mod app;
+#[cfg(target_arch = "wasm32")]
+mod browser;
+#[cfg(target_arch = "wasm32")]
+mod canvas;
+
+#[cfg(target_arch = "wasm32")]
+pub use app::App;
 
 /// Mounts the planner page on `<body>`.
-pub fn mount() {}
+#[cfg(target_arch = "wasm32")]
+pub fn mount() {
+    leptos::mount::mount_to_body(App);
+}

@@ -1,0 +1,635 @@
+//! The planner page's components. State is one `Plan` signal; every figure comes from [`Computed`].
+
+use crate::browser;
+use crate::canvas::{paint_chart, paint_timeline};
+use crate::planner::{method_label, Computed};
+use crate::scale::{self, Log2Scale};
+use leptos::prelude::*;
+use peakplan_chart::{chart_svg, Theme};
+use peakplan_core::plan::{Attn, DType, Loss, Method, Optimizer, Precision, Quant, Targets};
+use peakplan_core::units::{format_bytes, format_count};
+use peakplan_core::{
+    import_config, preset_arch, presets, Architecture, Category, Diagnostic, Kind, Plan, Target,
+};
+use wasm_bindgen::JsCast;
+
+fn theme() -> Theme {
+    if browser::prefers_dark() {
+        Theme::DARK
+    } else {
+        Theme::LIGHT
+    }
+}
+
+/// The whole page: the planner, or only the chart with `?embed=1`.
+#[component]
+pub fn App() -> impl IntoView {
+    let parsed = Plan::parse_query(&browser::query());
+    let plan = RwSignal::new(parsed.plan);
+    let url_errors = RwSignal::new(parsed.diagnostics);
+    let custom: RwSignal<Option<Architecture>> = RwSignal::new(None);
+    let input_started = StoredValue::new(None::<f64>);
+    let computed = Memo::new(move |_| {
+        let p = plan.get();
+        let c = custom.get();
+        let arch = c.as_ref().unwrap_or_else(|| preset_arch(&p));
+        Computed::new(arch, &p)
+    });
+    // The URL is the state: every change replaces the query (no history entry per slider tick).
+    Effect::new(move |_| browser::replace_query(&plan.with(Plan::to_query)));
+    let embed = plan.get_untracked().embed;
+    let ctx = Ctx {
+        plan,
+        computed,
+        custom,
+        input_started,
+    };
+    provide_context(ctx);
+    if embed {
+        view! { <EmbedView/> }.into_any()
+    } else {
+        view! { <Planner url_errors=url_errors/> }.into_any()
+    }
+}
+
+/// Shared page state, provided as context.
+#[derive(Clone, Copy)]
+struct Ctx {
+    plan: RwSignal<Plan>,
+    computed: Memo<Computed>,
+    custom: RwSignal<Option<Architecture>>,
+    /// When the current slider input started, for the latency figure.
+    input_started: StoredValue<Option<f64>>,
+}
+
+fn ctx() -> Ctx {
+    use_context::<Ctx>().expect("App provides the context")
+}
+
+impl Ctx {
+    fn set(&self, key: &str, value: &str) {
+        self.input_started.set_value(Some(browser::now_ms()));
+        self.plan.update(|p| {
+            // Controls only offer accepted values; a rejected one leaves the plan as it was.
+            let _ = p.set(key, value);
+        });
+    }
+}
+
+/// The chart alone, sized to its container, with a one-line caption: for `<iframe>` embedding.
+#[component]
+fn EmbedView() -> impl IntoView {
+    let c = ctx();
+    let caption = move || {
+        let comp = c.computed.get();
+        let p = c.plan.get();
+        format!(
+            "{} · {} · b={} s={} · peak {} · peakplan",
+            comp.model_name,
+            method_label(p.method),
+            p.micro_batch,
+            p.seq_len,
+            format_bytes(comp.selected.device_bytes)
+        )
+    };
+    let link = move || {
+        browser::url_with_query(&{
+            let mut p = c.plan.get();
+            p.embed = false;
+            p.to_query()
+        })
+    };
+    view! {
+        <main class="embed">
+            <ChartCanvas/>
+            <p class="caption"><a href=link target="_blank" rel="noopener">{caption}</a></p>
+        </main>
+    }
+}
+
+#[component]
+fn Planner(url_errors: RwSignal<Vec<Diagnostic>>) -> impl IntoView {
+    view! {
+        <header class="top">
+            <h1>"peakplan"</h1>
+            <p class="tagline">"Will this fine-tune fit on my GPU? Memory of one training step, part by part."</p>
+        </header>
+        <UrlErrors errors=url_errors/>
+        <main class="layout">
+            <section class="controls" aria-label="Plan">
+                <Controls/>
+            </section>
+            <section class="results" aria-label="Memory">
+                <Verdict/>
+                <ChartCanvas/>
+                <Figures/>
+                <Timeline/>
+                <ShareBar/>
+                <ComponentTable/>
+            </section>
+        </main>
+        <footer>
+            <p>"Units: GiB = 2"<sup>"30"</sup>" bytes, as PyTorch and nvidia-smi report. Figures come from the peakplan core; the same numbers are in the CLI."</p>
+        </footer>
+    }
+}
+
+/// Messages for bad query parameters; the rest of the plan is kept.
+#[component]
+fn UrlErrors(errors: RwSignal<Vec<Diagnostic>>) -> impl IntoView {
+    move || {
+        let list = errors.get();
+        (!list.is_empty()).then(|| {
+            view! {
+                <div class="url-error" role="alert" data-testid="url-error">
+                    <strong>"Some link parameters were not understood; their defaults are used:"</strong>
+                    <ul>{list.into_iter().map(|d| view! { <li>{d.message}</li> }).collect_view()}</ul>
+                    <button on:click=move |_| errors.set(Vec::new())>"Dismiss"</button>
+                </div>
+            }
+        })
+    }
+}
+
+/// A log-scale slider over powers of two, with a number box for any value.
+#[component]
+fn LogSlider(
+    label: &'static str,
+    key: &'static str,
+    testid: &'static str,
+    scale: Log2Scale,
+    #[prop(into)] value: Signal<u64>,
+    #[prop(into)] disabled: Signal<Option<&'static str>>,
+) -> impl IntoView {
+    let c = ctx();
+    let id = format!("in-{key}");
+    let num_id = format!("num-{key}");
+    let on_input = move |ev: leptos::ev::Event| {
+        let Ok(pos) = event_target_value(&ev).parse::<u32>() else {
+            return;
+        };
+        let v = scale.value(pos);
+        // data-value is set at once as well, so scripts reading it right after the event see the new value.
+        if let Some(el) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        {
+            let _ = el.set_attribute("data-value", &v.to_string());
+        }
+        c.set(key, &v.to_string());
+    };
+    let on_number = move |ev: leptos::ev::Event| {
+        let text = event_target_value(&ev);
+        c.set(key, text.trim());
+    };
+    view! {
+        <div class="field slider" class:disabled=move || disabled.get().is_some()>
+            <label for=id.clone()>{label}</label>
+            <div class="slider-row">
+                <input
+                    type="range"
+                    id=id
+                    data-testid=testid
+                    min=scale.min_exp
+                    max=scale.max_exp
+                    step="1"
+                    prop:value=move || scale.position(value.get()).to_string()
+                    data-value=move || value.get().to_string()
+                    aria-valuetext=move || value.get().to_string()
+                    disabled=move || disabled.get().is_some()
+                    on:input=on_input
+                />
+                <input
+                    type="number"
+                    id=num_id
+                    aria-label=format!("{label} (exact)")
+                    min="1"
+                    prop:value=move || value.get().to_string()
+                    disabled=move || disabled.get().is_some()
+                    on:change=on_number
+                />
+            </div>
+            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
+        </div>
+    }
+}
+
+/// A `<select>` over a key's accepted values.
+#[component]
+fn KeySelect(
+    label: &'static str,
+    key: &'static str,
+    options: Vec<(&'static str, &'static str)>,
+    #[prop(optional, into)] disabled: Option<Signal<Option<&'static str>>>,
+) -> impl IntoView {
+    let c = ctx();
+    let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
+    let id = format!("sel-{key}");
+    view! {
+        <div class="field" class:disabled=move || disabled.get().is_some()>
+            <label for=id.clone()>{label}</label>
+            <select
+                id=id
+                data-testid=format!("select-{key}")
+                disabled=move || disabled.get().is_some()
+                on:change=move |ev| c.set(key, &event_target_value(&ev))
+                prop:value=move || c.plan.with(|p| p.get(key).unwrap_or_default())
+            >
+                {options
+                    .into_iter()
+                    .map(|(v, text)| {
+                        view! {
+                            <option value=v selected=move || c.plan.with(|p| p.get(key).as_deref() == Some(v))>
+                                {text}
+                            </option>
+                        }
+                    })
+                    .collect_view()}
+            </select>
+            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
+        </div>
+    }
+}
+
+#[component]
+fn Controls() -> impl IntoView {
+    let c = ctx();
+    let method = Memo::new(move |_| c.plan.with(|p| p.method));
+    let not_peft = Signal::derive(move || {
+        (method.get() == Method::Full)
+            .then_some("LoRA settings apply to LoRA and QLoRA, not full fine-tuning")
+    });
+    let not_qlora = Signal::derive(move || {
+        (method.get() != Method::Qlora).then_some("4-bit settings apply to QLoRA only")
+    });
+    let not_chunked = Signal::derive(move || {
+        c.plan
+            .with(|p| p.loss != Loss::Chunked)
+            .then_some("Applies to the chunked loss only")
+    });
+    let single_gpu = Signal::derive(move || {
+        c.plan
+            .with(|p| p.gpus == 1)
+            .then_some("Sharding needs more than one GPU")
+    });
+    let models: Vec<(&'static str, &'static str)> =
+        presets::MODELS.iter().map(|m| (m.id, m.name)).collect();
+    let gpus: Vec<(&'static str, &'static str)> =
+        presets::GPUS.iter().map(|g| (g.id, g.name)).collect();
+    let kw = |all: &'static [&'static str]| all.iter().map(|k| (*k, *k)).collect::<Vec<_>>();
+    let opts: Vec<&'static str> = Optimizer::ALL.iter().map(|o| o.key()).collect();
+    let opts: &'static [&'static str] = Box::leak(opts.into_boxed_slice());
+    view! {
+        <fieldset class="method" data-testid="method">
+            <legend>"Method"</legend>
+            {Method::ALL
+                .iter()
+                .map(|m| {
+                    let m = *m;
+                    view! {
+                        <label class="pill">
+                            <input
+                                type="radio"
+                                name="method"
+                                value=m.key()
+                                prop:checked=move || method.get() == m
+                                on:change=move |_| c.set("method", m.key())
+                            />
+                            <span>{method_label(m)}</span>
+                        </label>
+                    }
+                })
+                .collect_view()}
+        </fieldset>
+        <ModelPicker models=models/>
+        <LogSlider label="LoRA rank" key="r" testid="slider-rank" scale=scale::RANK
+            value=Signal::derive(move || c.plan.with(|p| p.rank)) disabled=not_peft/>
+        <LogSlider label="Micro-batch per GPU" key="b" testid="slider-batch" scale=scale::BATCH
+            value=Signal::derive(move || c.plan.with(|p| p.micro_batch)) disabled=Signal::derive(|| None)/>
+        <LogSlider label="Sequence length (tokens)" key="s" testid="slider-seq" scale=scale::SEQ
+            value=Signal::derive(move || c.plan.with(|p| p.seq_len)) disabled=Signal::derive(|| None)/>
+        <TargetPicker disabled=not_peft/>
+        <div class="grid2">
+            <KeySelect label="Gradient checkpointing" key="gc" options=vec![("1", "on"), ("0", "off")]/>
+            <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (keeps s² scores)")]/>
+            <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard (full logits)"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE")]/>
+            <ChunkInput disabled=not_chunked/>
+            <KeySelect label="Optimizer" key="opt" options=kw(opts)/>
+            <KeySelect label="Precision" key="prec" options=vec![(Precision::AmpBf16.key(), "AMP bf16 (fp32 master)"), (Precision::AmpFp16.key(), "AMP fp16 (fp32 master)"), (Precision::Bf16.key(), "pure bf16"), (Precision::Fp16.key(), "pure fp16"), (Precision::Fp32.key(), "fp32")]/>
+            <KeySelect label="Adapter dtype" key="adtype" options=vec![(DType::Fp32.key(), "fp32 (PEFT default)"), (DType::Bf16.key(), "bf16"), (DType::Fp16.key(), "fp16")] disabled=not_peft/>
+            <KeySelect label="LoRA dropout" key="dropout" options=vec![("0", "0"), ("0.05", "0.05"), ("0.1", "0.1")] disabled=not_peft/>
+            <KeySelect label="4-bit type" key="quant" options=vec![(Quant::Nf4.key(), "NF4"), (Quant::Fp4.key(), "FP4")] disabled=not_qlora/>
+            <KeySelect label="Double quantization" key="dq" options=vec![("1", "on"), ("0", "off")] disabled=not_qlora/>
+            <KeySelect label="Upcast non-4-bit params to fp32" key="upcast" options=vec![("0", "off"), ("1", "on (prepare_model_for_kbit_training)")] disabled=not_qlora/>
+            <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>
+            <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=single_gpu/>
+            <KeySelect label="GPU" key="gpu" options=gpus/>
+        </div>
+        <ConfigPaste/>
+    }
+}
+
+/// Model preset list with a filter box.
+#[component]
+fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
+    let c = ctx();
+    let filter = RwSignal::new(String::new());
+    let models = StoredValue::new(models);
+    view! {
+        <div class="field">
+            <label for="model-filter">"Model"</label>
+            <input id="model-filter" type="search" placeholder="Filter presets…" aria-label="Filter model presets"
+                on:input=move |ev| filter.set(event_target_value(&ev).to_lowercase())/>
+            <select id="sel-model" data-testid="select-model" aria-label="Model preset"
+                disabled=move || c.custom.with(Option::is_some)
+                on:change=move |ev| c.set("model", &event_target_value(&ev))
+                prop:value=move || c.plan.with(|p| p.model.clone())>
+                {move || {
+                    let f = filter.get();
+                    let current = c.plan.with(|p| p.model.clone());
+                    models
+                        .get_value()
+                        .into_iter()
+                        .filter(|(id, name)| f.is_empty() || id.contains(&f) || name.to_lowercase().contains(&f) || *id == current)
+                        .map(|(id, name)| {
+                            let params = presets::model_arch(id).map(|a| format_count(a.total_params())).unwrap_or_default();
+                            view! { <option value=id selected=move || c.plan.with(|p| p.model == id)>{format!("{name} ({params})")}</option> }
+                        })
+                        .collect_view()
+                }}
+            </select>
+        </div>
+    }
+}
+
+/// LoRA target modules as checkboxes, with an "all linear" shortcut.
+#[component]
+fn TargetPicker(#[prop(into)] disabled: Signal<Option<&'static str>>) -> impl IntoView {
+    let c = ctx();
+    let targets = Memo::new(move |_| c.plan.with(|p| p.targets));
+    view! {
+        <fieldset class="targets" class:disabled=move || disabled.get().is_some()>
+            <legend>"LoRA targets"</legend>
+            {Target::ALL
+                .iter()
+                .map(|t| {
+                    let t = *t;
+                    view! {
+                        <label class="chip">
+                            <input type="checkbox" prop:checked=move || targets.get().contains(t)
+                                disabled=move || disabled.get().is_some()
+                                on:change=move |ev| {
+                                    let on = event_target_checked(&ev);
+                                    let next = targets.get_untracked().with(t, on);
+                                    if next.0 != 0 {
+                                        c.set("targets", &next.key());
+                                    }
+                                }/>
+                            <span>{t.key()}</span>
+                        </label>
+                    }
+                })
+                .collect_view()}
+            <button class="link" disabled=move || disabled.get().is_some()
+                on:click=move |_| c.set("targets", &Targets::ALL_LINEAR.key())>"all-linear"</button>
+            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
+        </fieldset>
+    }
+}
+
+#[component]
+fn ChunkInput(#[prop(into)] disabled: Signal<Option<&'static str>>) -> impl IntoView {
+    let c = ctx();
+    view! {
+        <div class="field" class:disabled=move || disabled.get().is_some()>
+            <label for="num-chunk">"Loss chunk (tokens)"</label>
+            <input id="num-chunk" type="number" min="1" prop:value=move || c.plan.with(|p| p.chunk.to_string())
+                disabled=move || disabled.get().is_some()
+                on:change=move |ev| c.set("chunk", event_target_value(&ev).trim())/>
+        </div>
+    }
+}
+
+/// Paste a Hugging Face `config.json` to plan for a model that is not bundled.
+#[component]
+fn ConfigPaste() -> impl IntoView {
+    let c = ctx();
+    let text = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let apply = move |_| match import_config(&text.get_untracked()) {
+        Ok(a) => {
+            error.set(None);
+            c.custom.set(Some(a));
+        }
+        // The current plan stays as it was; only the message changes.
+        Err(e) => error.set(Some(e.to_string())),
+    };
+    view! {
+        <details class="config">
+            <summary>"Use a Hugging Face config.json"</summary>
+            <textarea rows="6" aria-label="config.json" data-testid="config-input" placeholder="{\"model_type\": \"llama\", …}"
+                on:input=move |ev| text.set(event_target_value(&ev))></textarea>
+            <div class="row">
+                <button data-testid="config-apply" on:click=apply>"Use this config"</button>
+                {move || c.custom.with(Option::is_some).then(|| view! {
+                    <button on:click=move |_| c.custom.set(None)>"Back to the preset"</button>
+                })}
+            </div>
+            {move || error.get().map(|e| view! { <p class="error" role="alert" data-testid="config-error">{e}</p> })}
+            {move || c.custom.get().map(|a| view! {
+                <p class="note">{format!("Planning for the pasted {} model ({} params). The link holds the other settings, not the pasted config.", a.model_type, format_count(a.total_params()))}</p>
+            })}
+        </details>
+    }
+}
+
+#[component]
+fn Verdict() -> impl IntoView {
+    let c = ctx();
+    move || {
+        let comp = c.computed.get();
+        let p = c.plan.get();
+        let need = format_bytes(comp.selected.device_bytes);
+        let (class, text) = match comp.fits() {
+            Some(true) => (
+                "verdict fits",
+                format!(
+                    "Fits: needs {need} of the {}'s {}",
+                    comp.gpu_name,
+                    format_bytes(comp.capacity_bytes.unwrap_or(0))
+                ),
+            ),
+            Some(false) => (
+                "verdict nofit",
+                format!(
+                    "Does not fit: needs {need}, the {} has {}",
+                    comp.gpu_name,
+                    format_bytes(comp.capacity_bytes.unwrap_or(0))
+                ),
+            ),
+            None => ("verdict", format!("Needs {need}")),
+        };
+        let limits = match (comp.max_batch, comp.max_seq) {
+            (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
+            (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
+            _ => "Not even batch 1 at sequence 1 fits this GPU: try QLoRA, more GPUs with ZeRO-3, or a larger GPU.".to_string(),
+        };
+        view! {
+            <div class=class data-testid="verdict" role="status">
+                <p class="big">{text}</p>
+                <p>{limits}</p>
+                <p class="model">{format!("{} · {} params · {} trainable · peak during {}", comp.model_name, format_count(comp.selected.total_params), format_count(comp.selected.trainable_params), comp.selected.peak_phase_label())}</p>
+            </div>
+        }
+    }
+}
+
+trait PeakLabel {
+    fn peak_phase_label(&self) -> &'static str;
+}
+impl PeakLabel for peakplan_core::Estimate {
+    fn peak_phase_label(&self) -> &'static str {
+        self.peak_phase.label()
+    }
+}
+
+/// The stacked bars, repainted whenever the plan changes.
+#[component]
+fn ChartCanvas() -> impl IntoView {
+    let c = ctx();
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    Effect::new(move |_| {
+        let comp = c.computed.get();
+        if let Some(el) = canvas.get() {
+            paint_chart(&el, &comp.chart, &theme());
+            if let Some(t0) = c.input_started.get_value() {
+                browser::record_timing(browser::now_ms() - t0);
+                c.input_started.set_value(None);
+            }
+        }
+    });
+    view! {
+        <figure class="chart">
+            <canvas node_ref=canvas data-testid="chart" role="img"
+                aria-label=move || {
+                    let comp = c.computed.get();
+                    comp.chart.bars.iter().map(|b| format!("{}: {}", b.label, format_bytes(b.parts.total()))).collect::<Vec<_>>().join(", ")
+                }></canvas>
+        </figure>
+    }
+}
+
+#[component]
+fn Figures() -> impl IntoView {
+    let c = ctx();
+    let fig = move |testid: &'static str,
+                    label: &'static str,
+                    get: fn(&peakplan_core::Estimate) -> u64| {
+        let bytes = Memo::new(move |_| c.computed.with(|comp| get(&comp.selected)));
+        view! {
+            <div class="figure" data-testid=testid data-bytes=move || bytes.get().to_string()>
+                <span class="label">{label}</span>
+                <span class="value">{move || format_bytes(bytes.get())}</span>
+            </div>
+        }
+    };
+    view! {
+        <div class="figures">
+            {fig("value-weights", "Weights", |e| e.category(Category::Weights))}
+            {fig("value-gradients", "Gradients", |e| e.category(Category::Gradients))}
+            {fig("value-optimizer", "Optimizer states", |e| e.category(Category::Optimizer))}
+            {fig("value-activations", "Activations", |e| e.category(Category::Activations))}
+            {fig("value-peak", "Peak (nvidia-smi)", |e| e.device_bytes)}
+            {fig("value-allocated", "max_memory_allocated", |e| e.peak_allocated_bytes)}
+            {fig("value-reserved", "max_memory_reserved", |e| e.peak_reserved_bytes)}
+        </div>
+    }
+}
+
+#[component]
+fn Timeline() -> impl IntoView {
+    let c = ctx();
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    Effect::new(move |_| {
+        let comp = c.computed.get();
+        if let Some(el) = canvas.get() {
+            paint_timeline(&el, &comp.selected, &theme());
+        }
+    });
+    view! {
+        <figure class="timeline">
+            <figcaption>"When the peak happens: live memory through one step"</figcaption>
+            <canvas node_ref=canvas data-testid="timeline" role="img"
+                aria-label=move || c.computed.with(|comp| format!("peak during {}", comp.selected.peak_phase.label()))></canvas>
+        </figure>
+    }
+}
+
+#[component]
+fn ShareBar() -> impl IntoView {
+    let c = ctx();
+    let copied = RwSignal::new("");
+    let copy_link = move |_| {
+        browser::copy(&browser::url_with_query(&c.plan.with(Plan::to_query)));
+        copied.set("Link copied");
+    };
+    let copy_embed = move |_| {
+        let mut p = c.plan.get_untracked();
+        p.embed = true;
+        let url = browser::url_with_query(&p.to_query());
+        browser::copy(&format!(
+            "<iframe src=\"{url}\" width=\"720\" height=\"420\" style=\"border:0\" title=\"peakplan memory chart\" loading=\"lazy\"></iframe>"
+        ));
+        copied.set("Embed code copied");
+    };
+    let download = move |_| {
+        let svg = c
+            .computed
+            .with_untracked(|comp| chart_svg(&comp.chart, &Theme::LIGHT, (720, 420)));
+        match browser::download("peakplan-chart.svg", "image/svg+xml", &svg) {
+            Ok(()) => copied.set("SVG downloaded"),
+            Err(_) => copied.set("The download could not start"),
+        }
+    };
+    view! {
+        <div class="share">
+            <button data-testid="copy-link" on:click=copy_link>"Copy link"</button>
+            <button data-testid="copy-embed" on:click=copy_embed>"Copy embed code"</button>
+            <button data-testid="download-svg" on:click=download>"Download SVG"</button>
+            <span class="status" role="status">{move || copied.get()}</span>
+        </div>
+    }
+}
+
+#[component]
+fn ComponentTable() -> impl IntoView {
+    let c = ctx();
+    view! {
+        <details class="components" open>
+            <summary>"Every component, with its formula"</summary>
+            <table data-testid="components">
+                <thead><tr><th>"Component"</th><th>"Category"</th><th class="num">"Bytes"</th><th>"How it is computed"</th></tr></thead>
+                <tbody>
+                    {move || {
+                        let comp = c.computed.get();
+                        Kind::ALL
+                            .iter()
+                            .filter(|k| comp.selected.component(**k) > 0)
+                            .map(|k| {
+                                let b = comp.selected.component(*k);
+                                view! {
+                                    <tr>
+                                        <td>{k.label()}</td>
+                                        <td>{k.category().label()}</td>
+                                        <td class="num" title=b.to_string()>{format_bytes(b)}</td>
+                                        <td class="formula">{k.formula()}</td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()
+                    }}
+                </tbody>
+            </table>
+        </details>
+    }
+}

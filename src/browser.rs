@@ -1,0 +1,107 @@
+//! Thin wrappers over browser APIs (URL, clipboard, downloads, theme, timing); errors become `Option`/messages once here.
+
+use wasm_bindgen::JsCast;
+
+fn window() -> Option<web_sys::Window> {
+    web_sys::window()
+}
+
+/// The page's query string, without `?`.
+pub fn query() -> String {
+    window()
+        .and_then(|w| w.location().search().ok())
+        .unwrap_or_default()
+        .trim_start_matches('?')
+        .to_string()
+}
+
+/// Replaces the URL's query without adding a history entry.
+pub fn replace_query(query: &str) {
+    let Some(w) = window() else { return };
+    let path = w.location().pathname().unwrap_or_default();
+    let url = if query.is_empty() {
+        path
+    } else {
+        format!("{path}?{query}")
+    };
+    if let Ok(h) = w.history() {
+        let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url));
+    }
+}
+
+/// The absolute URL of this page with a given query.
+pub fn url_with_query(query: &str) -> String {
+    let Some(w) = window() else {
+        return String::new();
+    };
+    let loc = w.location();
+    let origin = loc.origin().unwrap_or_default();
+    let path = loc.pathname().unwrap_or_default();
+    format!("{origin}{path}?{query}")
+}
+
+/// Copies text to the clipboard; the promise's outcome is not awaited (the button shows the text either way).
+pub fn copy(text: &str) {
+    if let Some(w) = window() {
+        let _ = w.navigator().clipboard().write_text(text);
+    }
+}
+
+/// Offers `content` as a file download.
+pub fn download(filename: &str, mime: &str, content: &str) -> Result<(), String> {
+    let w = window().ok_or("no window")?;
+    let doc = w.document().ok_or("no document")?;
+    let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(content));
+    let opts = web_sys::BlobPropertyBag::new();
+    opts.set_type(mime);
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts)
+        .map_err(|_| "cannot make the file")?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob)
+        .map_err(|_| "cannot make a download link")?;
+    let a: web_sys::HtmlAnchorElement = doc
+        .create_element("a")
+        .map_err(|_| "no anchor")?
+        .dyn_into()
+        .map_err(|_| "no anchor")?;
+    a.set_href(&url);
+    a.set_download(filename);
+    a.click();
+    let _ = web_sys::Url::revoke_object_url(&url);
+    Ok(())
+}
+
+/// Whether the system asks for a dark theme.
+pub fn prefers_dark() -> bool {
+    window()
+        .and_then(|w| w.match_media("(prefers-color-scheme: dark)").ok().flatten())
+        .map(|m| m.matches())
+        .unwrap_or(false)
+}
+
+/// Milliseconds since navigation.
+pub fn now_ms() -> f64 {
+    window()
+        .and_then(|w| w.performance())
+        .map(|p| p.now())
+        .unwrap_or(0.0)
+}
+
+/// Records one input-to-paint latency in `window.__peakplanTimings` for benchmarks (a plain JS array).
+pub fn record_timing(ms: f64) {
+    let Some(w) = window() else { return };
+    let key = wasm_bindgen::JsValue::from_str("__peakplanTimings");
+    let arr = match js_sys::Reflect::get(&w, &key)
+        .ok()
+        .and_then(|v| v.dyn_into::<js_sys::Array>().ok())
+    {
+        Some(a) => a,
+        None => {
+            let a = js_sys::Array::new();
+            let _ = js_sys::Reflect::set(&w, &key, &a);
+            a
+        }
+    };
+    if arr.length() < 100_000 {
+        arr.push(&wasm_bindgen::JsValue::from_f64(ms));
+    }
+}
