@@ -358,7 +358,7 @@ impl Architecture {
                 self.layers
             )));
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(ArchError(format!(
                 "num_key_value_heads = {} does not divide num_attention_heads = {}",
                 self.kv_heads, self.heads
@@ -406,7 +406,7 @@ impl Architecture {
             intermediate,
             heads,
             kv_heads,
-            head_dim: if heads == 0 { 0 } else { hidden / heads },
+            head_dim: hidden.checked_div(heads).unwrap_or(0),
             vocab,
             tied_embeddings: false,
             mlp: Mlp::Gated,

@@ -51,7 +51,7 @@ impl Fields<'_> {
                         return Ok(Some(v));
                     }
                     if let Some(f) = n.as_f64() {
-                        if f.fract() == 0.0 && f >= 0.0 && f < 9.0e15 {
+                        if f.fract() == 0.0 && (0.0..9.0e15).contains(&f) {
                             return Ok(Some(f as u64));
                         }
                     }
@@ -148,7 +148,7 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
         if let Some(d) = explicit_head_dim {
             return Ok(d);
         }
-        if hd % heads != 0 {
+        if !hd.is_multiple_of(heads) {
             return Err(err(format!(
                 "hidden_size = {hd} is not divisible by num_attention_heads = {heads} and there is no head_dim"
             )));

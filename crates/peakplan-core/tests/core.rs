@@ -1,5 +1,6 @@
 //! The core's integration tests: source numbers, real parameter counts, config import, query round trips,
 //! golden breakdowns and properties. Data lives in `tests/data/`.
+#![allow(clippy::unwrap_used)]
 
 use peakplan_core::plan::{Method, Optimizer, Plan, Precision};
 use peakplan_core::{

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs every test of the project on a fresh machine: installs the tools, then lint, native tests,
+# browser tests (wasm-bindgen-test and end-to-end in headless Chromium) and the release site build.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/setup.sh
+export PATH="$HOME/.cargo/bin:$root/.tools/node_modules/.bin:$PATH"
+export CHROMEDRIVER=/usr/bin/chromedriver
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "format"
+cargo fmt --all --check
+
+step "the core has no web dependency"
+if cargo tree -q -p peakplan-core -e normal --target all | grep -E '(web-sys|wasm-bindgen|js-sys|leptos)'; then
+  echo "peakplan-core must not depend on web crates"; exit 1
+fi
+echo "none"
+
+step "clippy (native and wasm32)"
+cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy -p peakplan-web --target wasm32-unknown-unknown --all-targets -- -D warnings
+
+step "native tests"
+cargo test --workspace
+
+step "browser tests: wasm-bindgen-test in headless Chromium"
+cargo test -p peakplan-web --target wasm32-unknown-unknown
+
+step "release site, served from a sub-path"
+dist="$root/target/site"
+trunk build --release --public-url /peakplan/ --dist "$dist"
+size=0; for f in "$dist"/*; do [[ -f $f ]] && size=$((size + $(gzip -9c "$f" | wc -c))); done
+echo "site: $((size / 1024)) KB gzipped"
+
+step "end-to-end tests: playwright-core driving Chromium"
+node tests/e2e/page.test.mjs "$dist"

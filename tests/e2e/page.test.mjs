@@ -1,0 +1,145 @@
+// End-to-end tests of the planner page in Debian's Chromium (playwright-core, no browser download).
+// Usage: node tests/e2e/page.test.mjs DIST_DIR   (the site built with --public-url /peakplan/)
+// Prints one line per test and a closing "N passed, N failed" line; screenshots go to tests/e2e/out/.
+import { createRequire } from 'node:module';
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const require = createRequire(path.resolve('.tools/node_modules/x.js'));
+const { chromium } = require('playwright-core');
+const dist = path.resolve(process.argv[2] || 'dist');
+const out = path.resolve('tests/e2e/out');
+fs.mkdirSync(out, { recursive: true });
+const SUB = '/peakplan/';
+const FLAGS = ['--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader'];
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.css': 'text/css', '.svg': 'image/svg+xml' };
+
+const foreign = [];
+const server = http.createServer((req, res) => {
+  const url = new URL(req.url, 'http://x');
+  if (!url.pathname.startsWith(SUB)) { foreign.push(url.pathname); res.writeHead(404); return res.end(); }
+  let p = path.join(dist, decodeURIComponent(url.pathname.slice(SUB.length)) || 'index.html');
+  if (!p.startsWith(dist) || !fs.existsSync(p) || fs.statSync(p).isDirectory()) p = path.join(dist, 'index.html');
+  res.writeHead(200, { 'content-type': TYPES[path.extname(p)] || 'application/octet-stream' });
+  res.end(fs.readFileSync(p));
+});
+await new Promise(r => server.listen(0, '127.0.0.1', r));
+const base = `http://127.0.0.1:${server.address().port}${SUB}`;
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: FLAGS });
+
+let passed = 0, failed = 0;
+async function test(name, body) {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+  const errors = [];
+  page.on('pageerror', e => errors.push(e.message));
+  try {
+    await body(page);
+    if (errors.length) throw new Error('page error: ' + errors[0]);
+    passed++; console.log(`ok   ${name}`);
+  } catch (e) {
+    failed++; console.log(`FAIL ${name}: ${String(e.message || e).split('\n')[0]}`);
+  } finally { await page.close(); }
+}
+const bytes = async (page, id) => Number(await page.locator(`[data-testid="${id}"]`).getAttribute('data-bytes'));
+const ready = page => page.waitForSelector('[data-testid="value-peak"][data-bytes]', { timeout: 20000 });
+const setSlider = (page, id, where) => page.locator(`[data-testid="${id}"]`).evaluate((e, where) => {
+  e.value = where === 'min' ? e.min : where === 'max' ? e.max : where;
+  e.dispatchEvent(new Event('input', { bubbles: true }));
+}, where);
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+
+await test('page loads with every hook and a drawn chart', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=qlora&r=16&b=1&s=1024');
+  await ready(page);
+  for (const id of ['slider-rank', 'slider-batch', 'slider-seq', 'chart', 'value-weights', 'value-gradients', 'value-optimizer', 'value-activations', 'value-peak', 'verdict', 'timeline', 'components'])
+    assert(await page.locator(`[data-testid="${id}"]`).count() === 1, `missing ${id}`);
+  const painted = await page.locator('[data-testid="chart"]').evaluate(c => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    const colors = new Set(); for (let i = 0; i < d.length; i += 4 * 97) colors.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]);
+    return colors.size; });
+  assert(painted > 4, `chart canvas looks empty (${painted} colors)`);
+  await page.screenshot({ path: path.join(out, 'planner.png'), fullPage: true });
+});
+
+for (const [id, fig] of [['slider-seq', 'value-activations'], ['slider-batch', 'value-activations'], ['slider-rank', 'value-gradients']]) {
+  await test(`${id} from min to max grows ${fig} and moves the URL`, async page => {
+    await page.goto(base + '?model=llama-2-7b&method=qlora');
+    await ready(page);
+    await setSlider(page, id, 'min'); await page.waitForTimeout(150);
+    const lo = await bytes(page, fig); const urlLo = page.url();
+    await setSlider(page, id, 'max'); await page.waitForTimeout(150);
+    const hi = await bytes(page, fig);
+    assert(hi > lo, `${fig} ${lo} -> ${hi}`);
+    assert(page.url() !== urlLo, 'URL did not change');
+  });
+}
+
+await test('a copied URL reopens to the same figures', async page => {
+  await page.goto(base + '?model=mistral-7b&method=lora&r=32&targets=q,k,v,o&b=2&s=4096&attn=flash&gpu=a100-80gb');
+  await ready(page);
+  await setSlider(page, 'slider-seq', '10'); await page.waitForTimeout(150);
+  const url = page.url(); const peak = await bytes(page, 'value-peak');
+  assert(/[?&]s=1024(&|$)/.test(url), `URL lacks s=1024: ${url}`);
+  const again = await browser.newPage(); await again.goto(url); await ready(again);
+  const p2 = await bytes(again, 'value-peak'); await again.close();
+  assert(p2 === peak, `reopened peak ${p2} != ${peak}`);
+});
+
+await test('a bad URL value shows url-error and keeps the other keys', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=lora&r=banana&s=2048&b=4');
+  await page.waitForSelector('[data-testid="url-error"]', { timeout: 20000 });
+  const msg = await page.locator('[data-testid="url-error"]').textContent();
+  assert(msg.includes('r=') && msg.includes('integers'), `message does not name the key: ${msg}`);
+  assert(await page.locator('[data-testid="slider-seq"]').getAttribute('data-value') === '2048', 's lost');
+  assert(await page.locator('[data-testid="slider-batch"]').getAttribute('data-value') === '4', 'b lost');
+  await page.screenshot({ path: path.join(out, 'url-error.png') });
+});
+
+await test('embed view shows the chart without controls', async page => {
+  await page.setViewportSize({ width: 720, height: 420 });
+  await page.goto(base + '?model=llama-2-7b&method=qlora&embed=1');
+  await page.waitForSelector('[data-testid="chart"]', { timeout: 20000 });
+  assert(await page.locator('[data-testid="slider-rank"]').count() === 0, 'controls shown');
+  await page.waitForTimeout(200);
+  await page.screenshot({ path: path.join(out, 'embed.png') });
+});
+
+await test('Download SVG gives the chart with its four categories', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=qlora');
+  await ready(page);
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid="download-svg"]')]);
+  const file = path.join(out, 'chart.svg'); await dl.saveAs(file);
+  const svg = fs.readFileSync(file, 'utf8');
+  for (const w of ['<svg', 'Weights', 'Gradients', 'Optimizer', 'Activations']) assert(svg.includes(w), `SVG lacks ${w}`);
+});
+
+await test('a pasted config.json replaces the model; a broken one leaves the plan', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=lora');
+  await ready(page);
+  const before = await bytes(page, 'value-weights');
+  await page.click('details.config summary');
+  await page.fill('[data-testid="config-input"]', '{"model_type": "llama", "hidden_size": 4096');
+  await page.click('[data-testid="config-apply"]');
+  await page.waitForSelector('[data-testid="config-error"]');
+  assert(await bytes(page, 'value-weights') === before, 'broken config changed the plan');
+  await page.fill('[data-testid="config-input"]', fs.readFileSync('crates/peakplan-core/tests/data/models/mistral-7b.json', 'utf8'));
+  await page.click('[data-testid="config-apply"]'); await page.waitForTimeout(150);
+  assert(await bytes(page, 'value-weights') > before, 'mistral config did not grow the weights');
+});
+
+await test('phone width keeps the page usable', async page => {
+  await page.setViewportSize({ width: 380, height: 800 });
+  await page.goto(base + '?model=llama-3.1-8b&method=qlora');
+  await ready(page);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert(overflow <= 1, `horizontal overflow ${overflow}px`);
+  await page.screenshot({ path: path.join(out, 'phone.png'), fullPage: true });
+});
+
+assert(true, '');
+if (foreign.length) { failed++; console.log('FAIL requests outside the sub-path: ' + foreign.slice(0, 3).join(' ')); }
+await browser.close(); server.close();
+console.log(`e2e: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
