@@ -270,6 +270,8 @@ fn check(q: &str, expect: &str) {
 
 #[test]
 fn golden_breakdowns() {
+    check("model=llama-2-7b&method=full&prec=amp_bf16&b=1&s=512&gc=0&opt=adamw_torch_fused", "params 6738415616 trainable 6738415616 | base_weights=13476831232 gradients=13476831232 optimizer_states=53907324928 master_weights=26953662464 saved_activations=3877767168 logits=196608000 backward_work=50593792 allocator_slack=67305472 cuda_context=536870912 | peak Backward alloc 107865243648 reserved 107932549120 device 108469420032");
+    check("model=llama-2-70b&method=qlora&r=64&b=1&s=4096&gc=1&opt=paged_adamw_8bit&gpu=a100-80gb", "params 68976648192 trainable 828375040 | base_weights=35276734464 quant_constants=1086261440 adapter_weights=3313500160 gradients=3313500160 saved_activations=134234112 checkpoints=5368709120 logits=1572864000 backward_work=2722660352 dequant_buffer=469762048 allocator_slack=525334336 cuda_context=536870912 paged_states=1659985920 | peak Backward alloc 48371861696 reserved 48897196032 device 51094052864");
     check("model=llama-2-7b&method=lora&r=8&targets=q,v&b=1&s=512&gc=0", "params 6738415616 trainable 4194304 | base_weights=13476831232 adapter_weights=16777216 gradients=16777216 optimizer_states=33554432 saved_activations=2435450880 logits=196608000 backward_work=42205184 optimizer_temps=16777216 allocator_slack=66967552 cuda_context=536870912 | peak Backward alloc 16159221760 reserved 16226189312 device 16763060224");
 }
 
@@ -362,4 +364,99 @@ fn optimizer_choices_order_as_expected() {
     assert!(opt(Optimizer::Adafactor) < opt(Optimizer::Adamw8bit));
     assert!(opt(Optimizer::Adamw8bit) < opt(Optimizer::AdamwTorch));
     let _ = (Method::Full, Precision::Bf16);
+}
+
+mod properties {
+    use super::*;
+    use peakplan_core::plan::{Attn, Loss, Optimizer, Precision, Targets};
+    use proptest::prelude::*;
+
+    fn any_plan() -> impl Strategy<Value = (Plan, usize)> {
+        (
+            0usize..presets::MODELS.len(),
+            prop::sample::select(vec![Method::Full, Method::Lora, Method::Qlora]),
+            1u64..=4096,
+            1u64..=4096,
+            1u64..=1_048_576,
+            any::<bool>(),
+            prop::sample::select(Attn::ALL.to_vec()),
+            prop::sample::select(Loss::ALL.to_vec()),
+            prop::sample::select(Optimizer::ALL.to_vec()),
+            prop::sample::select(Precision::ALL.to_vec()),
+            1u8..=0x7f,
+            (1u64..=4096, 0u8..=3),
+        )
+            .prop_map(
+                |(m, method, r, b, s, gc, attn, loss, opt, prec, t, (gpus, zero))| {
+                    let plan = Plan {
+                        model: presets::MODELS[m].id.to_string(),
+                        method,
+                        rank: r,
+                        micro_batch: b,
+                        seq_len: s,
+                        grad_checkpointing: gc,
+                        attn,
+                        loss,
+                        optimizer: opt,
+                        precision: prec,
+                        targets: Targets(t),
+                        gpus,
+                        zero,
+                        ..Plan::default()
+                    };
+                    (plan, m)
+                },
+            )
+    }
+
+    fn figures(e: &Estimate) -> [u64; 5] {
+        [
+            e.peak_allocated_bytes,
+            e.peak_reserved_bytes,
+            e.device_bytes,
+            e.total_params,
+            e.trainable_params,
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn every_plan_is_finite_ordered_and_survives_a_url_round_trip((plan, _) in any_plan()) {
+            let e = estimate(preset_arch(&plan), &plan);
+            prop_assert!(e.peak_allocated_bytes <= e.peak_reserved_bytes);
+            prop_assert!(e.peak_reserved_bytes <= e.device_bytes);
+            // Adapters of very high rank can outnumber the base; only full fine-tuning trains exactly the model.
+            prop_assert!(plan.method != Method::Full || e.trainable_params == e.total_params);
+            let again = Plan::parse_query(&plan.to_query());
+            prop_assert!(again.diagnostics.is_empty());
+            prop_assert_eq!(figures(&estimate(preset_arch(&again.plan), &again.plan)), figures(&e));
+        }
+
+        #[test]
+        fn more_batch_sequence_or_rank_never_needs_less((plan, _) in any_plan(), which in 0usize..3) {
+            let a = preset_arch(&plan);
+            let mut bigger = plan.clone();
+            match which {
+                0 => bigger.micro_batch += 1,
+                1 => bigger.seq_len += 1,
+                _ => bigger.rank += 1,
+            }
+            let (x, y) = (estimate(a, &plan), estimate(a, &bigger));
+            prop_assert!(y.peak_allocated_bytes >= x.peak_allocated_bytes);
+            prop_assert!(y.device_bytes >= x.device_bytes);
+        }
+
+        #[test]
+        fn more_gpus_under_zero3_never_need_more_per_gpu((plan, _) in any_plan()) {
+            let mut p = plan.clone();
+            p.zero = 3;
+            p.gpus = p.gpus.clamp(2, 2048);
+            let mut more = p.clone();
+            more.gpus *= 2;
+            let a = preset_arch(&p);
+            prop_assert!(estimate(a, &more).peak_allocated_bytes <= estimate(a, &p).peak_allocated_bytes);
+        }
+    }
 }
