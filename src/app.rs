@@ -508,9 +508,56 @@ fn ChartCanvas() -> impl IntoView {
             }
         }
     });
+    let tip = RwSignal::new(
+        None::<(
+            i32,
+            i32,
+            String,
+            String,
+            Vec<(String, String, &'static str)>,
+        )>,
+    );
+    let on_move = move |ev: leptos::ev::MouseEvent| {
+        let Some(el) = canvas.get_untracked() else {
+            return;
+        };
+        let (x, y) = (ev.offset_x() as i32, ev.offset_y() as i32);
+        let hit = c.computed.with_untracked(|comp| {
+            let l = peakplan_chart::layout(&comp.chart, el.width(), el.height())?;
+            let (i, seg) = l.hit(x, y)?;
+            let e = &comp.by_method[i];
+            let parts = Kind::ALL
+                .iter()
+                .filter(|k| k.category() == seg.category && e.component(**k) > 0)
+                .map(|k| {
+                    (
+                        k.label().to_string(),
+                        format_bytes(e.component(*k)),
+                        k.formula(),
+                    )
+                })
+                .collect::<Vec<_>>();
+            let head = format!("{} · {}", comp.chart.bars[i].label, seg.category.label());
+            let value = format!(
+                "{} at the peak ({} bytes)",
+                format_bytes(seg.bytes),
+                seg.bytes
+            );
+            Some((x, y, head, value, parts))
+        });
+        tip.set(hit);
+    };
     view! {
         <figure class="chart">
+            {move || tip.get().map(|(x, y, head, value, parts)| view! {
+                <div class="tip" data-testid="chart-tip" role="tooltip" style=format!("left:{}px;top:{}px", x + 14, y + 14)>
+                    <strong>{head}</strong>
+                    <div>{value}</div>
+                    <ul>{parts.into_iter().map(|(l, b, f)| view! { <li><b>{l}</b>" "{b}": "{f}</li> }).collect_view()}</ul>
+                </div>
+            })}
             <canvas node_ref=canvas data-testid="chart" role="img"
+                on:mousemove=on_move on:mouseleave=move |_| tip.set(None)
                 aria-label=move || {
                     let comp = c.computed.get();
                     comp.chart.bars.iter().map(|b| format!("{}: {}", b.label, format_bytes(b.parts.total()))).collect::<Vec<_>>().join(", ")

@@ -138,7 +138,18 @@ await test('phone width keeps the page usable', async page => {
   await page.screenshot({ path: path.join(out, 'phone.png'), fullPage: true });
 });
 
-assert(true, '');
+await test('hovering a bar segment shows its exact bytes and formula', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=full&gc=0');
+  await ready(page);
+  const box = await page.locator('[data-testid="chart"]').boundingBox();
+  // The Full bar is the first of three; its weights segment sits just above the axis.
+  await page.mouse.move(box.x + box.width * 0.23, box.y + box.height - 50);
+  await page.waitForSelector('[data-testid="chart-tip"]', { timeout: 3000 });
+  const tip = await page.locator('[data-testid="chart-tip"]').textContent();
+  assert(/bytes/.test(tip) && /per parameter|x|moments/.test(tip), `tooltip: ${tip}`);
+  await page.screenshot({ path: path.join(out, 'tooltip.png') });
+});
+
 if (foreign.length) { failed++; console.log('FAIL requests outside the sub-path: ' + foreign.slice(0, 3).join(' ')); }
 await browser.close(); server.close();
 console.log(`e2e: ${passed} passed, ${failed} failed`);

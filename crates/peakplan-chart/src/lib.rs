@@ -197,6 +197,134 @@ fn axis_step(max_bytes: u64) -> u64 {
     ((step * gib) as u64).max(1)
 }
 
+/// One drawn segment of a bar, in backend pixels (y0 above y1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Segment {
+    pub category: Category,
+    pub bytes: u64,
+    pub y0: i32,
+    pub y1: i32,
+}
+
+/// One bar's horizontal extent and its segments, bottom first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BarGeom {
+    pub x0: i32,
+    pub x1: i32,
+    pub segments: Vec<Segment>,
+}
+
+/// Where the plot area and every segment fall, so the page can tell what the pointer is over.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChartLayout {
+    pub top: i32,
+    pub bottom: i32,
+    pub left: i32,
+    pub right: i32,
+    /// Bytes at the top of the axis.
+    pub max_bytes: u64,
+    pub bars: Vec<BarGeom>,
+}
+
+impl ChartLayout {
+    /// The bar index and segment under a point, if any.
+    pub fn hit(&self, x: i32, y: i32) -> Option<(usize, Segment)> {
+        self.bars.iter().enumerate().find_map(|(i, b)| {
+            (x >= b.x0 && x <= b.x1).then(|| {
+                b.segments
+                    .iter()
+                    .find(|s| y >= s.y0 && y <= s.y1.max(s.y0 + 1))
+                    .map(|s| (i, *s))
+            })?
+        })
+    }
+}
+
+fn y_for(bytes: u64, max_bytes: u64, top: i32, bottom: i32) -> i32 {
+    bottom - ((bytes as f64 / max_bytes.max(1) as f64) * (bottom - top) as f64).round() as i32
+}
+
+/// Rows the legend takes at a width (mirrors the legend drawing in [`draw_chart`]).
+fn legend_bottom(w: i32, font: f64) -> i32 {
+    let mut x = 12;
+    let mut y = 10 + (font * 1.6) as i32;
+    for c in Category::ALL {
+        let item_w = 22 + (c.label().len() as f64 * font * 0.58) as i32;
+        if x + item_w > w - 8 {
+            x = 12;
+            y += (font * 1.5) as i32;
+        }
+        x += item_w;
+    }
+    y
+}
+
+/// The chart's geometry on a `width` x `height` area, as [`draw_chart`] draws it.
+pub fn layout(data: &ChartData, width: u32, height: u32) -> Option<ChartLayout> {
+    let (w, h) = (width as i32, height as i32);
+    let compact = w < 420;
+    let font = if compact { 11.0 } else { 13.0 };
+    layout_below(
+        data,
+        w,
+        h,
+        legend_bottom(w, font) + (font * 2.2) as i32,
+        compact,
+    )
+}
+
+fn layout_below(data: &ChartData, w: i32, h: i32, top: i32, compact: bool) -> Option<ChartLayout> {
+    let font = if compact { 11.0 } else { 13.0 };
+    let left = if compact { 52 } else { 66 };
+    let bottom = h - (font * 2.4) as i32;
+    let right = w - 12;
+    if bottom - top < 20 || right - left < 40 {
+        return None;
+    }
+    let max_bytes = (data.max_bytes() as f64 * 1.08) as u64;
+    let n = data.bars.len().max(1) as i32;
+    let slot = (right - left) / n;
+    let bar_w = (slot as f64 * 0.56) as i32;
+    let bars = data
+        .bars
+        .iter()
+        .enumerate()
+        .map(|(i, bar)| {
+            let x0 = left + slot * i as i32 + (slot - bar_w) / 2;
+            let mut acc = 0u64;
+            let segments = Category::ALL
+                .iter()
+                .filter_map(|c| {
+                    let v = bar.parts.get(*c);
+                    (v > 0).then(|| {
+                        let seg = Segment {
+                            category: *c,
+                            bytes: v,
+                            y0: y_for(acc.saturating_add(v), max_bytes, top, bottom),
+                            y1: y_for(acc, max_bytes, top, bottom),
+                        };
+                        acc = acc.saturating_add(v);
+                        seg
+                    })
+                })
+                .collect();
+            BarGeom {
+                x0,
+                x1: x0 + bar_w,
+                segments,
+            }
+        })
+        .collect();
+    Some(ChartLayout {
+        top,
+        bottom,
+        left,
+        right,
+        max_bytes,
+        bars,
+    })
+}
+
 /// Draws the stacked-bar chart filling the backend's whole area.
 pub fn draw_chart<B: DrawingBackend>(
     backend: &mut B,
@@ -241,20 +369,23 @@ pub fn draw_chart<B: DrawingBackend>(
         )?;
         x += item_w;
     }
-    let top = y + (font * 2.2) as i32;
-    let left = if compact { 52 } else { 66 };
-    let bottom = h - (font * 2.4) as i32;
-    let right = w - 12;
-    if bottom - top < 20 || right - left < 40 {
+    let Some(layout) = layout_below(data, w, h, y + (font * 2.2) as i32, compact) else {
         return Ok(());
-    }
-    let max = data.max_bytes() as f64 * 1.08;
-    let y_of = |bytes: u64| bottom - ((bytes as f64 / max) * (bottom - top) as f64).round() as i32;
+    };
+    let ChartLayout {
+        top,
+        bottom,
+        left,
+        right,
+        max_bytes,
+        ..
+    } = layout;
+    let y_of = |bytes: u64| y_for(bytes, max_bytes, top, bottom);
 
     // Grid and axis labels.
-    let step = axis_step(max as u64);
+    let step = axis_step(max_bytes);
     let mut tick = 0u64;
-    while (tick as f64) <= max {
+    while tick <= max_bytes {
         let ty = y_of(tick);
         backend.draw_line((left, ty), (right, ty), &solid(theme.grid))?;
         backend.draw_text(
@@ -269,31 +400,24 @@ pub fn draw_chart<B: DrawingBackend>(
     }
 
     // Bars.
-    let n = data.bars.len().max(1) as i32;
-    let slot = (right - left) / n;
-    let bar_w = (slot as f64 * 0.56) as i32;
-    for (i, bar) in data.bars.iter().enumerate() {
-        let x0 = left + slot * i as i32 + (slot - bar_w) / 2;
-        let x1 = x0 + bar_w;
-        let mut acc = 0u64;
-        for (ci, c) in Category::ALL.iter().enumerate() {
-            let v = bar.parts.get(*c);
-            if v == 0 {
-                continue;
-            }
-            let (y0, y1) = (y_of(acc.saturating_add(v)), y_of(acc));
+    for (bar, geom) in data.bars.iter().zip(&layout.bars) {
+        for seg in &geom.segments {
+            let ci = Category::ALL
+                .iter()
+                .position(|c| *c == seg.category)
+                .unwrap_or(4);
             backend.draw_rect(
-                (x0, y0),
-                (x1, y1.max(y0 + 1)),
+                (geom.x0, seg.y0),
+                (geom.x1, seg.y1.max(seg.y0 + 1)),
                 &solid(theme.categories[ci]),
                 true,
             )?;
-            acc = acc.saturating_add(v);
         }
+        let top_y = y_of(bar.parts.total());
         if bar.selected {
             backend.draw_rect(
-                (x0 - 3, y_of(acc) - 3),
-                (x1 + 3, bottom),
+                (geom.x0 - 3, top_y - 3),
+                (geom.x1 + 3, bottom),
                 &Stroke {
                     width: 2,
                     ..solid(theme.text)
@@ -301,15 +425,16 @@ pub fn draw_chart<B: DrawingBackend>(
                 false,
             )?;
         }
+        let mid = (geom.x0 + geom.x1) / 2;
         let label_style = Text {
             bold: bar.selected,
             ..text(theme.text, font, HPos::Center, VPos::Top)
         };
-        backend.draw_text(&bar.label, &label_style, ((x0 + x1) / 2, bottom + 6))?;
+        backend.draw_text(&bar.label, &label_style, (mid, bottom + 6))?;
         backend.draw_text(
-            &format_bytes(acc),
+            &format_bytes(bar.parts.total()),
             &text(theme.text, font - 1.0, HPos::Center, VPos::Bottom),
-            ((x0 + x1) / 2, y_of(acc) - 6),
+            (mid, top_y - 6),
         )?;
     }
 
@@ -414,4 +539,27 @@ pub fn chart_svg(data: &ChartData, theme: &Theme, size: (u32, u32)) -> String {
         let _ = backend.present();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use peakplan_core::{estimate, preset_arch, Plan};
+
+    #[test]
+    fn hit_finds_the_segment_under_a_point_and_nothing_outside() {
+        let plan = Plan::parse_query("model=llama-2-7b&method=full").plan;
+        let e = estimate(preset_arch(&plan), &plan);
+        let data = ChartData::from_estimates("t", [("Full", &e, true)], None);
+        let l = layout(&data, 600, 400).unwrap();
+        let bar = &l.bars[0];
+        let seg = bar.segments[0];
+        assert_eq!(seg.category, Category::Weights);
+        let got = l.hit((bar.x0 + bar.x1) / 2, (seg.y0 + seg.y1) / 2).unwrap();
+        assert_eq!(got, (0, seg));
+        assert_eq!(l.hit(bar.x0 - 5, (seg.y0 + seg.y1) / 2), None);
+        assert_eq!(l.hit((bar.x0 + bar.x1) / 2, l.top - 5), None);
+        let total: u64 = bar.segments.iter().map(|s| s.bytes).sum();
+        assert_eq!(total, e.device_bytes);
+    }
 }
