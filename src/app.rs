@@ -502,6 +502,7 @@ fn ChartCanvas() -> impl IntoView {
         let comp = c.computed.get();
         if let Some(el) = canvas.get() {
             paint_chart(&el, &comp.chart, &theme());
+            browser::mark_first_paint();
             if let Some(t0) = c.input_started.get_value() {
                 browser::record_timing(browser::now_ms() - t0);
                 c.input_started.set_value(None);

@@ -105,3 +105,15 @@ pub fn record_timing(ms: f64) {
         arr.push(&wasm_bindgen::JsValue::from_f64(ms));
     }
 }
+
+/// Records, once, when the chart was first painted (`window.__peakplanFirstPaint`, ms since navigation).
+pub fn mark_first_paint() {
+    let Some(w) = window() else { return };
+    let key = wasm_bindgen::JsValue::from_str("__peakplanFirstPaint");
+    if js_sys::Reflect::get(&w, &key)
+        .map(|v| v.is_undefined())
+        .unwrap_or(false)
+    {
+        let _ = js_sys::Reflect::set(&w, &key, &wasm_bindgen::JsValue::from_f64(now_ms()));
+    }
+}

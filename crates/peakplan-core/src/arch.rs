@@ -137,6 +137,48 @@ pub enum LinearInput {
     MlpInner,
 }
 
+/// Up to eight linear modules of a layer, stored inline (the estimate runs on every slider move).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Linears {
+    items: [Linear; 8],
+    len: usize,
+}
+
+impl Default for Linears {
+    fn default() -> Self {
+        const EMPTY: Linear = Linear {
+            name: "",
+            in_features: 0,
+            out_features: 0,
+            bias: false,
+            copies: 0,
+            selected_by: 0,
+            input: LinearInput::AttnNorm,
+        };
+        Linears {
+            items: [EMPTY; 8],
+            len: 0,
+        }
+    }
+}
+
+impl Linears {
+    fn push(&mut self, l: Linear) {
+        // A layer has at most six linears (q, k, v, o, gate/up, down); the capacity is never exceeded.
+        if self.len < self.items.len() {
+            self.items[self.len] = l;
+            self.len += 1;
+        }
+    }
+}
+
+impl std::ops::Deref for Linears {
+    type Target = [Linear];
+    fn deref(&self) -> &[Linear] {
+        &self.items[..self.len]
+    }
+}
+
 impl Linear {
     pub fn weight_params(&self) -> u64 {
         self.in_features * self.out_features * self.copies
@@ -178,12 +220,12 @@ impl Architecture {
         self.kv_heads * self.head_dim
     }
 
-    /// The linear modules of one decoder layer, in forward order.
-    pub fn layer_linears(&self) -> Vec<Linear> {
+    /// The linear modules of one decoder layer, in forward order (a fixed-capacity list: no allocation).
+    pub fn layer_linears(&self) -> Linears {
         use LinearInput::*;
         let (h, q, kv, i) = (self.hidden, self.q_dim(), self.kv_dim(), self.intermediate);
         let b = |t: &[Target]| t.iter().fold(0u8, |acc, t| acc | t.bit());
-        let mut out = Vec::with_capacity(8);
+        let mut out = Linears::default();
         if self.fused_qkv {
             out.push(Linear {
                 name: "qkv_proj",

@@ -295,10 +295,36 @@ fn adapted(plan: &Plan, l: &Linear) -> bool {
     matches!(plan.method, Method::Lora | Method::Qlora) && l.selected_by & plan.targets.0 != 0
 }
 
+/// A fixed-capacity list of trainable tensor shapes (no allocation on the hot path).
+struct Shapes {
+    items: [TensorShape; 24],
+    len: usize,
+}
+
+impl Shapes {
+    fn push(&mut self, t: TensorShape) {
+        // At most 8 linears x (weight + bias) + 6 other tensors: 22 < 24.
+        if self.len < self.items.len() {
+            self.items[self.len] = t;
+            self.len += 1;
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = &TensorShape> {
+        self.items[..self.len].iter()
+    }
+}
+
 /// Trainable tensors of the plan.
-fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Vec<TensorShape> {
+fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Shapes {
     let layers = arch.layers as u128;
-    let mut t = Vec::with_capacity(16);
+    let mut t = Shapes {
+        items: [TensorShape {
+            rows: 0,
+            cols: 0,
+            count: 0,
+        }; 24],
+        len: 0,
+    };
     let r = plan.rank as u128;
     match plan.method {
         Method::Full => {
@@ -451,7 +477,7 @@ fn layer_saved(
         let route = if first.copies > 1 { k_route } else { 1 };
         let rows = n * route;
         let mut shared_saved = false;
-        for l in &members {
+        for l in members {
             if full {
                 if d.r == d.c {
                     shared_saved = true;
@@ -530,7 +556,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         * layers;
     let (base, constants) = if plan.method == Method::Qlora {
         let (mut packed, mut consts) = (0u128, 0u128);
-        for l in &linears {
+        for l in linears.iter() {
             let (p, c) = quantized_tensor_bytes(
                 l.in_features as u128 * l.out_features as u128,
                 plan.double_quant,
@@ -573,7 +599,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     let mut states: u128 = 0;
     let mut largest_tensor: u128 = 0;
-    for t in &tensors {
+    for t in tensors.iter() {
         let numel = t.rows * t.cols;
         largest_tensor = largest_tensor.max(numel);
         states += t.count
@@ -770,7 +796,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // ---- Reserved and device
     let largest_transient = logits_block
         .max(dequant)
-        .max(per_layer_scores / layers.max(1))
+        .max(per_layer_scores)
         .max(opt_temps.min(largest_tensor * 4));
     let rounded = ceil_div(peak, 2 * MIB) * 2 * MIB;
     let slack = rounded - peak + largest_transient;

@@ -1,0 +1,37 @@
+//! The benchmark workloads of the speed budgets, shared by the native criterion benches and the in-browser run.
+
+use crate::engine::estimate;
+use crate::plan::{Method, Plan};
+use crate::{preset_arch, solve};
+
+/// The 70B QLoRA plan whose single estimate has a 5 µs budget.
+pub fn plan_70b_qlora() -> Plan {
+    Plan::parse_query("model=llama-2-70b&method=qlora&r=64&targets=all-linear&b=1&s=4096").plan
+}
+
+/// Memory against 256 sequence lengths for each of the three methods; returns a checksum so nothing is optimized away.
+pub fn sweep_256x3(plan: &Plan) -> u64 {
+    let arch = preset_arch(plan);
+    let mut p = plan.clone();
+    let mut acc = 0u64;
+    for m in [Method::Full, Method::Lora, Method::Qlora] {
+        p.method = m;
+        for i in 1..=256u64 {
+            p.seq_len = i * 128;
+            acc = acc.wrapping_add(estimate(arch, &p).peak_allocated_bytes);
+        }
+    }
+    acc
+}
+
+/// Capacity used by the inverse-question benchmarks: an 80 GiB card.
+pub const INVERSE_CAPACITY_BYTES: u64 = 80 << 30;
+
+/// Both inverse questions on the plan.
+pub fn inverse(plan: &Plan) -> (Option<u64>, Option<u64>) {
+    let arch = preset_arch(plan);
+    (
+        solve::max_batch(arch, plan, INVERSE_CAPACITY_BYTES),
+        solve::max_seq(arch, plan, INVERSE_CAPACITY_BYTES),
+    )
+}

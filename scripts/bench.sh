@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every benchmark and prints one table: criterion for the native core, then a headless-Chromium run of the
+# release site (size, first chart, slider latency, the same core workloads in wasm).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/setup.sh >/dev/null
+export PATH="$HOME/.cargo/bin:$root/.tools/node_modules/.bin:$PATH"
+cargo bench -q -p peakplan-core --bench estimate -- --warm-up-time 1 --measurement-time 3 >/dev/null
+native="$root/target/bench-native.json"
+python3 - "$root/target/criterion" "$native" <<'PY'
+import json, sys, os
+names = {"estimate 70B QLoRA": "estimate_ns", "sweep 256 seq x 3 methods": "sweep_ns", "max batch": "max_batch_ns", "max seq": "max_seq_ns"}
+out = {}
+for name, key in names.items():
+    p = os.path.join(sys.argv[1], name, "new", "estimates.json")
+    if os.path.exists(p):
+        out[key] = json.load(open(p))["median"]["point_estimate"]
+json.dump(out, open(sys.argv[2], "w"))
+PY
+dist="$root/target/site"
+trunk build --release --public-url /peakplan/ --dist "$dist" >/dev/null 2>&1
+node tests/e2e/bench.mjs "$dist" "$native"

@@ -1,0 +1,65 @@
+// Browser benchmark of the built site: size, first chart, slider-to-repaint latency, and the core's speed in wasm.
+// Usage: node tests/e2e/bench.mjs DIST_DIR [native.json]   Prints a table of figures against the budgets.
+// A benchmark, not a test: it reports and never fails on a timing.
+import { createRequire } from 'node:module';
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import zlib from 'node:zlib';
+
+const require = createRequire(path.resolve('.tools/node_modules/x.js'));
+const { chromium } = require('playwright-core');
+const dist = path.resolve(process.argv[2] || 'dist');
+const native = process.argv[3] && fs.existsSync(process.argv[3]) ? JSON.parse(fs.readFileSync(process.argv[3], 'utf8')) : {};
+const SUB = '/peakplan/';
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.css': 'text/css', '.svg': 'image/svg+xml' };
+let gz = 0;
+for (const f of fs.readdirSync(dist)) {
+  const p = path.join(dist, f);
+  if (fs.statSync(p).isFile() && !f.startsWith('.')) gz += zlib.gzipSync(fs.readFileSync(p), { level: 9 }).length;
+}
+const requests = [];
+const server = http.createServer((req, res) => {
+  const url = new URL(req.url, 'http://x');
+  let p = path.join(dist, decodeURIComponent(url.pathname.slice(SUB.length)) || 'index.html');
+  if (!url.pathname.startsWith(SUB) || !fs.existsSync(p) || fs.statSync(p).isDirectory()) p = path.join(dist, 'index.html');
+  res.writeHead(200, { 'content-type': TYPES[path.extname(p)] || 'application/octet-stream' });
+  res.end(fs.readFileSync(p));
+});
+await new Promise(r => server.listen(0, '127.0.0.1', r));
+const base = `http://127.0.0.1:${server.address().port}${SUB}`;
+const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true,
+  args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+page.on('request', r => requests.push(r.url()));
+await page.goto(base + '?model=llama-2-7b&method=qlora');
+await page.waitForFunction(() => window.__peakplanFirstPaint !== undefined, null, { timeout: 20000 });
+const firstPaint = await page.evaluate(() => window.__peakplanFirstPaint);
+const lat = await page.evaluate(async () => {
+  window.__peakplanTimings = [];
+  const s = document.querySelector('[data-testid="slider-seq"]');
+  for (let i = 0; i < 200; i++) {
+    s.value = String(Number(s.min) + (i % (Number(s.max) - Number(s.min) + 1)));
+    s.dispatchEvent(new Event('input', { bubbles: true }));
+    await new Promise(r => requestAnimationFrame(() => r()));
+  }
+  const t = [...window.__peakplanTimings].sort((a, b) => a - b);
+  return { n: t.length, p50: t[Math.floor(t.length * 0.5)], p95: t[Math.floor(t.length * 0.95)] };
+});
+const wasm = await page.evaluate(() => window.wasmBindings.bench_core(200));
+await browser.close(); server.close();
+const foreign = requests.filter(u => !u.startsWith(base));
+const row = (m, v, b) => console.log(`| ${m.padEnd(44)} | ${String(v).padStart(14)} | ${b.padEnd(16)} |`);
+console.log(`| ${'figure'.padEnd(44)} | ${'measured'.padStart(14)} | ${'budget'.padEnd(16)} |`);
+console.log(`|${'-'.repeat(46)}|${'-'.repeat(16)}|${'-'.repeat(18)}|`);
+const us = ns => (ns / 1000).toFixed(2) + ' µs';
+for (const [k, label, budget, factor] of [['estimate_ns', 'one 70B QLoRA estimate', '≤ 5 µs', 1], ['sweep_ns', '256 x 3 sweep', '≤ 1000 µs', 1],
+  ['max_batch_ns', 'largest batch', '≤ 50 µs', 1], ['max_seq_ns', 'longest sequence', '≤ 50 µs', 1]]) {
+  if (native[k] !== undefined) row(`native: ${label}`, us(native[k]), budget);
+  row(`wasm: ${label}`, us(wasm[k]), native[k] !== undefined ? `≤ 3x native (${(wasm[k] / native[k]).toFixed(1)}x)` : budget);
+}
+row('site, gzipped', (gz / 1024).toFixed(0) + ' KB', '≤ 350 KB');
+row('first chart painted after navigation', firstPaint.toFixed(0) + ' ms', '≤ 500 ms');
+row(`slider input to repaint, p50 (${lat.n} moves)`, lat.p50.toFixed(2) + ' ms', '');
+row(`slider input to repaint, p95 (${lat.n} moves)`, lat.p95.toFixed(2) + ' ms', '≤ 8 ms');
+row('requests outside the site', String(foreign.length), '0');
