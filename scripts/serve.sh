@@ -5,4 +5,4 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$root/.tools/node_modules/.bin:$PATH"
-exec trunk serve --release "$@"
+exec trunk serve --release --no-autoreload "$@"

@@ -31,6 +31,12 @@ if [[ $(wasm-bindgen --version 2>/dev/null) != "wasm-bindgen $WASM_BINDGEN_VERSI
   cargo install "wasm-bindgen-cli@$WASM_BINDGEN_VERSION"
 fi
 
+# Fuzzing needs a nightly toolchain (the machine image has one); without it the fuzz step is skipped, loudly.
+if cargo +nightly --version >/dev/null 2>&1 && ! command -v cargo-fuzz >/dev/null; then
+  say "installing cargo-fuzz 0.13.2"
+  cargo install --locked cargo-fuzz@0.13.2 || cargo install cargo-fuzz@0.13.2
+fi
+
 # Debian's binaryen (108) emits wasm that Chromium rejects; the npm build of 132 works.
 tools="$root/.tools"
 mkdir -p "$tools"

@@ -25,6 +25,17 @@ cargo clippy -p peakplan-web --target wasm32-unknown-unknown --all-targets -- -D
 step "native tests"
 cargo test --workspace
 
+step "fuzzing (short runs; see README for long ones)"
+if cargo +nightly --version >/dev/null 2>&1 && command -v cargo-fuzz >/dev/null; then
+  for target in query config csv; do
+    [[ -f fuzz/fuzz_targets/$target.rs ]] || continue
+    mkdir -p "fuzz/corpus/$target"
+    (cd fuzz && cargo +nightly fuzz run "$target" "corpus/$target" "seeds/$target" -- -max_total_time="${FUZZ_SECS:-20}" 2>&1 | grep -E '^Done|ERROR|panicked' )
+  done
+else
+  echo "SKIPPED: no nightly toolchain or cargo-fuzz on this machine"
+fi
+
 step "browser tests: wasm-bindgen-test in headless Chromium"
 cargo test -p peakplan-web --target wasm32-unknown-unknown
 

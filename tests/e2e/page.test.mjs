@@ -150,6 +150,42 @@ await test('hovering a bar segment shows its exact bytes and formula', async pag
   await page.screenshot({ path: path.join(out, 'tooltip.png') });
 });
 
+await test('hostile values in every key never become markup or script', async page => {
+  const payloads = ['<img src=x onerror=alert(1)>', '"><script>alert(2)</script>', 'javascript:alert(3)', '<svg onload=alert(4)>'];
+  const dialogs = [];
+  page.on('dialog', d => { dialogs.push(d.message()); d.dismiss(); });
+  for (const k of ['model', 'method', 'targets', 'gpu', 'opt', 'r', 'prec', 'b', 'zz<b>']) for (const p of payloads) {
+    await page.goto(base + `?${encodeURIComponent(k)}=${encodeURIComponent(p)}&s=1024`);
+    await page.waitForSelector('[data-testid="url-error"]', { timeout: 20000 });
+    const injected = await page.evaluate(() => document.querySelectorAll('img[src="x"], [onerror], [onload], a[href^="javascript:"]').length
+      + [...document.scripts].filter(s => s.textContent.includes('alert(')).length);
+    assert(injected === 0, `${k}: markup injected`);
+  }
+  assert(dialogs.length === 0, 'a script ran: ' + dialogs[0]);
+});
+
+await test('the Content-Security-Policy blocks scripts the site did not ship', async page => {
+  await page.goto(base + '?model=llama-2-7b');
+  await ready(page);
+  const csp = await page.locator('meta[http-equiv="Content-Security-Policy"]').getAttribute('content');
+  assert(/script-src 'self' 'wasm-unsafe-eval' 'sha256-/.test(csp) && /object-src 'none'/.test(csp), `policy: ${csp}`);
+  const ran = await page.evaluate(async () => {
+    const s = document.createElement('script'); s.textContent = 'window.__injected = 1'; document.body.append(s);
+    await new Promise(r => setTimeout(r, 50));
+    return window.__injected === 1;
+  });
+  assert(!ran, 'an injected inline script ran');
+});
+
+await test('the embed view works inside another page\'s iframe', async page => {
+  await page.goto(base + '?model=llama-2-7b');
+  await ready(page);
+  await page.setContent(`<iframe id="f" src="${base}?model=mistral-7b&method=lora&embed=1" width="600" height="360"></iframe>`);
+  const frame = page.frameLocator('#f');
+  await frame.locator('[data-testid="chart"]').waitFor({ timeout: 20000 });
+  assert(await frame.locator('[data-testid="slider-rank"]').count() === 0, 'controls inside the embed');
+});
+
 if (foreign.length) { failed++; console.log('FAIL requests outside the sub-path: ' + foreign.slice(0, 3).join(' ')); }
 await browser.close(); server.close();
 console.log(`e2e: ${passed} passed, ${failed} failed`);

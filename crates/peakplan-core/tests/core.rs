@@ -459,4 +459,34 @@ mod properties {
             prop_assert!(estimate(a, &more).peak_allocated_bytes <= estimate(a, &p).peak_allocated_bytes);
         }
     }
+
+    fn any_arch() -> impl Strategy<Value = Architecture> {
+        (1u64..=1200, 1u64..=128, prop::sample::select(vec![16u64, 32, 64, 80, 96, 128, 256]), 1u64..=131_072, 1000u64..=300_000, 0u32..=3)
+            .prop_map(|(layers, heads, head_dim, inter, vocab, kv_shift)| {
+                let kv = (heads >> kv_shift).max(1);
+                let kv = if heads % kv == 0 { kv } else { heads };
+                Architecture::llama("random", layers, heads * head_dim, inter, heads, kv, vocab)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_architecture_from_a_million_to_ten_trillion_params_is_answered(arch in any_arch(), (plan, _) in any_plan()) {
+            prop_assume!(arch.validate().is_ok());
+            let e = estimate(&arch, &plan);
+            prop_assert!(e.total_params >= 1_000_000 || arch.total_params() < 1_000_000);
+            prop_assert!(e.peak_allocated_bytes <= e.peak_reserved_bytes && e.peak_reserved_bytes <= e.device_bytes);
+            prop_assert!(e.peak_allocated_bytes > 0);
+            if e.saturated {
+                prop_assert_eq!(e.device_bytes, u64::MAX);
+            }
+            // One more layer never needs less memory.
+            let mut deeper = arch.clone();
+            deeper.layers += 1;
+            prop_assert!(estimate(&deeper, &plan).peak_allocated_bytes >= e.peak_allocated_bytes);
+        }
+    }
 }
+

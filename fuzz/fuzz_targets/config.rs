@@ -1,0 +1,16 @@
+//! Fuzzes the `config.json` importer and estimates every architecture it accepts.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use peakplan_core::{estimate, import_config, Plan};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(arch) = import_config(text) {
+        for q in ["method=full&gc=0&attn=eager", "method=qlora&r=64&targets=all-linear&gpus=8&zero=3"] {
+            let plan = Plan::parse_query(q).plan;
+            let e = estimate(&arch, &plan);
+            assert!(e.peak_allocated_bytes <= e.device_bytes);
+        }
+    }
+});
