@@ -13,6 +13,7 @@ use peakplan_core::{
 use serde_json::{json, Value};
 
 const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE] [--format table|json|svg]
+       peakplan validate FILE.csv
        peakplan presets
 Plan keys (the page's URL vocabulary): model method r targets dropout adtype b s gc attn loss chunk opt prec quant dq upcast gpus zero gpu";
 
@@ -92,6 +93,12 @@ fn run(args: &[String]) -> Result<String> {
                 "svg" => svg(&arch, &plan),
                 _ => table(&arch, &plan),
             })
+        }
+        Some("validate") => {
+            let path = args
+                .get(1)
+                .ok_or_else(|| anyhow!("validate needs a CSV file: peakplan validate FILE.csv"))?;
+            validate_cmd(path)
         }
         Some("presets") => {
             let mut out = String::from("models:\n");
@@ -280,4 +287,66 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         }
     }
     out
+}
+
+fn validate_cmd(path: &str) -> Result<String> {
+    use peakplan_core::validate::{validate, Outcome};
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {path}"))?;
+    if meta.len() > 64 << 20 {
+        bail!(
+            "{path} is {} bytes; the validation CSV is well under 64 MiB",
+            meta.len()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {path} as UTF-8 text"))?;
+    let report = validate(&text).map_err(|e| anyhow!("{path}: {e}"))?;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let mut out = format!(
+        "{:<48} {:>9} {:>10} {:>10} {:>8}\n",
+        "row", "metric", "measured", "predicted", "error"
+    );
+    for r in &report.rows {
+        match r.outcome {
+            Outcome::Peak { bytes, metric } => out.push_str(&format!(
+                "{:<48} {:>9} {:>8.2} G {:>8.2} G {:>+7.1}%\n",
+                r.id.chars().take(48).collect::<String>(),
+                metric.label(),
+                gib(bytes),
+                gib(r.predicted),
+                r.error_pct().unwrap_or(0.0)
+            )),
+            Outcome::Fits {
+                capacity_bytes,
+                fits,
+            } => out.push_str(&format!(
+                "{:<48} {:>9} {:>8.2} G {:>8.2} G {:>8}\n",
+                r.id.chars().take(48).collect::<String>(),
+                if fits { "fits" } else { "oom" },
+                gib(capacity_bytes),
+                gib(r.predicted),
+                if r.outcome_right() == Some(true) {
+                    "right"
+                } else {
+                    "WRONG"
+                }
+            )),
+        }
+    }
+    let peaks = report
+        .rows
+        .iter()
+        .filter(|r| r.error_pct().is_some())
+        .count();
+    let (right, total) = report.outcomes();
+    out.push_str(&format!(
+        "\nmeasured peaks: {peaks}; median absolute error {:.1}%; within 10%: {:.0}%\noutcomes right: {right} of {total}\nskipped: {}\n",
+        report.median_abs_pct().unwrap_or(f64::NAN),
+        report.within_10_share().unwrap_or(0.0) * 100.0,
+        report.skipped.len()
+    ));
+    for (id, why) in &report.skipped {
+        out.push_str(&format!("  skipped {id}: {why}\n"));
+    }
+    Ok(out)
 }

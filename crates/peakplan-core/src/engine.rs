@@ -5,7 +5,7 @@
 //! "beyond arithmetic" instead of wrapping.
 
 use crate::arch::{Architecture, Linear, LinearInput, Norm, Target};
-use crate::plan::{Attn, Loss, Method, Optimizer, Plan, Precision};
+use crate::plan::{Attn, Framework, Loss, Method, Optimizer, Plan, Precision};
 use serde::Serialize;
 
 /// The four bars of the chart, plus everything else.
@@ -498,6 +498,15 @@ fn layer_saved(
                 // lora_B keeps lora_A's rank-wide output.
                 bytes += (if d.amp { d.c } else { d.a }) * rows * plan.rank as u128;
             }
+            if plan.method == Method::Qlora && plan.qlora_saves_input {
+                // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the
+                // frozen weight needs no gradient: shared when the stream is already in the compute dtype.
+                if d.r == d.c {
+                    shared_saved = true;
+                } else {
+                    bytes += d.c * rows * w;
+                }
+            }
         }
         if shared_saved {
             bytes += d.r * rows * w;
@@ -671,12 +680,28 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     // Logits: forward keeps 16-bit logits, their fp32 upcast and the log-softmax output; backward peaks with
     // the log-softmax output, its incoming gradient and the gradient it produces, all fp32.
-    let (logits_fwd, logits_bwd, logits_block) = match plan.loss {
-        Loss::Standard => {
+    let (logits_fwd, logits_bwd, logits_block) = match (plan.loss, plan.framework) {
+        (Loss::Standard, Framework::Hf) => {
             let up = if d.c == 4 { 0 } else { 4 };
             ((d.c + up + 4) * n * v, 12 * n * v, 4 * n * v)
         }
-        Loss::Chunked => {
+        (Loss::Standard, Framework::Torchtune) => {
+            // CEWithChunkedOutputLoss: 8 chunks of 16-bit logits, each upcast and log-softmaxed in fp32 and kept
+            // for backward; the 16-bit logits are dropped before backward.
+            let chunk = ceil_div(n, 8) * v;
+            (
+                d.c * n * v + 4 * n * v + 4 * chunk,
+                4 * n * v + 2 * 4 * chunk + d.c * chunk,
+                4 * chunk,
+            )
+        }
+        (Loss::Standard, Framework::Litgpt) => {
+            // lm_head_chunk_size=128: the head's output in 128-token chunks and a cross-entropy per chunk in the
+            // model dtype; every chunk's log-softmax is kept for backward.
+            let chunk = (128u128).min(n) * v;
+            (2 * d.c * n * v, d.c * n * v + 3 * d.c * chunk, d.c * chunk)
+        }
+        (Loss::Chunked, _) => {
             let chunk = (plan.chunk as u128).min(n);
             // TRL's chunked NLL upcasts the head weight to fp32 for each chunk, and keeps no logits between chunks.
             let head_copy = if d.w == 4 { 0 } else { 4 * v * h };
@@ -686,7 +711,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
                 4 * chunk * v,
             )
         }
-        Loss::Fused => {
+        (Loss::Fused, _) => {
             // Liger's fused linear cross-entropy: chunks sized so a chunk of logits is about the input's size,
             // with the input gradient computed in the forward and kept.
             let inc = ceil_div(v, h);

@@ -23,6 +23,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "gpt_bigcode",
     "gpt2",
     "gpt3",
+    "qwen",
 ];
 
 fn err(msg: impl Into<String>) -> ArchError {
@@ -190,6 +191,16 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             a.o_bias = true;
             a.mlp_bias = true;
             a.lm_head_bias = true;
+            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
+        }
+        "qwen" => {
+            // Qwen (v1): fused c_attn with bias, bias-free c_proj, SwiGLU whose two branches are each half of
+            // `intermediate_size`, RMSNorm, untied head.
+            let inter = f.need(&["intermediate_size"])?;
+            a.intermediate = inter / 2;
+            a.head_dim = default_head_dim(hidden)?;
+            a.fused_qkv = true;
+            a.qkv_bias = true;
             a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
         }
         "phi3" => {

@@ -11,6 +11,7 @@ pub mod plan;
 pub mod presets;
 pub mod solve;
 pub mod units;
+pub mod validate;
 pub mod workloads;
 
 pub use arch::{ArchError, Architecture, Target};

@@ -64,6 +64,29 @@ keyword_enum!(
     }
 );
 keyword_enum!(
+    /// The training framework whose memory behaviour the engine follows (see ARCHITECTURE.md, "Framework profiles").
+    Framework {
+        /// Hugging Face Trainer + PEFT + bitsandbytes: full logits upcast to fp32 for the loss, PEFT's fp32 adapters.
+        Hf = "hf",
+        /// torchtune recipes: logits in 8 chunks with a per-chunk fp32 loss (CEWithChunkedOutputLoss), adapters in the model dtype.
+        Torchtune = "torchtune",
+        /// litgpt: LM head and cross-entropy in chunks of 128 tokens in the model dtype, adapters in the model dtype.
+        Litgpt = "litgpt",
+    }
+);
+
+impl Framework {
+    /// Sets the switches that this framework's recipes use by default (what selecting it on the page does).
+    pub fn apply_defaults(self, plan: &mut Plan) {
+        plan.framework = self;
+        plan.adapter_dtype = match self {
+            Framework::Hf => DType::Fp32,
+            Framework::Torchtune | Framework::Litgpt => DType::Bf16,
+        };
+    }
+}
+
+keyword_enum!(
     /// 4-bit data type of QLoRA.
     Quant { Nf4 = "nf4", Fp4 = "fp4" }
 );
@@ -174,9 +197,13 @@ pub struct Plan {
     pub quant: Quant,
     pub double_quant: bool,
     pub upcast: bool,
+    /// 4-bit matmuls keep their input for backward, as bitsandbytes' MatMul4Bit did in its 2023 to early-2024
+    /// releases (`ctx.tensors = (A, B)`); current releases keep none.
+    pub qlora_saves_input: bool,
     pub gpus: u64,
     pub zero: u8,
     pub gpu: String,
+    pub framework: Framework,
     pub embed: bool,
 }
 
@@ -200,9 +227,11 @@ impl Default for Plan {
             quant: Quant::Nf4,
             double_quant: true,
             upcast: false,
+            qlora_saves_input: false,
             gpus: 1,
             zero: 0,
             gpu: "rtx-4090".into(),
+            framework: Framework::Hf,
             embed: false,
         }
     }
@@ -231,7 +260,7 @@ pub struct Parsed {
 /// Every key of the contract's vocabulary, in the order [`Plan::to_query`] writes them.
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss",
-    "chunk", "opt", "prec", "quant", "dq", "upcast", "gpus", "zero", "gpu", "embed",
+    "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -354,6 +383,7 @@ impl Plan {
             "quant" => self.quant = keyword(key, v, Quant::from_key, Quant::accepted())?,
             "dq" => self.double_quant = parse_bool(key, v)?,
             "upcast" => self.upcast = parse_bool(key, v)?,
+            "qsave" => self.qlora_saves_input = parse_bool(key, v)?,
             "gpus" => self.gpus = parse_uint(key, v, 1, MAX_GPUS)?,
             "zero" => self.zero = parse_uint(key, v, 0, 3)? as u8,
             "gpu" => {
@@ -367,6 +397,7 @@ impl Plan {
                 }
                 self.gpu = v.to_string();
             }
+            "fw" => self.framework = keyword(key, v, Framework::from_key, Framework::accepted())?,
             "embed" => self.embed = parse_bool(key, v)?,
             _ => {
                 return Err(format!(
@@ -400,9 +431,11 @@ impl Plan {
             "quant" => self.quant.key().into(),
             "dq" => b(self.double_quant),
             "upcast" => b(self.upcast),
+            "qsave" => b(self.qlora_saves_input),
             "gpus" => self.gpus.to_string(),
             "zero" => self.zero.to_string(),
             "gpu" => self.gpu.clone(),
+            "fw" => self.framework.key().into(),
             "embed" => b(self.embed),
             _ => return None,
         })

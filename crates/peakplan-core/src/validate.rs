@@ -1,0 +1,566 @@
+//! Replays measured peaks (the validation CSV) through the engine: each row becomes a plan, or a skip with its reason.
+//!
+//! Pure: takes the CSV text, returns a [`Report`]. The mapping reads the free-text columns the way the dataset's
+//! README describes them (framework, metric, precision, optimizer, parallelism), and refuses what the planner
+//! cannot express rather than guessing.
+
+use crate::arch::Architecture;
+use crate::engine::estimate;
+use crate::hf::import_config;
+use crate::plan::{Attn, DType, Framework, Method, Optimizer, Plan, Precision, Quant, Targets};
+use serde_json::json;
+
+/// Which reported figure a measurement corresponds to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// `torch.cuda.max_memory_allocated()` (or the allocator's active bytes).
+    Allocated,
+    /// `torch.cuda.max_memory_reserved()`.
+    Reserved,
+    /// What `nvidia-smi` shows.
+    Device,
+}
+
+impl Metric {
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Allocated => "allocated",
+            Metric::Reserved => "reserved",
+            Metric::Device => "device",
+        }
+    }
+}
+
+/// What a row records.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Outcome {
+    /// A measured peak.
+    Peak { bytes: u64, metric: Metric },
+    /// The run did (true) or did not (false) fit a GPU of this capacity.
+    Fits { capacity_bytes: u64, fits: bool },
+}
+
+/// A row turned into something the engine can answer.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub id: String,
+    pub arch: Architecture,
+    pub plan: Plan,
+    pub outcome: Outcome,
+}
+
+/// One answered row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowResult {
+    pub id: String,
+    pub query: String,
+    /// Predicted bytes of the row's metric (device bytes for outcome rows).
+    pub predicted: u64,
+    pub outcome: Outcome,
+}
+
+impl RowResult {
+    /// Signed error in percent of the measurement, for peak rows.
+    pub fn error_pct(&self) -> Option<f64> {
+        match self.outcome {
+            Outcome::Peak { bytes, .. } if bytes > 0 => {
+                Some((self.predicted as f64 - bytes as f64) / bytes as f64 * 100.0)
+            }
+            _ => None,
+        }
+    }
+    /// Whether an outcome row is classified right.
+    pub fn outcome_right(&self) -> Option<bool> {
+        match self.outcome {
+            Outcome::Fits {
+                capacity_bytes,
+                fits,
+            } => Some((self.predicted <= capacity_bytes) == fits),
+            Outcome::Peak { .. } => None,
+        }
+    }
+}
+
+/// The whole replay.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub rows: Vec<RowResult>,
+    /// Rows the planner cannot express yet, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Report {
+    fn abs_errors(&self) -> Vec<f64> {
+        let mut e: Vec<f64> = self
+            .rows
+            .iter()
+            .filter_map(RowResult::error_pct)
+            .map(f64::abs)
+            .collect();
+        e.sort_by(f64::total_cmp);
+        e
+    }
+    /// Median absolute percentage error over the peak rows.
+    pub fn median_abs_pct(&self) -> Option<f64> {
+        let e = self.abs_errors();
+        match e.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(e[n / 2]),
+            n => Some((e[n / 2 - 1] + e[n / 2]) / 2.0),
+        }
+    }
+    /// Share of peak rows within 10%.
+    pub fn within_10_share(&self) -> Option<f64> {
+        let e = self.abs_errors();
+        (!e.is_empty()).then(|| e.iter().filter(|x| **x <= 10.0).count() as f64 / e.len() as f64)
+    }
+    /// (right, total) over the outcome rows.
+    pub fn outcomes(&self) -> (usize, usize) {
+        let o: Vec<bool> = self
+            .rows
+            .iter()
+            .filter_map(RowResult::outcome_right)
+            .collect();
+        (o.iter().filter(|x| **x).count(), o.len())
+    }
+}
+
+/// Splits CSV text (RFC 4180: quoted fields, doubled quotes, newlines inside quotes) into records.
+pub fn parse_csv(text: &str) -> Result<Vec<Vec<String>>, String> {
+    let mut records = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut line = 1usize;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if quoted {
+            match c {
+                '"' if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                '"' => quoted = false,
+                '\n' => {
+                    line += 1;
+                    field.push(c);
+                }
+                _ => field.push(c),
+            }
+            continue;
+        }
+        match c {
+            '"' if field.is_empty() => quoted = true,
+            ',' => record.push(std::mem::take(&mut field)),
+            '\r' => {}
+            '\n' => {
+                line += 1;
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            _ => field.push(c),
+        }
+    }
+    if quoted {
+        return Err(format!(
+            "unterminated quoted field (opened before line {line})"
+        ));
+    }
+    if !field.is_empty() || !record.is_empty() {
+        record.push(field);
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// Dimensions of models that some rows name without giving their shapes (from their public `config.json`).
+fn known_config(model: &str) -> Option<serde_json::Value> {
+    let m = model.to_lowercase();
+    let llama = |h: u64, l: u64, i: u64, a: u64, kv: u64, v: u64| {
+        json!({"model_type": "llama", "hidden_size": h, "num_hidden_layers": l, "intermediate_size": i,
+               "num_attention_heads": a, "num_key_value_heads": kv, "vocab_size": v})
+    };
+    let qwen = |h: u64, l: u64, i: u64, a: u64, v: u64| {
+        json!({"model_type": "qwen", "hidden_size": h, "num_hidden_layers": l, "intermediate_size": i,
+               "num_attention_heads": a, "vocab_size": v})
+    };
+    Some(if m.starts_with("qwen-1_8b") {
+        qwen(2048, 24, 11008, 16, 151936)
+    } else if m.starts_with("qwen-7b") {
+        qwen(4096, 32, 22016, 32, 151936)
+    } else if m.starts_with("qwen-14b") {
+        qwen(5120, 40, 27392, 40, 152064)
+    } else if m.starts_with("yi-34b") {
+        llama(7168, 60, 20480, 56, 8, 64000)
+    } else if m.starts_with("llama-65b") {
+        llama(8192, 80, 22016, 64, 64, 32000)
+    } else {
+        return None;
+    })
+}
+
+struct Rec<'a> {
+    header: &'a [String],
+    values: &'a [String],
+}
+
+impl Rec<'_> {
+    fn get(&self, key: &str) -> &str {
+        self.header
+            .iter()
+            .position(|h| h == key)
+            .and_then(|i| self.values.get(i))
+            .map(String::as_str)
+            .unwrap_or("")
+    }
+    fn lower(&self, key: &str) -> String {
+        self.get(key).to_lowercase()
+    }
+    fn uint(&self, key: &str) -> Option<u64> {
+        self.get(key).trim().parse().ok()
+    }
+}
+
+fn arch_of(r: &Rec) -> Result<Architecture, String> {
+    let family = r.lower("arch_family");
+    let model_type = match family.split([' ', '(']).next().unwrap_or("") {
+        "llama" | "llama-like" => "llama",
+        "mistral" => "mistral",
+        "gemma" => "gemma",
+        "gemma2" => "gemma2",
+        "gpt-neox" => "gpt_neox",
+        "falcon" => "falcon",
+        "phi" => "phi",
+        "phi3" => "phi3",
+        "qwen" => "qwen",
+        "gpt-3" => "gpt3",
+        other => return Err(format!("architecture family `{other}` is not supported")),
+    };
+    let config = match (
+        r.uint("n_layers"),
+        r.uint("hidden_size"),
+        r.uint("n_heads"),
+        r.uint("vocab_size"),
+    ) {
+        (Some(layers), Some(hidden), Some(heads), Some(vocab)) => {
+            let mut c = json!({
+                "model_type": model_type,
+                "num_hidden_layers": layers,
+                "hidden_size": hidden,
+                "num_attention_heads": heads,
+                "vocab_size": vocab,
+                "tie_word_embeddings": r.lower("tied_embeddings") == "true",
+            });
+            if let Some(i) = r.uint("intermediate_size") {
+                c["intermediate_size"] = json!(i);
+                c["ffn_hidden_size"] = json!(i);
+            }
+            if let Some(kv) = r.uint("n_kv_heads") {
+                c["num_key_value_heads"] = json!(kv);
+                if model_type == "falcon" {
+                    c["multi_query"] = json!(kv == 1);
+                }
+            }
+            if model_type.starts_with("gemma") {
+                c["head_dim"] = json!(256);
+            }
+            c
+        }
+        _ => known_config(r.get("model"))
+            .ok_or_else(|| format!("no shapes for model `{}`", r.get("model")))?,
+    };
+    import_config(&config.to_string()).map_err(|e| e.to_string())
+}
+
+fn targets_of(text: &str) -> Result<Targets, String> {
+    let t = text.to_lowercase();
+    if t.contains("all linear") || t.starts_with("all") || t.contains("all-linear") {
+        return Ok(Targets::ALL_LINEAR);
+    }
+    if t.contains("c_attn") {
+        return Ok(Targets::parse("q,k,v").unwrap_or(Targets::QV));
+    }
+    let mut keys = Vec::new();
+    for part in t
+        .split([',', ' ', '(', ')'])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let k = match part {
+            "q_proj" | "query" | "q" => "q",
+            "k_proj" | "key" | "k" => "k",
+            "v_proj" | "value" | "v" => "v",
+            "o_proj" | "output_proj" | "proj" | "dense" | "o" => "o",
+            "gate_proj" | "gate" | "w1" => "gate",
+            "up_proj" | "up" | "w3" => "up",
+            "down_proj" | "down" | "w2" => "down",
+            "output" | "lm_head" => "lm_head",
+            _ => continue,
+        };
+        keys.push(k);
+    }
+    if keys.is_empty() {
+        // Not stated: PEFT applies its default mapping, q and v for these model families.
+        return Ok(Targets::QV);
+    }
+    Targets::parse(&keys.join(","))
+}
+
+/// Maps one row to a case, or says why it cannot be expressed.
+fn map_row(r: &Rec) -> Result<Case, String> {
+    let id = r.get("id").to_string();
+    let kind = r.lower("value_kind");
+    let bytes: f64 = r
+        .get("measured_bytes")
+        .trim()
+        .parse()
+        .map_err(|_| "no measured bytes".to_string())?;
+    let metric_text = r.lower("metric");
+    let outcome = match kind.as_str() {
+        "measured_peak" => {
+            let metric = if metric_text.contains("max_memory_allocated")
+                || metric_text.contains("active_bytes")
+                || metric_text.contains("memory allocated")
+            {
+                Metric::Allocated
+            } else if metric_text.contains("nvidia-smi")
+                || metric_text.contains("screenshot")
+                || metric_text.contains("gram")
+                || metric_text.contains("vram")
+            {
+                Metric::Device
+            } else {
+                Metric::Reserved
+            };
+            Outcome::Peak {
+                bytes: bytes as u64,
+                metric,
+            }
+        }
+        "oom_lower_bound" => Outcome::Fits {
+            capacity_bytes: bytes as u64,
+            fits: false,
+        },
+        "fits_upper_bound" => Outcome::Fits {
+            capacity_bytes: bytes as u64,
+            fits: true,
+        },
+        other => return Err(format!("`{other}` is a round claim, not one run")),
+    };
+    let method = match r.lower("method").as_str() {
+        "full" => Method::Full,
+        "lora" => Method::Lora,
+        "qlora" => Method::Qlora,
+        other => return Err(format!("method `{other}` is not modeled yet")),
+    };
+    let detail = r.lower("peft_detail");
+    for (needle, name) in [
+        ("dora", "DoRA"),
+        ("lora-fa", "LoRA-FA"),
+        ("ia3", "IA3"),
+        ("vera", "VeRA"),
+        ("loha", "LoHa"),
+        ("oft", "OFT"),
+    ] {
+        if detail.contains(needle) {
+            return Err(format!("PEFT method {name} is not modeled yet"));
+        }
+    }
+    let arch = arch_of(r)?;
+    let framework_text = r.lower("framework");
+    let framework = if framework_text.contains("litgpt") || framework_text.contains("lit-gpt") {
+        Framework::Litgpt
+    } else if framework_text.contains("torchtune") || r.lower("source").contains("torchtune") {
+        Framework::Torchtune
+    } else {
+        Framework::Hf
+    };
+    let preset = crate::presets::MODELS.iter().find(|m| {
+        crate::presets::model_arch(m.id).is_some_and(|a| a.total_params() == arch.total_params())
+    });
+    let mut plan = Plan {
+        model: preset
+            .map(|m| m.id.to_string())
+            .unwrap_or_else(|| Plan::default().model),
+        ..Plan::default()
+    };
+    framework.apply_defaults(&mut plan);
+    plan.method = method;
+    plan.micro_batch = r
+        .uint("micro_batch_size")
+        .ok_or("no micro-batch size")?
+        .max(1);
+    plan.seq_len = r.uint("seq_len").ok_or("no sequence length")?.max(1);
+    plan.rank = r.uint("lora_rank").unwrap_or(8).max(1);
+    if method != Method::Full {
+        plan.targets = targets_of(r.get("lora_target_modules"))?;
+    }
+    // Precision: pure 16-bit unless an autocast regime is named; an fp32 frozen base under autocast is not expressible.
+    let mixed = r.lower("mixed_precision");
+    let base = r.lower("base_weight_dtype");
+    let amp = mixed.contains("mixed")
+        || mixed.starts_with("bf16 (hf")
+        || mixed.contains("accelerate")
+        || mixed.starts_with("bf16: true");
+    if base.starts_with("fp32") {
+        if method != Method::Full {
+            return Err("an fp32 frozen base under autocast is not expressible".into());
+        }
+        plan.precision = if amp {
+            Precision::AmpBf16
+        } else {
+            Precision::Fp32
+        };
+    } else {
+        let fp16 = r.lower("compute_dtype").starts_with("fp16") || base.contains("fp16");
+        // A model loaded in 16-bit and fully trained under autocast has no fp32 master: its parameters, gradients
+        // and Adam states all stay 16-bit, which is pure 16-bit training as far as memory goes.
+        let amp = amp && method != Method::Full;
+        plan.precision = match (amp, fp16) {
+            (true, false) => Precision::AmpBf16,
+            (true, true) => Precision::AmpFp16,
+            (false, false) => Precision::Bf16,
+            (false, true) => Precision::Fp16,
+        };
+    }
+    if method == Method::Qlora {
+        let q = r.lower("quantization") + &base;
+        if q.contains("gptq") || q.contains("int8") || q.contains("hqq") {
+            return Err("only bitsandbytes-style NF4/FP4 bases are modeled".into());
+        }
+        plan.quant = if q.contains("fp4") {
+            Quant::Fp4
+        } else {
+            Quant::Nf4
+        };
+        // bitsandbytes kept each 4-bit matmul's input until its mid-2024 releases; the row's date stands in for
+        // the version where the row does not name one.
+        let date = r.get("source_date");
+        let year_month = date
+            .find("20")
+            .and_then(|i| date.get(i..i + 7))
+            .unwrap_or("");
+        plan.qlora_saves_input =
+            !q.contains("torchao") && !year_month.is_empty() && year_month < "2024-07";
+        let dq = r.lower("double_quant");
+        plan.double_quant = dq.starts_with("yes") || (dq.is_empty() && q.contains("torchao"));
+    }
+    let opt = r.lower("optimizer");
+    plan.optimizer =
+        if opt.contains("in_bwd") || opt.contains("into backw") || opt.contains("in backward") {
+            return Err("optimizer-in-backward is not modeled yet".into());
+        } else if opt.contains("paged") && (opt.contains("8bit") || opt.contains("8-bit")) {
+            Optimizer::PagedAdamw8bit
+        } else if opt.contains("paged") {
+            Optimizer::PagedAdamw32bit
+        } else if opt.contains("8bit") || opt.contains("8-bit") {
+            Optimizer::Adamw8bit
+        } else if opt.contains("fused") {
+            Optimizer::AdamwTorchFused
+        } else if opt.contains("sgd") {
+            Optimizer::Sgd
+        } else if opt.contains("adafactor") {
+            Optimizer::Adafactor
+        } else {
+            Optimizer::AdamwTorch
+        };
+    let gc = r.lower("grad_checkpointing");
+    if gc.contains("offload") {
+        return Err("activation offloading is not modeled yet".into());
+    }
+    plan.grad_checkpointing = if gc.starts_with("on") {
+        true
+    } else if gc.starts_with("off") {
+        false
+    } else {
+        // Not stated: LLaMA-Factory turns checkpointing on by default; the others leave it off.
+        framework_text.contains("llama-factory") || r.lower("source").contains("llama-factory")
+    };
+    let attn = r.lower("attention_impl");
+    plan.attn = if attn.contains("eager") {
+        Attn::Eager
+    } else if attn.contains("flash") || attn.contains("xformers") {
+        Attn::Flash
+    } else {
+        Attn::Sdpa
+    };
+    let gpus = r.uint("num_gpus").unwrap_or(1).max(1);
+    let par = r.lower("parallelism");
+    if par.contains("offload") && !par.contains("no cpu offload") && !par.contains("no offload") {
+        return Err("CPU offload is not modeled yet".into());
+    }
+    if par.contains("split") || par.contains("pipeline") {
+        return Err("model/pipeline splitting is not modeled".into());
+    }
+    plan.gpus = gpus;
+    plan.zero = if gpus > 1
+        && (par.contains("full")
+            || par.contains("zero-3")
+            || (par.contains("fsdp") && !par.contains("no_shard")))
+    {
+        3
+    } else {
+        0
+    };
+    if r.lower("other_memory_features").contains("compile") && framework == Framework::Torchtune {
+        return Err("torch.compile's fusions are not modeled yet".into());
+    }
+    plan.adapter_dtype = if framework == Framework::Hf {
+        DType::Fp32
+    } else {
+        DType::Bf16
+    };
+    if framework == Framework::Litgpt && method != Method::Full {
+        // litgpt's config_hub LoRA/QLoRA recipes set lora_dropout: 0.05.
+        plan.dropout = 0.05;
+    }
+    Ok(Case {
+        id,
+        arch,
+        plan,
+        outcome,
+    })
+}
+
+/// Replays every row of a validation CSV.
+pub fn validate(text: &str) -> Result<Report, String> {
+    let records = parse_csv(text)?;
+    let (header, rows) = records.split_first().ok_or("the CSV is empty")?;
+    for need in ["id", "method", "measured_bytes", "value_kind", "metric"] {
+        if !header.iter().any(|h| h == need) {
+            return Err(format!("the CSV has no `{need}` column"));
+        }
+    }
+    let mut report = Report::default();
+    for values in rows.iter().filter(|v| v.iter().any(|f| !f.is_empty())) {
+        let rec = Rec { header, values };
+        match map_row(&rec) {
+            Ok(case) => {
+                let e = estimate(&case.arch, &case.plan);
+                let predicted = match case.outcome {
+                    Outcome::Peak {
+                        metric: Metric::Allocated,
+                        ..
+                    } => e.peak_allocated_bytes,
+                    Outcome::Peak {
+                        metric: Metric::Reserved,
+                        ..
+                    } => e.peak_reserved_bytes,
+                    Outcome::Peak {
+                        metric: Metric::Device,
+                        ..
+                    }
+                    | Outcome::Fits { .. } => e.device_bytes,
+                };
+                report.rows.push(RowResult {
+                    id: case.id,
+                    query: case.plan.to_query(),
+                    predicted,
+                    outcome: case.outcome,
+                });
+            }
+            Err(reason) => report.skipped.push((rec.get("id").to_string(), reason)),
+        }
+    }
+    Ok(report)
+}
