@@ -6,7 +6,9 @@ use crate::planner::{method_label, Computed};
 use crate::scale::{self, Log2Scale};
 use leptos::prelude::*;
 use peakplan_chart::{chart_svg, Theme};
-use peakplan_core::plan::{Attn, DType, Loss, Method, Optimizer, Precision, Quant, Targets};
+use peakplan_core::plan::{
+    Attn, DType, Framework, Loss, Method, Optimizer, Precision, Quant, Targets,
+};
 use peakplan_core::units::{format_bytes, format_count};
 use peakplan_core::{
     import_config, preset_arch, presets, Architecture, Category, Diagnostic, Kind, Plan, Target,
@@ -321,11 +323,37 @@ fn Controls() -> impl IntoView {
             <KeySelect label="4-bit type" key="quant" options=vec![(Quant::Nf4.key(), "NF4"), (Quant::Fp4.key(), "FP4")] disabled=not_qlora/>
             <KeySelect label="Double quantization" key="dq" options=vec![("1", "on"), ("0", "off")] disabled=not_qlora/>
             <KeySelect label="Upcast non-4-bit params to fp32" key="upcast" options=vec![("0", "off"), ("1", "on (prepare_model_for_kbit_training)")] disabled=not_qlora/>
+            <KeySelect label="4-bit layers keep inputs" key="qsave" options=vec![("0", "no (bitsandbytes ≥ mid-2024)"), ("1", "yes (older bitsandbytes)")] disabled=not_qlora/>
+            <FrameworkSelect/>
             <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>
             <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=single_gpu/>
             <KeySelect label="GPU" key="gpu" options=gpus/>
         </div>
         <ConfigPaste/>
+    }
+}
+
+/// The framework profile: choosing one also sets that framework's default adapter dtype.
+#[component]
+fn FrameworkSelect() -> impl IntoView {
+    let c = ctx();
+    view! {
+        <div class="field">
+            <label for="sel-fw">"Framework profile"</label>
+            <select id="sel-fw" data-testid="select-fw"
+                on:change=move |ev| {
+                    if let Some(fw) = Framework::from_key(&event_target_value(&ev)) {
+                        c.input_started.set_value(Some(browser::now_ms()));
+                        c.plan.update(|p| fw.apply_defaults(p));
+                    }
+                }
+                prop:value=move || c.plan.with(|p| p.framework.key().to_string())>
+                {[(Framework::Hf, "HF Trainer + PEFT"), (Framework::Torchtune, "torchtune"), (Framework::Litgpt, "litgpt")]
+                    .into_iter()
+                    .map(|(f, label)| view! { <option value=f.key() selected=move || c.plan.with(|p| p.framework == f)>{label}</option> })
+                    .collect_view()}
+            </select>
+        </div>
     }
 }
 
