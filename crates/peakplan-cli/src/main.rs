@@ -13,7 +13,7 @@ use peakplan_core::{
 use serde_json::{json, Value};
 
 const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE] [--format table|json|svg]
-       peakplan validate FILE.csv
+       peakplan validate FILE.csv [--row ID]
        peakplan presets
 Plan keys (the page's URL vocabulary): model method r targets dropout adtype b s gc attn loss chunk opt prec quant dq upcast gpus zero gpu";
 
@@ -98,7 +98,11 @@ fn run(args: &[String]) -> Result<String> {
             let path = args
                 .get(1)
                 .ok_or_else(|| anyhow!("validate needs a CSV file: peakplan validate FILE.csv"))?;
-            validate_cmd(path)
+            match (args.get(2).map(String::as_str), args.get(3)) {
+                (Some("--row"), Some(id)) => validate_row(path, id),
+                (None, _) => validate_cmd(path),
+                _ => bail!("usage: peakplan validate FILE.csv [--row ID]"),
+            }
         }
         Some("presets") => {
             let mut out = String::from("models:\n");
@@ -349,4 +353,24 @@ fn validate_cmd(path: &str) -> Result<String> {
         out.push_str(&format!("  skipped {id}: {why}\n"));
     }
     Ok(out)
+}
+
+fn validate_row(path: &str, id: &str) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {path} as UTF-8 text"))?;
+    let (cases, skipped) =
+        peakplan_core::validate::cases(&text).map_err(|e| anyhow!("{path}: {e}"))?;
+    if let Some((_, why)) = skipped.iter().find(|(s, _)| s == id) {
+        bail!("row {id} is skipped: {why}");
+    }
+    let case = cases
+        .iter()
+        .find(|c| c.id == id)
+        .ok_or_else(|| anyhow!("no row {id:?} in {path}"))?;
+    Ok(format!(
+        "{:?}\nquery: {}\n\n{}",
+        case.outcome,
+        case.plan.to_query(),
+        table(&case.arch, &case.plan)
+    ))
 }

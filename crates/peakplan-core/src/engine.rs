@@ -563,6 +563,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         .map(|l| l.weight_params() as u128)
         .sum::<u128>()
         * layers;
+    let head_quantized = plan.method == Method::Qlora && plan.framework == Framework::Litgpt;
     let (base, constants) = if plan.method == Method::Qlora {
         let (mut packed, mut consts) = (0u128, 0u128);
         for l in linears.iter() {
@@ -573,8 +574,20 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             packed += p * l.copies as u128 * layers;
             consts += c * l.copies as u128 * layers;
         }
-        // Embeddings, norms, biases and the LM head stay in 16-bit (fp32 when upcast).
-        (packed + (total_params - lin_weights) * d.w, consts)
+        // Embeddings, norms, biases and the LM head stay in 16-bit (fp32 when upcast) under transformers, which
+        // skips `lm_head`; litgpt's bitsandbytes plugin converts every Linear, the head included (a tied head then
+        // gets its own 4-bit copy while the embedding stays 16-bit).
+        let head_w = arch.vocab as u128 * arch.hidden as u128;
+        let mut rest = total_params - lin_weights;
+        if head_quantized {
+            let (p, c) = quantized_tensor_bytes(head_w, plan.double_quant);
+            packed += p;
+            consts += c;
+            if !arch.tied_embeddings {
+                rest -= head_w;
+            }
+        }
+        (packed + rest * d.w, consts)
     } else {
         (total_params * d.w, 0)
     };
@@ -739,11 +752,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let backward_work = grad_flow + recompute;
     set(&mut comp, Kind::BackwardWork, backward_work);
     let dequant = if plan.method == Method::Qlora {
+        let head = if head_quantized {
+            arch.vocab as u128 * arch.hidden as u128
+        } else {
+            0
+        };
         d.c * linears
             .iter()
             .map(|l| l.in_features as u128 * l.out_features as u128)
             .max()
             .unwrap_or(0)
+            .max(head)
     } else {
         0
     };

@@ -286,15 +286,20 @@ fn targets_of(text: &str) -> Result<Targets, String> {
         .map(str::trim)
         .filter(|p| !p.is_empty())
     {
+        if part == "mlp" {
+            // litgpt's lora_mlp adapts every MLP projection.
+            keys.extend(["gate", "up", "down"]);
+            continue;
+        }
         let k = match part {
             "q_proj" | "query" | "q" => "q",
             "k_proj" | "key" | "k" => "k",
             "v_proj" | "value" | "v" => "v",
-            "o_proj" | "output_proj" | "proj" | "dense" | "o" => "o",
+            "o_proj" | "output_proj" | "proj" | "projection" | "dense" | "o" => "o",
             "gate_proj" | "gate" | "w1" => "gate",
             "up_proj" | "up" | "w3" => "up",
             "down_proj" | "down" | "w2" => "down",
-            "output" | "lm_head" => "lm_head",
+            "output" | "lm_head" | "head" => "lm_head",
             _ => continue,
         };
         keys.push(k);
@@ -522,8 +527,8 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     })
 }
 
-/// Replays every row of a validation CSV.
-pub fn validate(text: &str) -> Result<Report, String> {
+/// Maps every row of a validation CSV to a case, or to a skip with its reason.
+pub fn cases(text: &str) -> Result<(Vec<Case>, Vec<(String, String)>), String> {
     let records = parse_csv(text)?;
     let (header, rows) = records.split_first().ok_or("the CSV is empty")?;
     for need in ["id", "method", "measured_bytes", "value_kind", "metric"] {
@@ -531,36 +536,46 @@ pub fn validate(text: &str) -> Result<Report, String> {
             return Err(format!("the CSV has no `{need}` column"));
         }
     }
-    let mut report = Report::default();
+    let (mut ok, mut skipped) = (Vec::new(), Vec::new());
     for values in rows.iter().filter(|v| v.iter().any(|f| !f.is_empty())) {
         let rec = Rec { header, values };
         match map_row(&rec) {
-            Ok(case) => {
-                let e = estimate(&case.arch, &case.plan);
-                let predicted = match case.outcome {
-                    Outcome::Peak {
-                        metric: Metric::Allocated,
-                        ..
-                    } => e.peak_allocated_bytes,
-                    Outcome::Peak {
-                        metric: Metric::Reserved,
-                        ..
-                    } => e.peak_reserved_bytes,
-                    Outcome::Peak {
-                        metric: Metric::Device,
-                        ..
-                    }
-                    | Outcome::Fits { .. } => e.device_bytes,
-                };
-                report.rows.push(RowResult {
-                    id: case.id,
-                    query: case.plan.to_query(),
-                    predicted,
-                    outcome: case.outcome,
-                });
-            }
-            Err(reason) => report.skipped.push((rec.get("id").to_string(), reason)),
+            Ok(case) => ok.push(case),
+            Err(reason) => skipped.push((rec.get("id").to_string(), reason)),
         }
     }
-    Ok(report)
+    Ok((ok, skipped))
+}
+
+/// Replays every row of a validation CSV.
+pub fn validate(text: &str) -> Result<Report, String> {
+    let (cases, skipped) = cases(text)?;
+    let rows = cases
+        .into_iter()
+        .map(|case| {
+            let e = estimate(&case.arch, &case.plan);
+            let predicted = match case.outcome {
+                Outcome::Peak {
+                    metric: Metric::Allocated,
+                    ..
+                } => e.peak_allocated_bytes,
+                Outcome::Peak {
+                    metric: Metric::Reserved,
+                    ..
+                } => e.peak_reserved_bytes,
+                Outcome::Peak {
+                    metric: Metric::Device,
+                    ..
+                }
+                | Outcome::Fits { .. } => e.device_bytes,
+            };
+            RowResult {
+                id: case.id,
+                query: case.plan.to_query(),
+                predicted,
+                outcome: case.outcome,
+            }
+        })
+        .collect();
+    Ok(Report { rows, skipped })
 }
