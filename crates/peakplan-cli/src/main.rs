@@ -13,6 +13,7 @@ use peakplan_core::{
 use serde_json::{json, Value};
 
 const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE] [--format table|json|svg]
+       peakplan advise [--query 'QUERY'] [--hf-config FILE] [--gpu GPU] [--format table|json]
        peakplan validate FILE.csv [--row ID]
        peakplan presets
 Plan keys (the page's URL vocabulary): model method r targets dropout adtype b s gc attn loss chunk opt prec quant dq upcast gpus zero gpu";
@@ -94,6 +95,7 @@ fn run(args: &[String]) -> Result<String> {
                 _ => table(&arch, &plan),
             })
         }
+        Some("advise") => advise_cmd(&args[1..]),
         Some("validate") => {
             let path = args
                 .get(1)
@@ -373,4 +375,100 @@ fn validate_row(path: &str, id: &str) -> Result<String> {
         case.plan.to_query(),
         table(&case.arch, &case.plan)
     ))
+}
+
+fn advise_cmd(args: &[String]) -> Result<String> {
+    use peakplan_core::advise::advise;
+    // `--gpu G` is the query's `gpu` key, accepted as a flag too.
+    let mut rest = Vec::new();
+    let mut gpu = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--gpu" {
+            gpu = Some(
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| anyhow!("--gpu needs a value"))?,
+            );
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    let a = parse_estimate_args(&rest)?;
+    if a.format == "svg" {
+        bail!("--format svg is not accepted by advise; accepted: table, json");
+    }
+    let mut query = a.query.clone();
+    if let Some(g) = gpu {
+        query = format!("{query}&gpu={g}");
+    }
+    let parsed = Plan::parse_query(&query);
+    if !parsed.diagnostics.is_empty() {
+        let msgs: Vec<String> = parsed
+            .diagnostics
+            .iter()
+            .map(|d| d.message.clone())
+            .collect();
+        bail!("{}", msgs.join("; "));
+    }
+    let plan = parsed.plan;
+    let arch = match &a.hf_config {
+        Some(path) => load_config(path)?,
+        None => preset_arch(&plan).clone(),
+    };
+    let cap = presets::gpu(&plan.gpu).map(|g| g.capacity_bytes);
+    let advice = advise(&arch, &plan, cap);
+    if a.format == "json" {
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&advice)?));
+    }
+    let mut out = format!(
+        "{}: needs {} on {} ({}): {}\n",
+        arch.name,
+        format_bytes(advice.device_bytes),
+        plan.gpu,
+        format_bytes(cap.unwrap_or(0)),
+        match advice.fits {
+            Some(true) => "fits",
+            Some(false) => "does not fit",
+            None => "no GPU",
+        }
+    );
+    let limits = |s: &peakplan_core::advise::Suggestion| {
+        format!(
+            "largest batch {}, longest sequence {}",
+            s.max_batch.map_or("none".into(), |b| b.to_string()),
+            s.max_seq.map_or("none".into(), |v| v.to_string())
+        )
+    };
+    if let Some(fix) = &advice.to_fit {
+        out.push_str(&format!(
+            "\nto fit, change ({}): needs {}, {}\n",
+            fix.cost.label(),
+            format_bytes(fix.device_bytes),
+            limits(fix)
+        ));
+        for c in &fix.changes {
+            out.push_str(&format!(
+                "  {}={}  {} ({})\n",
+                c.key, c.value, c.label, c.cost_text
+            ));
+        }
+        out.push_str(&format!("  query: {}\n", fix.query));
+    }
+    out.push_str("\nevery lever, largest saving first:\n");
+    for l in &advice.levers {
+        let c = &l.changes[0];
+        out.push_str(&format!(
+            "  {:>10} saved -> {:>10}  {:<8} {}={:<18} {} ({}); {}\n",
+            format_bytes(l.saved_bytes),
+            format_bytes(l.device_bytes),
+            c.cost.label(),
+            c.key,
+            c.value,
+            c.label,
+            c.cost_text,
+            limits(l)
+        ));
+    }
+    Ok(out)
 }

@@ -5,7 +5,7 @@
 //! "beyond arithmetic" instead of wrapping.
 
 use crate::arch::{Architecture, Linear, LinearInput, Norm, Target};
-use crate::plan::{Attn, Framework, Loss, Method, Optimizer, Plan, Precision};
+use crate::plan::{Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, TokenTraining};
 use serde::Serialize;
 
 /// The four bars of the chart, plus everything else.
@@ -122,6 +122,8 @@ components! {
         "gradients of one layer's activations in flight (hidden and MLP-width), plus one recomputed layer under checkpointing";
     DequantBuffer => "dequant_buffer", Other, "Dequantization buffer",
         "QLoRA dequantizes the largest 4-bit linear to the compute dtype for each matmul, forward and backward";
+    PeftBuffers => "peft_buffers", Other, "PEFT working buffers",
+        "DoRA builds the dense W + BA of the largest adapted matrix to take its norm; trainable tokens rebuild the whole embedding with the trained rows each forward";
     OptimizerTemps => "optimizer_temps", Other, "Optimizer step temporaries",
         "foreach AdamW allocates one state-sized temporary (the sqrt of the second moment); fused and 8-bit kernels update in place";
     ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
@@ -382,30 +384,79 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Sh
             });
         }
         Method::Lora | Method::Qlora => {
+            let adapter =
+                |t: &mut Shapes, inp: u128, out: u128, count: u128, feedforward: bool| match plan
+                    .peft
+                {
+                    Peft::Ia3 => t.push(TensorShape {
+                        rows: 1,
+                        cols: if feedforward { inp } else { out },
+                        count,
+                    }),
+                    Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa => {
+                        if plan.peft != Peft::Lorafa {
+                            t.push(TensorShape {
+                                rows: r,
+                                cols: inp,
+                                count,
+                            });
+                        }
+                        t.push(TensorShape {
+                            rows: out,
+                            cols: r,
+                            count,
+                        });
+                        if plan.peft == Peft::Dora {
+                            t.push(TensorShape {
+                                rows: 1,
+                                cols: out,
+                                count,
+                            });
+                        }
+                    }
+                };
             for l in linears.iter().filter(|l| adapted(plan, l)) {
                 let copies = l.copies as u128 * layers;
-                t.push(TensorShape {
-                    rows: r,
-                    cols: l.in_features as u128,
-                    count: copies,
-                });
-                t.push(TensorShape {
-                    rows: l.out_features as u128,
-                    cols: r,
-                    count: copies,
-                });
+                let feedforward = l.input == LinearInput::MlpInner;
+                adapter(
+                    &mut t,
+                    l.in_features as u128,
+                    l.out_features as u128,
+                    copies,
+                    feedforward,
+                );
             }
             if plan.targets.contains(Target::LmHead) {
-                t.push(TensorShape {
-                    rows: r,
+                adapter(&mut t, arch.hidden as u128, arch.vocab as u128, 1, false);
+            }
+            let head_rows = if arch.tied_embeddings {
+                0
+            } else {
+                arch.vocab as u128
+            };
+            match plan.tokens {
+                TokenTraining::Frozen => {}
+                // PEFT keeps a trainable delta for just these rows.
+                TokenTraining::Rows(rows) => t.push(TensorShape {
+                    rows: (rows as u128).min(arch.vocab as u128),
                     cols: arch.hidden as u128,
                     count: 1,
-                });
-                t.push(TensorShape {
-                    rows: arch.vocab as u128,
-                    cols: r,
-                    count: 1,
-                });
+                }),
+                // modules_to_save: a trainable copy of the embedding (and of an untied head).
+                TokenTraining::All => {
+                    t.push(TensorShape {
+                        rows: arch.vocab as u128,
+                        cols: arch.hidden as u128,
+                        count: 1,
+                    });
+                    if head_rows > 0 {
+                        t.push(TensorShape {
+                            rows: head_rows,
+                            cols: arch.hidden as u128,
+                            count: 1,
+                        });
+                    }
+                }
             }
         }
     }
@@ -436,7 +487,10 @@ fn layer_saved(
 
     // Norms. HF RMSNorm upcasts its input to fp32 and keeps it with the fp32 reciprocal RMS;
     // LayerNorm keeps its input (fp32 under autocast) with mean and rstd. A trainable norm weight also keeps its 16-bit input.
+    let fused = plan.compile || plan.liger;
     let per_norm = match arch.norm {
+        // A fused RMSNorm (torch.compile, Liger) keeps its input in its own dtype and the fp32 rstd only.
+        Norm::RmsNorm if fused => d.r * n * h + 4 * n,
         Norm::RmsNorm => 4 * n * h + 4 * n,
         Norm::LayerNorm => (if d.amp { 4 } else { d.r }) * n * h + 8 * n,
     } + if full { d.r * n * h } else { 0 };
@@ -485,18 +539,36 @@ fn layer_saved(
                     // Autocast casts the fp32 input separately for each module and keeps each 16-bit copy.
                     bytes += d.c * rows * w;
                 }
+            } else if adapted(plan, l) && plan.peft == Peft::Ia3 {
+                // (IA)^3 multiplies the output by its vector (the input, for the feed-forward `down`), and the
+                // product keeps the other factor for the vector's gradient.
+                let scaled = if l.input == LinearInput::MlpInner {
+                    w
+                } else {
+                    l.out_features as u128
+                };
+                bytes += d.c * rows * scaled;
             } else if adapted(plan, l) {
+                let ad = if d.amp { d.c } else { d.a };
+                // LoRA-FA (PEFT's optimizer-based implementation) drops A's gradient and optimizer state, but the
+                // input is still kept: PEFT's MetaMathQA run measures the same peak as LoRA less A's states.
                 if plan.dropout > 0.0 {
                     // Dropout keeps a 1-byte mask and its output, per adapted module.
-                    bytes += rows * w + (if d.amp { d.c } else { d.a }) * rows * w;
-                } else if d.a != d.r {
+                    bytes += rows * w + ad * rows * w;
+                } else if d.a != d.r && !plan.compile {
                     // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit.
-                    bytes += (if d.amp { d.c } else { d.a }) * rows * w;
+                    bytes += ad * rows * w;
                 } else {
                     shared_saved = true;
                 }
                 // lora_B keeps lora_A's rank-wide output.
-                bytes += (if d.amp { d.c } else { d.a }) * rows * plan.rank as u128;
+                bytes += ad * rows * plan.rank as u128;
+                if plan.peft == Peft::Dora {
+                    // DoRA rescales the base output and the LoRA output by magnitude / ||W + BA||: both products
+                    // keep their other factor (the base output in the compute dtype, the LoRA output in the
+                    // adapter dtype).
+                    bytes += (d.c + ad) * rows * l.out_features as u128;
+                }
             }
             if plan.method == Method::Qlora && plan.qlora_saves_input {
                 // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the
@@ -536,6 +608,10 @@ fn layer_saved(
 
     // MLP: the activation keeps its input; the gated product keeps both factors.
     bytes += match arch.mlp {
+        // Fused SwiGLU keeps the two projections and recomputes the activation in backward.
+        crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused if plan.compile || plan.liger => {
+            2 * c * n * inter
+        }
         crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused => 3 * c * n * inter,
         crate::arch::Mlp::Plain => c * n * inter,
     };
@@ -680,7 +756,9 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         Norm::RmsNorm => 4 * n * h + 4 * n,
         Norm::LayerNorm => 4 * n * h + 8 * n,
     };
-    let head_trainable = plan.method == Method::Full || plan.targets.contains(Target::LmHead);
+    let head_trainable = plan.method == Method::Full
+        || plan.targets.contains(Target::LmHead)
+        || plan.tokens == TokenTraining::All;
     let head_input = if head_trainable { d.r * n * h } else { 0 };
     let (saved_all, scores_all, ckpt) = if plan.grad_checkpointing {
         (final_norm + head_input, 0, layers * d.r * n * h)
@@ -767,6 +845,27 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         0
     };
     set(&mut comp, Kind::DequantBuffer, dequant);
+    let peft_buffer = {
+        let dora = if plan.method != Method::Full && plan.peft == Peft::Dora {
+            let largest = linears
+                .iter()
+                .filter(|l| adapted(plan, l))
+                .map(|l| l.in_features as u128 * l.out_features as u128)
+                .max()
+                .unwrap_or(0);
+            // B·A in the adapter dtype, and W + s·BA promoted to fp32 for the norm.
+            (d.a + 4) * largest
+        } else {
+            0
+        };
+        let tokens = match plan.tokens {
+            TokenTraining::Rows(_) if plan.method != Method::Full => d.w * arch.vocab as u128 * h,
+            _ => 0,
+        };
+        dora.max(tokens)
+    };
+    set(&mut comp, Kind::PeftBuffers, peft_buffer);
+    let dequant = dequant + peft_buffer;
     let gather = if zero >= 3 {
         let layer_bytes =
             arch.layer_params() as u128 * if plan.method == Method::Qlora { 1 } else { d.w };

@@ -4,6 +4,7 @@
 //! is parsed once into validated types ([`Plan`], [`Architecture`]) with diagnostics; [`estimate`] then
 //! answers for any validated pair, never panics, and saturates instead of overflowing.
 
+pub mod advise;
 pub mod arch;
 pub mod engine;
 pub mod hf;

@@ -87,6 +87,34 @@ impl Framework {
 }
 
 keyword_enum!(
+    /// The parameter-efficient method applied on the LoRA/QLoRA targets.
+    Peft {
+        /// Low-rank A and B per adapted matrix.
+        Lora = "lora",
+        /// LoRA with rank-stabilized scaling alpha/sqrt(r): the same memory as LoRA.
+        Rslora = "rslora",
+        /// LoRA with a trainable magnitude per output row; its weight norm needs the dense W + BA.
+        Dora = "dora",
+        /// LoRA with A frozen: no gradient or optimizer state for A (PEFT still keeps the input).
+        Lorafa = "lorafa",
+        /// (IA)^3: a learned vector scales each target's output (its input for `down`).
+        Ia3 = "ia3",
+    }
+);
+
+/// Which embedding rows train (PEFT's trainable tokens, or the whole layer through `modules_to_save`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenTraining {
+    /// The embedding and head stay frozen.
+    Frozen,
+    /// Only these many token rows of the embedding train (PEFT `trainable_token_indices`).
+    Rows(u64),
+    /// The whole embedding and LM head train (PEFT `modules_to_save`).
+    All,
+}
+
+keyword_enum!(
     /// 4-bit data type of QLoRA.
     Quant { Nf4 = "nf4", Fp4 = "fp4" }
 );
@@ -175,6 +203,8 @@ pub const MAX_RANK: u64 = 65_536;
 pub const MAX_BATCH: u64 = 65_536;
 pub const MAX_SEQ: u64 = 16_777_216;
 pub const MAX_GPUS: u64 = 65_536;
+/// Most trainable token rows (larger than any vocabulary).
+pub const MAX_TOKEN_ROWS: u64 = 16_777_216;
 
 /// A validated training plan: every field holds an accepted value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -204,6 +234,12 @@ pub struct Plan {
     pub zero: u8,
     pub gpu: String,
     pub framework: Framework,
+    pub peft: Peft,
+    pub tokens: TokenTraining,
+    /// torch.compile fuses elementwise chains (norms, activations, casts) so their intermediates are not kept.
+    pub compile: bool,
+    /// Liger kernels for RMSNorm, SwiGLU and RoPE (the fused loss is `loss=fused`).
+    pub liger: bool,
     pub embed: bool,
 }
 
@@ -232,6 +268,10 @@ impl Default for Plan {
             zero: 0,
             gpu: "rtx-4090".into(),
             framework: Framework::Hf,
+            peft: Peft::Lora,
+            tokens: TokenTraining::Frozen,
+            compile: false,
+            liger: false,
             embed: false,
         }
     }
@@ -260,7 +300,8 @@ pub struct Parsed {
 /// Every key of the contract's vocabulary, in the order [`Plan::to_query`] writes them.
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss",
-    "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "embed",
+    "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
+    "tt", "compile", "liger", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -398,6 +439,19 @@ impl Plan {
                 self.gpu = v.to_string();
             }
             "fw" => self.framework = keyword(key, v, Framework::from_key, Framework::accepted())?,
+            "peft" => self.peft = keyword(key, v, Peft::from_key, Peft::accepted())?,
+            "tt" => {
+                self.tokens =
+                    match v {
+                        "0" => TokenTraining::Frozen,
+                        "all" => TokenTraining::All,
+                        _ => TokenTraining::Rows(parse_uint(key, v, 1, MAX_TOKEN_ROWS).map_err(
+                            |e| format!("{e}, or 0 (frozen) or all (the whole embedding and head)"),
+                        )?),
+                    }
+            }
+            "compile" => self.compile = parse_bool(key, v)?,
+            "liger" => self.liger = parse_bool(key, v)?,
             "embed" => self.embed = parse_bool(key, v)?,
             _ => {
                 return Err(format!(
@@ -436,6 +490,14 @@ impl Plan {
             "zero" => self.zero.to_string(),
             "gpu" => self.gpu.clone(),
             "fw" => self.framework.key().into(),
+            "peft" => self.peft.key().into(),
+            "tt" => match self.tokens {
+                TokenTraining::Frozen => "0".into(),
+                TokenTraining::All => "all".into(),
+                TokenTraining::Rows(n) => n.to_string(),
+            },
+            "compile" => b(self.compile),
+            "liger" => b(self.liger),
             "embed" => b(self.embed),
             _ => return None,
         })

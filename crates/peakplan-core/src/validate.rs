@@ -7,7 +7,9 @@
 use crate::arch::Architecture;
 use crate::engine::estimate;
 use crate::hf::import_config;
-use crate::plan::{Attn, DType, Framework, Method, Optimizer, Plan, Precision, Quant, Targets};
+use crate::plan::{
+    Attn, DType, Framework, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
+};
 use serde_json::json;
 
 /// Which reported figure a measurement corresponds to.
@@ -352,25 +354,31 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         },
         other => return Err(format!("`{other}` is a round claim, not one run")),
     };
+    let detail = r.lower("peft_detail");
+    let peft = if detail.contains("dora") || r.lower("method") == "dora" {
+        Peft::Dora
+    } else if detail.contains("lora-fa") {
+        Peft::Lorafa
+    } else if detail.contains("rslora") {
+        Peft::Rslora
+    } else if detail.contains("ia3") {
+        Peft::Ia3
+    } else {
+        Peft::Lora
+    };
     let method = match r.lower("method").as_str() {
         "full" => Method::Full,
-        "lora" => Method::Lora,
+        "lora" | "dora" => Method::Lora,
+        "other" if peft == Peft::Ia3 => Method::Lora,
         "qlora" => Method::Qlora,
+        "other" => {
+            return Err(format!(
+                "PEFT method `{}` is not modeled yet",
+                r.get("peft_detail")
+            ))
+        }
         other => return Err(format!("method `{other}` is not modeled yet")),
     };
-    let detail = r.lower("peft_detail");
-    for (needle, name) in [
-        ("dora", "DoRA"),
-        ("lora-fa", "LoRA-FA"),
-        ("ia3", "IA3"),
-        ("vera", "VeRA"),
-        ("loha", "LoHa"),
-        ("oft", "OFT"),
-    ] {
-        if detail.contains(needle) {
-            return Err(format!("PEFT method {name} is not modeled yet"));
-        }
-    }
     let arch = arch_of(r)?;
     let framework_text = r.lower("framework");
     let framework = if framework_text.contains("litgpt") || framework_text.contains("lit-gpt") {
@@ -391,6 +399,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     };
     framework.apply_defaults(&mut plan);
     plan.method = method;
+    plan.peft = peft;
     plan.micro_batch = r
         .uint("micro_batch_size")
         .ok_or("no micro-batch size")?
@@ -527,8 +536,11 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     })
 }
 
+/// Rows that cannot be expressed: `(id, reason)`.
+pub type Skipped = Vec<(String, String)>;
+
 /// Maps every row of a validation CSV to a case, or to a skip with its reason.
-pub fn cases(text: &str) -> Result<(Vec<Case>, Vec<(String, String)>), String> {
+pub fn cases(text: &str) -> Result<(Vec<Case>, Skipped), String> {
     let records = parse_csv(text)?;
     let (header, rows) = records.split_first().ok_or("the CSV is empty")?;
     for need in ["id", "method", "measured_bytes", "value_kind", "metric"] {

@@ -1,0 +1,462 @@
+//! The advisor: the changes that lower a plan's peak, what each saves and costs, and the smallest set that fits.
+
+use crate::arch::Architecture;
+use crate::engine::estimate;
+use crate::plan::{Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining};
+use crate::solve;
+use serde::Serialize;
+
+/// What a change costs, cheapest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cost {
+    /// Same result, no slower (often faster).
+    Free,
+    /// Same result, more time.
+    Speed,
+    /// May change what the model learns.
+    Quality,
+}
+
+impl Cost {
+    pub fn label(self) -> &'static str {
+        match self {
+            Cost::Free => "free",
+            Cost::Speed => "slower",
+            Cost::Quality => "quality",
+        }
+    }
+}
+
+/// One edit of the plan, in the query vocabulary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub key: &'static str,
+    pub value: String,
+    /// What the change does, in words.
+    pub label: String,
+    pub cost: Cost,
+    /// The price, in words.
+    pub cost_text: &'static str,
+}
+
+/// A set of changes and what the plan needs with them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Suggestion {
+    pub changes: Vec<Change>,
+    /// The plan with the changes applied.
+    pub query: String,
+    #[serde(skip)]
+    pub plan: Plan,
+    /// What `nvidia-smi` would show with the changes.
+    pub device_bytes: u64,
+    pub saved_bytes: u64,
+    /// The highest cost among the changes.
+    pub cost: Cost,
+    pub fits: Option<bool>,
+    pub max_batch: Option<u64>,
+    pub max_seq: Option<u64>,
+}
+
+/// The advisor's answer for a plan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Advice {
+    pub device_bytes: u64,
+    pub capacity_bytes: Option<u64>,
+    pub fits: Option<bool>,
+    /// When the plan does not fit: the cheapest, then smallest, set of changes that makes it fit.
+    pub to_fit: Option<Suggestion>,
+    /// Every single change that lowers the peak, largest saving first.
+    pub levers: Vec<Suggestion>,
+}
+
+fn change(
+    key: &'static str,
+    value: impl Into<String>,
+    label: impl Into<String>,
+    cost: Cost,
+    cost_text: &'static str,
+) -> Change {
+    Change {
+        key,
+        value: value.into(),
+        label: label.into(),
+        cost,
+        cost_text,
+    }
+}
+
+/// The single changes worth trying on this plan (each changes one key; none is a no-op).
+pub fn candidates(plan: &Plan) -> Vec<Change> {
+    let mut c = Vec::new();
+    let peft = plan.method != Method::Full;
+    if !plan.grad_checkpointing {
+        c.push(change(
+            "gc",
+            "1",
+            "Turn on gradient checkpointing",
+            Cost::Speed,
+            "recomputes each layer's forward during backward: about a third more compute",
+        ));
+    }
+    if plan.attn == Attn::Eager {
+        c.push(change(
+            "attn",
+            "sdpa",
+            "Use SDPA attention instead of eager",
+            Cost::Free,
+            "no seq² score matrix is kept; usually faster",
+        ));
+    }
+    if plan.loss == Loss::Standard {
+        c.push(change(
+            "loss",
+            "chunked",
+            "Compute the loss in 256-token chunks",
+            Cost::Free,
+            "the same loss, without the full batch x seq x vocab logits",
+        ));
+        c.push(change(
+            "loss",
+            "fused",
+            "Use a fused linear cross-entropy (Liger)",
+            Cost::Free,
+            "the logits are never materialized; usually faster",
+        ));
+    }
+    if !plan.liger {
+        c.push(change(
+            "liger",
+            "1",
+            "Use Liger's fused RMSNorm, SwiGLU and RoPE kernels",
+            Cost::Free,
+            "fewer intermediates kept; usually faster",
+        ));
+    }
+    if !plan.compile {
+        c.push(change(
+            "compile",
+            "1",
+            "Compile the model (torch.compile)",
+            Cost::Speed,
+            "a compilation pause at start; fused kernels keep fewer intermediates",
+        ));
+    }
+    match plan.optimizer {
+        Optimizer::AdamwTorch => {
+            c.push(change(
+                "opt",
+                "adamw_torch_fused",
+                "Use the fused AdamW",
+                Cost::Free,
+                "updates in place: no state-sized temporary",
+            ));
+            c.push(change(
+                "opt",
+                "adamw_8bit",
+                "Use 8-bit AdamW (bitsandbytes)",
+                Cost::Quality,
+                "8-bit optimizer states: a small, usually invisible, quality risk",
+            ));
+            c.push(change(
+                "opt",
+                "paged_adamw_8bit",
+                "Use paged 8-bit AdamW",
+                Cost::Speed,
+                "8-bit states that move to CPU memory under pressure (slower when they do)",
+            ));
+        }
+        Optimizer::AdamwTorchFused | Optimizer::PagedAdamw32bit | Optimizer::Adafactor => {
+            c.push(change(
+                "opt",
+                "adamw_8bit",
+                "Use 8-bit AdamW (bitsandbytes)",
+                Cost::Quality,
+                "8-bit optimizer states: a small, usually invisible, quality risk",
+            ));
+            c.push(change(
+                "opt",
+                "paged_adamw_8bit",
+                "Use paged 8-bit AdamW",
+                Cost::Speed,
+                "8-bit states that move to CPU memory under pressure (slower when they do)",
+            ));
+        }
+        Optimizer::Adamw8bit => {
+            c.push(change(
+                "opt",
+                "paged_adamw_8bit",
+                "Page the 8-bit optimizer states",
+                Cost::Speed,
+                "states move to CPU memory under pressure (slower when they do)",
+            ));
+        }
+        Optimizer::PagedAdamw8bit | Optimizer::Sgd => {}
+    }
+    match plan.method {
+        Method::Full => c.push(change(
+            "method",
+            "lora",
+            "Train LoRA adapters instead of every weight",
+            Cost::Quality,
+            "adapters instead of full weights: close to full fine-tuning on most tasks, not all",
+        )),
+        Method::Lora => c.push(change(
+            "method",
+            "qlora",
+            "Quantize the frozen base to 4 bits (QLoRA)",
+            Cost::Speed,
+            "every matmul dequantizes its weight (slower); a small quality cost",
+        )),
+        Method::Qlora => {
+            if !plan.double_quant {
+                c.push(change(
+                    "dq",
+                    "1",
+                    "Double-quantize the 4-bit constants",
+                    Cost::Free,
+                    "0.37 bit per weight less, no measurable cost",
+                ));
+            }
+            if plan.upcast {
+                c.push(change(
+                    "upcast",
+                    "0",
+                    "Keep non-quantized weights in 16-bit",
+                    Cost::Quality,
+                    "norms and embeddings in 16-bit: slightly less stable",
+                ));
+            }
+        }
+    }
+    if peft && plan.adapter_dtype == DType::Fp32 {
+        c.push(change(
+            "adtype",
+            "bf16",
+            "Keep the adapters in bf16",
+            Cost::Quality,
+            "adapter weights, gradients and states in bf16: a little less precise",
+        ));
+    }
+    if plan.method == Method::Full && plan.precision.is_amp() {
+        c.push(change(
+            "prec",
+            "bf16",
+            "Train in pure bf16 (no fp32 master weights)",
+            Cost::Quality,
+            "updates rounded to bf16: can stall small updates",
+        ));
+    }
+    if peft && plan.rank > 4 {
+        let r = plan.rank / 2;
+        c.push(change(
+            "r",
+            r.to_string(),
+            format!("Halve the LoRA rank to {r}"),
+            Cost::Quality,
+            "less adapter capacity",
+        ));
+    }
+    if peft && plan.targets.key() != "q,v" && plan.targets.0.count_ones() > 2 {
+        c.push(change(
+            "targets",
+            "q,v",
+            "Adapt only the q and v projections",
+            Cost::Quality,
+            "fewer adapted layers: less capacity",
+        ));
+    }
+    if plan.tokens == TokenTraining::All {
+        c.push(change(
+            "tt",
+            "64",
+            "Train 64 token rows instead of the whole embedding and head",
+            Cost::Quality,
+            "only the chosen tokens' rows learn",
+        ));
+    }
+    if plan.gpus > 1 && plan.zero < 3 {
+        c.push(change(
+            "zero",
+            "3",
+            "Shard weights, gradients and optimizer states (ZeRO-3 / FSDP)",
+            Cost::Speed,
+            "more communication between GPUs",
+        ));
+    }
+    if plan.micro_batch > 1 {
+        let b = plan.micro_batch / 2;
+        c.push(change(
+            "b",
+            b.to_string(),
+            format!("Halve the micro-batch to {b} (accumulate gradients twice as long)"),
+            Cost::Speed,
+            "same effective batch, more steps",
+        ));
+    }
+    if plan.seq_len > 256 {
+        let s = plan.seq_len / 2;
+        c.push(change(
+            "s",
+            s.to_string(),
+            format!("Halve the sequence length to {s}"),
+            Cost::Quality,
+            "longer documents get cut",
+        ));
+    }
+    c
+}
+
+fn apply(plan: &Plan, changes: &[&Change]) -> Plan {
+    let mut p = plan.clone();
+    for ch in changes {
+        // Candidates only use accepted values, so `set` cannot fail here; a failure would leave the key as it was.
+        let _ = p.set(ch.key, &ch.value);
+    }
+    p
+}
+
+fn suggestion(
+    arch: &Architecture,
+    plan: &Plan,
+    base_bytes: u64,
+    changes: &[&Change],
+    capacity: Option<u64>,
+) -> Suggestion {
+    let p = apply(plan, changes);
+    let e = estimate(arch, &p);
+    Suggestion {
+        changes: changes.iter().map(|c| (*c).clone()).collect(),
+        query: p.to_query(),
+        device_bytes: e.device_bytes,
+        saved_bytes: base_bytes.saturating_sub(e.device_bytes),
+        cost: changes.iter().map(|c| c.cost).max().unwrap_or(Cost::Free),
+        fits: capacity.map(|c| e.device_bytes <= c),
+        max_batch: capacity.and_then(|c| solve::max_batch(arch, &p, c)),
+        max_seq: capacity.and_then(|c| solve::max_seq(arch, &p, c)),
+        plan: p,
+    }
+}
+
+/// The ranking key of a change set (highest cost, size, total cost, bytes) and the set.
+type Best<'a> = ((Cost, usize, usize, u64), Vec<&'a Change>);
+
+/// Most changes combined when searching for a fitting set.
+const MAX_SET: usize = 4;
+
+/// Advises on a plan, against a capacity when one is given (the plan's GPU by default).
+pub fn advise(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice {
+    let base = estimate(arch, plan).device_bytes;
+    let all = candidates(plan);
+    let mut levers: Vec<Suggestion> = all
+        .iter()
+        .map(|c| suggestion(arch, plan, base, &[c], capacity))
+        .filter(|s| s.saved_bytes > 0)
+        .collect();
+    levers.sort_by(|a, b| b.saved_bytes.cmp(&a.saved_bytes).then(a.cost.cmp(&b.cost)));
+    let fits = capacity.map(|c| base <= c);
+    let to_fit = match capacity {
+        Some(cap) if base > cap => smallest_fitting_set(arch, plan, &all, &levers, cap),
+        _ => None,
+    };
+    Advice {
+        device_bytes: base,
+        capacity_bytes: capacity,
+        fits,
+        to_fit,
+        levers,
+    }
+}
+
+/// The fitting set with the lowest highest cost, then the fewest changes, then the lowest total cost, then the
+/// lowest peak. Only changes that save memory on their own take part, one per key.
+fn smallest_fitting_set(
+    arch: &Architecture,
+    plan: &Plan,
+    all: &[Change],
+    levers: &[Suggestion],
+    cap: u64,
+) -> Option<Suggestion> {
+    let useful: Vec<&Change> = all
+        .iter()
+        .filter(|c| levers.iter().any(|l| l.changes[0] == **c))
+        .collect();
+    let mut best: Option<Best> = None;
+    let mut set: Vec<&Change> = Vec::with_capacity(MAX_SET);
+    fn walk<'a>(
+        start: usize,
+        useful: &[&'a Change],
+        set: &mut Vec<&'a Change>,
+        best: &mut Option<Best<'a>>,
+        check: &dyn Fn(&[&'a Change]) -> Option<u64>,
+    ) {
+        if !set.is_empty() {
+            let max_cost = set.iter().map(|c| c.cost).max().unwrap_or(Cost::Free);
+            let key = (
+                max_cost,
+                set.len(),
+                set.iter().map(|c| c.cost as usize).sum(),
+                0,
+            );
+            let worse = best
+                .as_ref()
+                .is_some_and(|(b, _)| (b.0, b.1, b.2) < (key.0, key.1, key.2));
+            if worse {
+                return;
+            }
+            if let Some(bytes) = check(set) {
+                let key = (key.0, key.1, key.2, bytes);
+                if best.as_ref().is_none_or(|(b, _)| key < *b) {
+                    *best = Some((key, set.clone()));
+                }
+                return;
+            }
+        }
+        if set.len() == MAX_SET {
+            return;
+        }
+        for i in start..useful.len() {
+            if set.iter().any(|c| c.key == useful[i].key) {
+                continue;
+            }
+            set.push(useful[i]);
+            walk(i + 1, useful, set, best, check);
+            set.pop();
+        }
+    }
+    let check = |changes: &[&Change]| {
+        let bytes = estimate(arch, &apply(plan, changes)).device_bytes;
+        (bytes <= cap).then_some(bytes)
+    };
+    walk(0, &useful, &mut set, &mut best, &check);
+    let base = estimate(arch, plan).device_bytes;
+    if let Some((_, changes)) = best {
+        return Some(suggestion(arch, plan, base, &changes, Some(cap)));
+    }
+    // Nothing fits within MAX_SET changes: take every free and speed change, then the largest micro-batch that fits.
+    let cheap: Vec<&Change> = {
+        let mut seen: Vec<&'static str> = Vec::new();
+        useful
+            .iter()
+            .copied()
+            .filter(|c| c.cost != Cost::Quality && c.key != "b")
+            .filter(|c| {
+                let fresh = !seen.contains(&c.key);
+                seen.push(c.key);
+                fresh
+            })
+            .collect()
+    };
+    let p = apply(plan, &cheap);
+    let b = solve::max_batch(arch, &p, cap)?;
+    let batch = change(
+        "b",
+        b.to_string(),
+        format!("Lower the micro-batch to {b}"),
+        Cost::Speed,
+        "same effective batch with gradient accumulation, more steps",
+    );
+    let mut changes = cheap;
+    changes.push(&batch);
+    Some(suggestion(arch, plan, base, &changes, Some(cap)))
+}
