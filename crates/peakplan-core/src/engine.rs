@@ -122,6 +122,8 @@ components! {
         "gradients of one layer's activations in flight (hidden and MLP-width), plus one recomputed layer under checkpointing";
     DequantBuffer => "dequant_buffer", Other, "Dequantization buffer",
         "QLoRA dequantizes the largest 4-bit linear to the compute dtype for each matmul, forward and backward";
+    InputBuffers => "input_buffers", Other, "Batch and tables",
+        "token ids and labels (4 B per token each), the RoPE table and the 4-bit code tables, resident on the device (WebGPU runtime)";
     PeftBuffers => "peft_buffers", Other, "PEFT working buffers",
         "DoRA builds the dense W + BA of the largest adapted matrix to take its norm; trainable tokens rebuild the whole embedding with the trained rows each forward";
     OptimizerTemps => "optimizer_temps", Other, "Optimizer step temporaries",
@@ -517,13 +519,21 @@ fn layer_saved(
             &[LinearInput::MlpNorm],
         ]
     };
-    let mut group_list: Vec<&[LinearInput]> = groups.to_vec();
-    if !same_norm {
-        group_list.push(&[LinearInput::MlpInner]);
-    }
-    for g in group_list {
-        let members: Vec<&Linear> = linears.iter().filter(|l| g.contains(&l.input)).collect();
-        let Some(first) = members.first() else {
+    let last: &[LinearInput] = if same_norm {
+        &[]
+    } else {
+        &[LinearInput::MlpInner]
+    };
+    for g in groups.into_iter().chain([last]) {
+        // Flash kernels (and peakplan's WebGPU runtime) hand o_proj the attention output they already keep.
+        if g == [LinearInput::AttnOut]
+            && (plan.attn == Attn::Flash || plan.framework == Framework::Webgpu)
+            && plan.attn != Attn::Eager
+        {
+            continue;
+        }
+        let members = linears.iter().filter(|l| g.contains(&l.input));
+        let Some(first) = linears.iter().find(|l| g.contains(&l.input)) else {
             continue;
         };
         let w = width(first.input);
@@ -587,9 +597,13 @@ fn layer_saved(
 
     // Attention: q and (expanded) k, v are kept by the attention kernel with its output and log-sum-exp.
     let c = d.c;
-    let (kv_kept, out_copy) = match plan.attn {
-        Attn::Flash => (2 * kv, 0),
-        Attn::Sdpa | Attn::Eager => (2 * q, c * n * q),
+    // HF's SDPA and eager paths expand k and v to every head (repeat_kv); flash kernels and peakplan's WebGPU
+    // runtime read the grouped heads directly.
+    let webgpu = plan.framework == Framework::Webgpu;
+    let kv_kept = if plan.attn == Attn::Flash || webgpu {
+        2 * kv
+    } else {
+        2 * q
     };
     bytes += c * n * (q + kv_kept);
     let mut scores = 0;
@@ -598,8 +612,6 @@ fn layer_saved(
             // Softmax output in fp32 plus the 16-bit copy fed to P·V.
             let per = if c == 4 { 4 } else { 4 + c };
             scores = per * heads * n * plan.seq_len as u128;
-            // The attention output after the transpose-and-reshape copy is what o_proj reads (counted above if kept).
-            let _ = out_copy;
         }
         Attn::Sdpa | Attn::Flash => {
             bytes += c * n * q + 4 * n * heads;
@@ -609,7 +621,9 @@ fn layer_saved(
     // MLP: the activation keeps its input; the gated product keeps both factors.
     bytes += match arch.mlp {
         // Fused SwiGLU keeps the two projections and recomputes the activation in backward.
-        crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused if plan.compile || plan.liger => {
+        crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused
+            if plan.compile || plan.liger || webgpu =>
+        {
             2 * c * n * inter
         }
         crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused => 3 * c * n * inter,
@@ -747,7 +761,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let v = arch.vocab as u128;
     let (per_layer, per_layer_scores) = layer_saved(arch, plan, d, &linears, n);
     // Eager attention with a padding-capable mask builds one 4D causal mask per forward.
-    let mask = if plan.attn == Attn::Eager {
+    let mask = if plan.attn == Attn::Eager && plan.framework != Framework::Webgpu {
         d.c * plan.micro_batch as u128 * (plan.seq_len as u128).pow(2)
     } else {
         0
@@ -792,6 +806,19 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             let chunk = (128u128).min(n) * v;
             (2 * d.c * n * v, d.c * n * v + 3 * d.c * chunk, d.c * chunk)
         }
+        (Loss::Standard, Framework::Webgpu) => {
+            // All logits in f32, kept; backward adds their gradient beside them while the per-row log-sum-exp waits.
+            ((4 * v + (4 * h).max(8)) * n, 8 * n * v + 4 * n, 4 * n * v)
+        }
+        (Loss::Chunked, Framework::Webgpu) => {
+            // The final norm's output stays for the recomputation; one chunk of logits at a time, and its gradient.
+            let chunk = (plan.chunk as u128).min(n) * v;
+            (
+                4 * n * h + 4 * chunk + 8 * n,
+                8 * n * h + 8 * chunk + 4 * n,
+                4 * chunk,
+            )
+        }
         (Loss::Chunked, _) => {
             let chunk = (plan.chunk as u128).min(n);
             // TRL's chunked NLL upcasts the head weight to fp32 for each chunk, and keeps no logits between chunks.
@@ -821,7 +848,18 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     } else {
         1
     };
-    let grad_flow = 2 * d.r * n * h + 3 * d.c * n * arch.intermediate as u128 * k_route;
+    // Softmax backward makes a gradient the size of the scores it reads (eager attention only).
+    let scores_grad = if plan.attn == Attn::Eager {
+        per_layer_scores
+    } else {
+        0
+    };
+    let grad_flow = if plan.framework == Framework::Webgpu {
+        // The residual stream's gradient, and the MLP's three gradients at their widest moment.
+        4 * n * h + 12 * n * arch.intermediate as u128 * k_route + scores_grad
+    } else {
+        2 * d.r * n * h + 3 * d.c * n * arch.intermediate as u128 * k_route + scores_grad
+    };
     let recompute = if plan.grad_checkpointing {
         per_layer + per_layer_scores + mask
     } else {
@@ -885,7 +923,15 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         + comp[Kind::QuantConstants as usize]
         + comp[Kind::AdapterWeights as usize];
     let optimizer = comp[Kind::OptimizerStates as usize] + comp[Kind::MasterWeights as usize];
-    let other_resident = ddp_buckets;
+    // The WebGPU runtime also keeps the batch (token ids, labels), the RoPE table, the loss and the 4-bit code
+    // tables on the device for the whole run.
+    let inputs = if plan.framework == Framework::Webgpu {
+        8 * n + 4 * plan.seq_len as u128 * arch.head_dim as u128 + 4 + 1088
+    } else {
+        0
+    };
+    set(&mut comp, Kind::InputBuffers, inputs);
+    let other_resident = ddp_buckets + inputs;
     let acts_fwd = saved_all + scores_all + ckpt + logits_fwd;
     // Backward starts at the loss with everything saved; its layers then trade activations for gradients.
     let bwd_at_loss = saved_all + scores_all + ckpt + logits_bwd;

@@ -72,6 +72,8 @@ keyword_enum!(
         Torchtune = "torchtune",
         /// litgpt: LM head and cross-entropy in chunks of 128 tokens in the model dtype, adapters in the model dtype.
         Litgpt = "litgpt",
+        /// peakplan's own WebGPU micro runtime: f32 buffers, fused kernels, each buffer freed at its last use.
+        Webgpu = "webgpu",
     }
 );
 
@@ -80,7 +82,7 @@ impl Framework {
     pub fn apply_defaults(self, plan: &mut Plan) {
         plan.framework = self;
         plan.adapter_dtype = match self {
-            Framework::Hf => DType::Fp32,
+            Framework::Hf | Framework::Webgpu => DType::Fp32,
             Framework::Torchtune | Framework::Litgpt => DType::Bf16,
         };
     }
