@@ -7,6 +7,8 @@ cd "$root"
 bash scripts/setup.sh
 export PATH="$HOME/.cargo/bin:$root/.tools/node_modules/.bin:$PATH"
 export CHROMEDRIVER=/usr/bin/chromedriver
+# The WebGPU browser tests run real training steps on SwiftShader (a CPU): give them room.
+export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-240}
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "format"

@@ -2,6 +2,7 @@
 
 use crate::browser;
 use crate::canvas::{paint_chart, paint_timeline};
+use crate::interop::{CopyAsCode, ImportConfig};
 use crate::planner::{method_label, Computed};
 use crate::scale::{self, Log2Scale};
 use leptos::prelude::*;
@@ -31,11 +32,16 @@ pub fn App() -> impl IntoView {
     let url_errors = RwSignal::new(parsed.diagnostics);
     let custom: RwSignal<Option<Architecture>> = RwSignal::new(None);
     let input_started = StoredValue::new(None::<f64>);
+    let preview: RwSignal<Option<Plan>> = RwSignal::new(None);
     let computed = Memo::new(move |_| {
         let p = plan.get();
         let c = custom.get();
         let arch = c.as_ref().unwrap_or_else(|| preset_arch(&p));
-        Computed::new(arch, &p)
+        let mut comp = Computed::new(arch, &p);
+        if let Some(after) = preview.get() {
+            comp.add_preview(arch, &after);
+        }
+        comp
     });
     // The URL is the state: every change replaces the query (no history entry per slider tick).
     Effect::new(move |_| browser::replace_query(&plan.with(Plan::to_query)));
@@ -44,6 +50,7 @@ pub fn App() -> impl IntoView {
         plan,
         computed,
         custom,
+        preview,
         input_started,
     };
     provide_context(ctx);
@@ -56,20 +63,22 @@ pub fn App() -> impl IntoView {
 
 /// Shared page state, provided as context.
 #[derive(Clone, Copy)]
-struct Ctx {
-    plan: RwSignal<Plan>,
-    computed: Memo<Computed>,
-    custom: RwSignal<Option<Architecture>>,
+pub(crate) struct Ctx {
+    pub(crate) plan: RwSignal<Plan>,
+    pub(crate) computed: Memo<Computed>,
+    pub(crate) custom: RwSignal<Option<Architecture>>,
     /// When the current slider input started, for the latency figure.
-    input_started: StoredValue<Option<f64>>,
+    pub(crate) input_started: StoredValue<Option<f64>>,
+    /// A suggestion's plan shown as an extra "after" bar while the pointer is on it.
+    pub(crate) preview: RwSignal<Option<Plan>>,
 }
 
-fn ctx() -> Ctx {
+pub(crate) fn ctx() -> Ctx {
     use_context::<Ctx>().expect("App provides the context")
 }
 
 impl Ctx {
-    fn set(&self, key: &str, value: &str) {
+    pub(crate) fn set(&self, key: &str, value: &str) {
         self.input_started.set_value(Some(browser::now_ms()));
         self.plan.update(|p| {
             // Controls only offer accepted values; a rejected one leaves the plan as it was.
@@ -124,8 +133,12 @@ fn Planner(url_errors: RwSignal<Vec<Diagnostic>>) -> impl IntoView {
             <section class="results" aria-label="Memory">
                 <Verdict/>
                 <ChartCanvas/>
+                <crate::advisor::Advisor/>
                 <Figures/>
                 <Timeline/>
+                <crate::gpu::panel::GpuPanel
+                    plan=ctx().plan
+                    predict=Callback::new(|c: peakplan_core::micro::MicroConfig| peakplan_core::micro::predicted_peak_bytes(&c))/>
                 <ShareBar/>
                 <ComponentTable/>
             </section>
@@ -330,6 +343,7 @@ fn Controls() -> impl IntoView {
             <KeySelect label="GPU" key="gpu" options=gpus/>
         </div>
         <ConfigPaste/>
+        <ImportConfig/>
     }
 }
 
@@ -546,15 +560,10 @@ fn ChartCanvas() -> impl IntoView {
             Vec<(String, String, &'static str)>,
         )>,
     );
-    let on_move = move |ev: leptos::ev::MouseEvent| {
-        let Some(el) = canvas.get_untracked() else {
-            return;
-        };
-        let (x, y) = (ev.offset_x() as i32, ev.offset_y() as i32);
-        let hit = c.computed.with_untracked(|comp| {
-            let l = peakplan_chart::layout(&comp.chart, el.width(), el.height())?;
-            let (i, seg) = l.hit(x, y)?;
-            let e = &comp.by_method[i];
+    // The tooltip for segment `seg` of bar `i`, placed at (x, y) on the canvas.
+    let tip_for = move |i: usize, seg: peakplan_chart::Segment, x: i32, y: i32| {
+        c.computed.with_untracked(|comp| {
+            let e = comp.by_method.get(i).or(comp.preview_estimate.as_ref())?;
             let parts = Kind::ALL
                 .iter()
                 .filter(|k| k.category() == seg.category && e.component(**k) > 0)
@@ -566,15 +575,61 @@ fn ChartCanvas() -> impl IntoView {
                     )
                 })
                 .collect::<Vec<_>>();
-            let head = format!("{} · {}", comp.chart.bars[i].label, seg.category.label());
+            let head = format!(
+                "{} · {}",
+                comp.chart.bars.get(i)?.label,
+                seg.category.label()
+            );
             let value = format!(
                 "{} at the peak ({} bytes)",
                 format_bytes(seg.bytes),
                 seg.bytes
             );
             Some((x, y, head, value, parts))
-        });
-        tip.set(hit);
+        })
+    };
+    let layout = move || {
+        let el = canvas.get_untracked()?;
+        c.computed
+            .with_untracked(|comp| peakplan_chart::layout(&comp.chart, el.width(), el.height()))
+    };
+    let on_move = move |ev: leptos::ev::MouseEvent| {
+        let (x, y) = (ev.offset_x() as i32, ev.offset_y() as i32);
+        tip.set(
+            layout()
+                .and_then(|l| l.hit(x, y))
+                .and_then(|(i, seg)| tip_for(i, seg, x, y)),
+        );
+    };
+    // Keyboard: the chart is focusable; arrows walk the segments (left/right across bars, up/down within one).
+    let focused = StoredValue::new((0usize, 0usize));
+    let show_focused = move || {
+        let Some(l) = layout() else { return };
+        let (mut bi, mut si) = focused.get_value();
+        bi = bi.min(l.bars.len().saturating_sub(1));
+        let Some(bar) = l.bars.get(bi) else { return };
+        si = si.min(bar.segments.len().saturating_sub(1));
+        focused.set_value((bi, si));
+        if let Some(seg) = bar.segments.get(si) {
+            tip.set(tip_for(bi, *seg, bar.x1, (seg.y0 + seg.y1) / 2));
+        }
+    };
+    let on_key = move |ev: leptos::ev::KeyboardEvent| {
+        let (bi, si) = focused.get_value();
+        let next = match ev.key().as_str() {
+            "ArrowRight" => (bi + 1, 0),
+            "ArrowLeft" => (bi.saturating_sub(1), 0),
+            "ArrowUp" => (bi, si + 1),
+            "ArrowDown" => (bi, si.saturating_sub(1)),
+            "Escape" => {
+                tip.set(None);
+                return;
+            }
+            _ => return,
+        };
+        ev.prevent_default();
+        focused.set_value(next);
+        show_focused();
     };
     view! {
         <figure class="chart">
@@ -585,8 +640,9 @@ fn ChartCanvas() -> impl IntoView {
                     <ul>{parts.into_iter().map(|(l, b, f)| view! { <li><b>{l}</b>" "{b}": "{f}</li> }).collect_view()}</ul>
                 </div>
             })}
-            <canvas node_ref=canvas data-testid="chart" role="img"
+            <canvas node_ref=canvas data-testid="chart" role="img" tabindex="0"
                 on:mousemove=on_move on:mouseleave=move |_| tip.set(None)
+                on:focus=move |_| show_focused() on:blur=move |_| tip.set(None) on:keydown=on_key
                 aria-label=move || {
                     let comp = c.computed.get();
                     comp.chart.bars.iter().map(|b| format!("{}: {}", b.label, format_bytes(b.parts.total()))).collect::<Vec<_>>().join(", ")
@@ -673,6 +729,7 @@ fn ShareBar() -> impl IntoView {
             <button data-testid="copy-embed" on:click=copy_embed>"Copy embed code"</button>
             <button data-testid="download-svg" on:click=download>"Download SVG"</button>
             <span class="status" role="status">{move || copied.get()}</span>
+            <CopyAsCode/>
         </div>
     }
 }

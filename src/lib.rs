@@ -5,6 +5,8 @@ pub mod planner;
 pub mod scale;
 
 #[cfg(target_arch = "wasm32")]
+mod advisor;
+#[cfg(target_arch = "wasm32")]
 mod app;
 #[cfg(target_arch = "wasm32")]
 mod bench;
@@ -12,6 +14,11 @@ mod bench;
 mod browser;
 #[cfg(target_arch = "wasm32")]
 mod canvas;
+/// The WebGPU micro QLoRA measurement (public for the browser tests in `tests/gpu.rs`).
+#[cfg(target_arch = "wasm32")]
+pub mod gpu;
+#[cfg(target_arch = "wasm32")]
+mod interop;
 
 #[cfg(target_arch = "wasm32")]
 pub use app::App;

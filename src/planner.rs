@@ -17,6 +17,8 @@ pub struct Computed {
     pub max_seq: Option<u64>,
     pub chart: ChartData,
     pub model_name: String,
+    /// The estimate behind the "after" bar, while a suggestion is previewed.
+    pub preview_estimate: Option<Estimate>,
 }
 
 /// Display label of a method.
@@ -66,7 +68,19 @@ impl Computed {
             gpu_name,
             chart,
             model_name,
+            preview_estimate: None,
         }
+    }
+
+    /// Adds an "after" bar for a suggested plan beside the three methods.
+    pub fn add_preview(&mut self, arch: &Architecture, after: &Plan) {
+        let e = estimate(arch, after);
+        self.chart.bars.push(peakplan_chart::Bar {
+            label: format!("After ({})", method_label(after.method)),
+            parts: e.at_peak(),
+            selected: false,
+        });
+        self.preview_estimate = Some(e);
     }
 
     /// Whether the selected plan fits the chosen GPU (as `nvidia-smi` would count it).

@@ -150,6 +150,22 @@ await test('hovering a bar segment shows its exact bytes and formula', async pag
   await page.screenshot({ path: path.join(out, 'tooltip.png') });
 });
 
+await test('the chart is keyboard-operable: focus and arrows show each segment', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=qlora');
+  await ready(page);
+  await page.focus('[data-testid="chart"]');
+  await page.waitForSelector('[data-testid="chart-tip"]', { timeout: 3000 });
+  const first = await page.locator('[data-testid="chart-tip"]').textContent();
+  await page.keyboard.press('ArrowUp');
+  const second = await page.locator('[data-testid="chart-tip"]').textContent();
+  await page.keyboard.press('ArrowRight'); await page.keyboard.press('ArrowRight');
+  const third = await page.locator('[data-testid="chart-tip"]').textContent();
+  assert(first.includes('Full') && /bytes/.test(first), `first: ${first}`);
+  assert(second !== first && third.includes('QLoRA'), `arrows did not move: ${second} / ${third}`);
+  await page.keyboard.press('Escape');
+  assert(await page.locator('[data-testid="chart-tip"]').count() === 0, 'Escape did not close the tip');
+});
+
 await test('hostile values in every key never become markup or script', async page => {
   const payloads = ['<img src=x onerror=alert(1)>', '"><script>alert(2)</script>', 'javascript:alert(3)', '<svg onload=alert(4)>'];
   const dialogs = [];
@@ -184,6 +200,83 @@ await test('the embed view works inside another page\'s iframe', async page => {
   const frame = page.frameLocator('#f');
   await frame.locator('[data-testid="chart"]').waitFor({ timeout: 20000 });
   assert(await frame.locator('[data-testid="slider-rank"]').count() === 0, 'controls inside the embed');
+});
+
+await test('the advisor makes the 13B LoRA plan fit and its URL reproduces it', async page => {
+  await page.goto(base + '?model=llama-2-13b&method=lora&b=8&s=4096&gc=0&gpu=rtx-4090');
+  await ready(page);
+  assert((await page.locator('[data-testid="verdict"]').textContent()).startsWith('Does not fit'), 'should not fit at first');
+  const apply = page.locator('[data-testid="advisor-apply-fit"]');
+  await apply.waitFor({ timeout: 10000 });
+  await apply.hover(); await page.waitForTimeout(100);
+  await page.screenshot({ path: path.join(out, 'advisor-preview.png'), fullPage: true });
+  await apply.click(); await page.waitForTimeout(300);
+  const verdict = await page.locator('[data-testid="verdict"]').textContent();
+  assert(verdict.startsWith('Fits'), `after applying: ${verdict}`);
+  const url = page.url(); const peak = await bytes(page, 'value-peak');
+  const again = await browser.newPage(); await again.goto(url); await ready(again);
+  const p2 = await bytes(again, 'value-peak');
+  const v2 = await again.locator('[data-testid="verdict"]').textContent(); await again.close();
+  assert(p2 === peak && v2.startsWith('Fits'), `reopened: ${p2} vs ${peak}, ${v2}`);
+});
+
+await test('an imported axolotl YAML becomes the plan and the URL; a broken one shows import-error', async page => {
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+  await page.goto(base + '?model=llama-3.1-8b&method=qlora&r=16&b=1&s=2048&gpu=a100-80gb');
+  await ready(page);
+  const before = await bytes(page, 'value-peak'); const urlBefore = page.url();
+  await page.click('details.import summary');
+  await page.fill('[data-testid="import-input"]', 'adapter: lora\n    lora_r: 8\n');
+  await page.click('[data-testid="import-apply"]');
+  await page.waitForSelector('[data-testid="import-error"]');
+  const err = await page.locator('[data-testid="import-error"]').textContent();
+  assert(err.includes('line 2'), `the error does not name the line: ${err}`);
+  assert(await bytes(page, 'value-peak') === before && page.url() === urlBefore, 'a broken config changed the plan');
+  const yaml = ['base_model: mistralai/Mistral-7B-v0.1', 'adapter: lora', 'lora_r: 64', 'lora_target_modules:', '  - q_proj',
+    '  - v_proj', 'sequence_len: 4096', 'micro_batch_size: 4', 'gradient_checkpointing: false', 'flash_attention: true',
+    'optimizer: adamw_torch', 'bf16: true', 'unsloth_lora_mlp: true  # not modelled'].join('\n');
+  await page.fill('[data-testid="import-input"]', yaml);
+  await page.click('[data-testid="import-apply"]'); await page.waitForTimeout(200);
+  const url = page.url();
+  for (const kv of ['model=mistral-7b', 'method=lora', 'r=64', 'targets=q,v', 's=4096', 'b=4', 'gc=0', 'attn=flash', 'gpu=a100-80gb'])
+    assert(new RegExp(`[?&]${kv}(&|$)`).test(url), `URL lacks ${kv}: ${url}`);
+  assert(await bytes(page, 'value-peak') !== before, 'the figures did not change');
+  assert(await page.locator('[data-testid="import-error"]').count() === 0, 'a stale error is shown');
+  const notes = await page.locator('[data-testid="import-notes"]').textContent();
+  assert(notes.includes('unsloth_lora_mlp'), `the unsupported field is not listed: ${notes}`);
+  assert(await page.locator('[data-testid="slider-rank"]').getAttribute('data-value') === '64', 'the rank slider did not follow');
+  await page.screenshot({ path: path.join(out, 'import.png'), fullPage: true });
+  // "Copy as code" gives the imported plan back in the format chosen.
+  await page.selectOption('[data-testid="copy-code-format"]', 'axolotl');
+  await page.click('[data-testid="copy-code"]');
+  const code = await page.locator('[data-testid="code-preview"]').textContent();
+  assert(code.includes('lora_r: 64') && code.includes('micro_batch_size: 4') && code.includes('# peakplan: model=mistral-7b'), 'the copied axolotl config lacks the plan');
+  await page.selectOption('[data-testid="copy-code-format"]', 'python');
+  await page.click('[data-testid="copy-code"]');
+  const py = await page.locator('[data-testid="code-preview"]').textContent();
+  assert(/\br=64,/.test(py) && py.includes('max_memory_allocated'), 'the copied script lacks the plan');
+});
+
+async function measure(page, query) {
+  await page.goto(base + query);
+  await page.locator('[data-testid="gpu-measure"]').click();
+  await page.waitForFunction(() => /^(done|error|unsupported)/.test(document.querySelector('[data-testid="gpu-status"]')?.textContent.trim() || ''),
+    null, { timeout: 240000 });
+  const status = (await page.locator('[data-testid="gpu-status"]').textContent()).trim();
+  return { status, measured: await bytes(page, 'gpu-measured-peak'), predicted: await bytes(page, 'gpu-predicted-peak'),
+    l0: Number(await page.locator('[data-testid="gpu-loss-first"]').getAttribute('data-value')),
+    l1: Number(await page.locator('[data-testid="gpu-loss-last"]').getAttribute('data-value')) };
+}
+
+await test('WebGPU micro QLoRA: done, measured within 5% of predicted, loss falls, bigger plans measure more', async page => {
+  const a = await measure(page, '?model=llama-2-7b&method=qlora&r=8&b=1&s=128');
+  assert(a.status === 'done', `status ${a.status}`);
+  assert(Math.abs(a.measured / a.predicted - 1) <= 0.05, `measured ${a.measured} vs predicted ${a.predicted}`);
+  assert(a.l1 < a.l0, `loss ${a.l0} -> ${a.l1}`);
+  await page.screenshot({ path: path.join(out, 'gpu-panel.png'), fullPage: true });
+  const b = await measure(page, '?model=llama-2-7b&method=qlora&r=64&b=4&s=512');
+  assert(b.status === 'done' && b.measured > a.measured && b.predicted > a.predicted, `bigger: ${JSON.stringify(b)}`);
+  assert(Math.abs(b.measured / b.predicted - 1) <= 0.05, `bigger: measured ${b.measured} vs predicted ${b.predicted}`);
 });
 
 if (foreign.length) { failed++; console.log('FAIL requests outside the sub-path: ' + foreign.slice(0, 3).join(' ')); }

@@ -2,6 +2,8 @@
 //!
 //! Errors are handled once, here at the edge: any bad input prints one line on stderr and exits with status 2.
 
+mod interop_cmd;
+
 use anyhow::{anyhow, bail, Context, Result};
 use peakplan_chart::{chart_svg, ChartData, Theme};
 use peakplan_core::plan::Method;
@@ -15,6 +17,8 @@ use serde_json::{json, Value};
 const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE] [--format table|json|svg]
        peakplan advise [--query 'QUERY'] [--hf-config FILE] [--gpu GPU] [--format table|json]
        peakplan validate FILE.csv [--row ID]
+       peakplan export --query 'QUERY' [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]
+       peakplan import FILE...
        peakplan presets
 Plan keys (the page's URL vocabulary): model method r targets dropout adtype b s gc attn loss chunk opt prec quant dq upcast gpus zero gpu";
 
@@ -106,6 +110,8 @@ fn run(args: &[String]) -> Result<String> {
                 _ => bail!("usage: peakplan validate FILE.csv [--row ID]"),
             }
         }
+        Some("export") => interop_cmd::export(&args[1..]),
+        Some("import") => interop_cmd::import(&args[1..]),
         Some("presets") => {
             let mut out = String::from("models:\n");
             for m in presets::MODELS {

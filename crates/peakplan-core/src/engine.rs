@@ -867,7 +867,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     let backward_work = grad_flow + recompute;
     set(&mut comp, Kind::BackwardWork, backward_work);
-    let dequant = if plan.method == Method::Qlora {
+    // The WebGPU runtime's fused dequantize-matmul kernels never materialize a dense weight.
+    let dequant = if plan.method == Method::Qlora && plan.framework != Framework::Webgpu {
         let head = if head_quantized {
             arch.vocab as u128 * arch.hidden as u128
         } else {

@@ -8,6 +8,8 @@ pub mod advise;
 pub mod arch;
 pub mod engine;
 pub mod hf;
+pub mod interop;
+pub mod micro;
 pub mod plan;
 pub mod presets;
 pub mod solve;

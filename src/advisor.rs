@@ -1,0 +1,87 @@
+//! The advisor panel: "it doesn't fit: what do I change?", computed off the slider's critical path.
+
+use crate::app::ctx;
+use leptos::prelude::*;
+use peakplan_core::advise::{advise, Advice, Suggestion};
+use peakplan_core::units::format_bytes;
+use peakplan_core::{preset_arch, presets};
+use std::time::Duration;
+
+/// Waits this long after the last change before advising: the search runs thousands of estimates.
+const SETTLE: Duration = Duration::from_millis(120);
+
+/// Lists the changes that lower the peak; when the plan does not fit, the smallest set that makes it fit first.
+/// Hovering a suggestion shows it as an "after" bar in the chart; "Apply" makes it the plan (and the URL).
+#[component]
+pub fn Advisor() -> impl IntoView {
+    let c = ctx();
+    let advice: RwSignal<Option<Advice>> = RwSignal::new(None);
+    let pending = StoredValue::new(None::<TimeoutHandle>);
+    Effect::new(move |_| {
+        let plan = c.plan.get();
+        let custom = c.custom.get();
+        if let Some(h) = pending.get_value() {
+            h.clear();
+        }
+        let handle = set_timeout_with_handle(
+            move || {
+                let arch = custom.as_ref().unwrap_or_else(|| preset_arch(&plan));
+                let cap = presets::gpu(&plan.gpu).map(|g| g.capacity_bytes);
+                advice.set(Some(advise(arch, &plan, cap)));
+            },
+            SETTLE,
+        );
+        pending.set_value(handle.ok());
+    });
+    let row = move |s: Suggestion, testid: String, lead: bool| {
+        let after = s.plan.clone();
+        let apply = s.plan.clone();
+        let changes = s.changes.iter().map(|ch| view! { <li>{ch.label.clone()}<span class="why">{format!(" ({})", ch.cost_text)}</span></li> }).collect_view();
+        let limits = match (s.max_batch, s.max_seq) {
+            (Some(b), Some(q)) => format!("largest batch {b}, longest sequence {q}"),
+            (None, Some(q)) => format!("no batch fits at this length; longest sequence {q}"),
+            _ => "nothing fits this GPU".to_string(),
+        };
+        view! {
+            <li class="suggestion" class:lead=lead
+                on:mouseenter=move |_| c.preview.set(Some(after.clone()))
+                on:mouseleave=move |_| c.preview.set(None)>
+                <div class="head">
+                    <strong>{format!("{} → {}", format_bytes(s.saved_bytes), format_bytes(s.device_bytes))}</strong>
+                    <span class=format!("cost {}", s.cost.label())>{s.cost.label()}</span>
+                    <button data-testid=testid on:click=move |_| {
+                        c.preview.set(None);
+                        c.input_started.set_value(Some(crate::browser::now_ms()));
+                        c.plan.set(apply.clone());
+                    }>"Apply"</button>
+                </div>
+                <ul class="changes">{changes}</ul>
+                <p class="why">{limits}</p>
+            </li>
+        }
+    };
+    view! {
+        <section class="advisor" aria-label="Advisor" data-testid="advisor">
+            <h2>"What to change"</h2>
+            {move || match advice.get() {
+                None => view! { <p class="why">"Working out the options…"</p> }.into_any(),
+                Some(a) => {
+                    let fit = a.to_fit.clone().map(|s| view! {
+                        <p class="lead-text">"The smallest change that makes it fit:"</p>
+                        <ul class="suggestions">{row(s, "advisor-apply-fit".into(), true)}</ul>
+                    });
+                    let none = (a.fits == Some(false) && a.to_fit.is_none())
+                        .then(|| view! { <p class="error">"No combination of up to four changes fits this GPU: try more GPUs with ZeRO-3, or a larger GPU."</p> });
+                    let levers = a.levers.iter().take(8).cloned().enumerate()
+                        .map(|(i, s)| row(s, format!("advisor-apply-{i}"), false)).collect_view();
+                    view! {
+                        {fit}
+                        {none}
+                        <p class="lead-text">"Each change on its own, largest saving first:"</p>
+                        <ul class="suggestions">{levers}</ul>
+                    }.into_any()
+                }
+            }}
+        </section>
+    }
+}
