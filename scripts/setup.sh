@@ -37,12 +37,17 @@ if cargo +nightly --version >/dev/null 2>&1 && ! command -v cargo-fuzz >/dev/nul
   cargo install --locked cargo-fuzz@0.13.2 || cargo install cargo-fuzz@0.13.2
 fi
 
-# Debian's binaryen (108) emits wasm that Chromium rejects; the npm build of 132 works.
+# Debian's binaryen (108) emits wasm that Chromium rejects; the npm build of 132 works. It goes on the global PATH,
+# because trunk (ours, and anyone's run of it) looks wasm-opt up there and otherwise tries to download one.
+if [[ $(wasm-opt --version 2>/dev/null) != "wasm-opt version $BINARYEN_VERSION"* ]]; then
+  say "installing binaryen@$BINARYEN_VERSION (wasm-opt) globally"
+  npm install -g --no-audit --no-fund --silent "binaryen@$BINARYEN_VERSION"
+fi
 tools="$root/.tools"
 mkdir -p "$tools"
-if [[ ! -x $tools/node_modules/.bin/wasm-opt || ! -d $tools/node_modules/playwright-core ]]; then
-  say "installing binaryen@$BINARYEN_VERSION and playwright-core@$PLAYWRIGHT_VERSION into .tools"
-  (cd "$tools" && [[ -f package.json ]] || echo '{"private":true}' >"$tools/package.json")
-  (cd "$tools" && npm install --no-audit --no-fund --silent "binaryen@$BINARYEN_VERSION" "playwright-core@$PLAYWRIGHT_VERSION")
+if [[ ! -d $tools/node_modules/playwright-core ]]; then
+  say "installing playwright-core@$PLAYWRIGHT_VERSION into .tools (it drives Debian's Chromium; no browser download)"
+  [[ -f $tools/package.json ]] || echo '{"private":true}' >"$tools/package.json"
+  (cd "$tools" && npm install --no-audit --no-fund --silent "playwright-core@$PLAYWRIGHT_VERSION")
 fi
 say "tools ready"
