@@ -15,13 +15,14 @@ use peakplan_core::micro::{
 };
 use peakplan_core::plan::Targets;
 use peakplan_core::Plan;
-use peakplan_web::gpu::device::{Buf, Gpu, GpuError, Needs, StepPhase};
+use peakplan_web::gpu::device::{AdapterInfo, Buf, Gpu, GpuError, Needs, StepPhase};
 use peakplan_web::gpu::kernels::Kernel;
 use peakplan_web::gpu::params::*;
 use peakplan_web::gpu::runner::{
     is_running, last_run_leftover, measure, measure_model, RunOptions,
 };
 use peakplan_web::gpu::step::{blocks_4x4, blocks_4x8, groups_1d};
+use std::cell::Cell;
 use std::rc::Rc;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_test::*;
@@ -678,6 +679,7 @@ async fn a_full_step_matches_the_cpu_reference() {
             compare_dequant: false,
             capture: true,
             on_progress: None,
+            memory_budget: None,
         };
         let m = measure_model(model.clone(), batch, opts)
             .unwrap()
@@ -802,6 +804,130 @@ async fn a_destroyed_device_ends_the_run_with_an_error_and_frees_everything() {
     assert!(!is_running());
 }
 
+/// Whether the adapter is SwiftShader (the suite's adapter, see `webdriver.json`), by its adapter info.
+fn is_swiftshader(a: &AdapterInfo) -> bool {
+    [&a.vendor, &a.architecture, &a.description]
+        .iter()
+        .any(|s| s.to_ascii_lowercase().contains("swiftshader"))
+}
+
+#[wasm_bindgen_test]
+async fn the_memory_budget_fails_a_buffer_creation_as_out_of_memory() {
+    let gpu = open().await;
+    gpu.tracker.borrow_mut().set_budget(Some(1000));
+    gpu.push_scopes();
+    let a = gpu.alloc_f32(128, "first").unwrap();
+    let err = gpu.alloc_f32(150, "second").expect_err("over the budget");
+    // The budget counts live bytes: once `first` is released, the same creation fits.
+    gpu.free(a);
+    let b = gpu.alloc_f32(150, "second");
+    gpu.pop_scopes()
+        .await
+        .expect("the browser reported nothing: no buffer was created over the budget");
+    let text = err.to_string();
+    web_sys::console::log_1(&format!("budget: {text}").into());
+    assert!(matches!(err, GpuError::OutOfMemory(_)), "{err:?}");
+    assert!(text.starts_with("out of GPU memory: "), "{text}");
+    for part in ["600 byte buffer", "from 512 to 1112 bytes", "1000 bytes"] {
+        assert!(text.contains(part), "{part:?} in {text}");
+    }
+    assert_eq!(b.unwrap().size, 600);
+    {
+        let t = gpu.tracker.borrow();
+        assert_eq!(
+            (t.created, t.destroyed),
+            (2, 1),
+            "the refused buffer was never created"
+        );
+        assert_eq!((t.live_bytes(), t.live_sum()), (600, 600));
+    }
+    gpu.destroy_all();
+    assert_eq!(gpu.tracker.borrow().live_bytes(), 0);
+    assert_eq!(gpu.tracker.borrow().live_count(), 0);
+}
+
+#[wasm_bindgen_test]
+async fn out_of_memory_ends_the_run_with_an_error_frees_everything_and_the_next_run_succeeds() {
+    let cfg = tiny(MicroAttention::Eager, MicroLoss::Whole);
+    // One step and no comparison: the most the run ever holds is the step's peak.
+    let opts = RunOptions {
+        steps: 1,
+        compare_dequant: false,
+        ..RunOptions::default()
+    };
+    let first = measure(cfg.clone(), opts.clone()).unwrap().await.unwrap();
+    let (peak, load) = (first.peak_bytes, first.steps[0].load_bytes);
+    let peak_phase = first.steps[0].peak_phase;
+    assert!(peak > load && load > 0, "peak {peak}, load {load}");
+    // Half the peak (possibly below the resident set: then the upload fails), and one byte short of the peak (the
+    // creation that would reach it fails, inside the step, with the step's buffers live).
+    for budget in [peak / 2, peak - 1] {
+        let phase = Rc::new(Cell::new(None));
+        let seen = phase.clone();
+        let on_progress: Rc<dyn Fn(&peakplan_web::gpu::runner::Progress)> =
+            Rc::new(move |p| seen.set(Some(p.phase)));
+        let budgeted = RunOptions {
+            memory_budget: Some(budget),
+            on_progress: Some(on_progress),
+            ..opts.clone()
+        };
+        let err = measure(cfg.clone(), budgeted)
+            .unwrap()
+            .await
+            .expect_err("the run fails over its budget");
+        let text = err.to_string();
+        web_sys::console::log_1(
+            &format!(
+                "budget {budget} (peak {peak} in {peak_phase:?}, load {load}): failed in {:?}: {text}",
+                phase.get()
+            )
+            .into(),
+        );
+        if budget == peak - 1 {
+            assert_eq!(phase.get(), Some(peak_phase), "it fails where the peak is");
+        }
+        assert!(matches!(err, GpuError::OutOfMemory(_)), "{err:?}");
+        assert!(text.starts_with("out of GPU memory: "), "{text}");
+        assert!(text.contains("out-of-memory"), "{text}");
+        assert!(
+            text.contains(&format!("memory budget of {budget} bytes")),
+            "{text}"
+        );
+        assert_eq!(
+            last_run_leftover(),
+            Some(0),
+            "every buffer of the failed run was destroyed"
+        );
+        assert!(!is_running());
+    }
+    // The next run, without a budget, succeeds and measures the same peak.
+    let again = measure(cfg, opts).unwrap().await.unwrap();
+    assert_eq!(again.peak_bytes, peak);
+    assert_eq!(again.created, again.destroyed);
+    assert_eq!(last_run_leftover(), Some(0));
+}
+
+#[wasm_bindgen_test]
+async fn the_fallback_adapter_is_named_as_such() {
+    let gpu = open().await;
+    let info = gpu.info.clone();
+    drop(gpu);
+    let summary = info.summary();
+    web_sys::console::log_1(&format!("adapter: {info:?}; summary: {summary}").into());
+    assert_eq!(
+        summary.contains("fallback adapter"),
+        info.fallback,
+        "{summary}"
+    );
+    // SwiftShader, this suite's adapter, is a fallback adapter (`isFallbackAdapter`).
+    if is_swiftshader(&info) {
+        assert!(
+            info.fallback,
+            "SwiftShader reports isFallbackAdapter: {info:?}"
+        );
+    }
+}
+
 #[wasm_bindgen_test]
 async fn a_second_run_is_refused_while_one_runs() {
     let cfg = tiny(MicroAttention::Eager, MicroLoss::Chunked(4));
@@ -923,6 +1049,14 @@ async fn the_panel_measures_and_fills_every_hook() {
         .get_attribute("aria-label")
         .unwrap()
         .contains("peak"));
+    // The adapter line names a fallback adapter as such; SwiftShader, this suite's adapter, is one.
+    let adapter = within(&mount, "gpu-adapter")
+        .text_content()
+        .unwrap_or_default();
+    web_sys::console::log_1(&format!("panel adapter: {adapter}").into());
+    if adapter.to_ascii_lowercase().contains("swiftshader") {
+        assert!(adapter.contains("fallback adapter"), "{adapter}");
+    }
     assert!(within(&mount, "gpu-dequant")
         .text_content()
         .unwrap()

@@ -127,9 +127,38 @@ pub struct Tracker {
     pub phase_peak: [u64; 4],
     pub created: u64,
     pub destroyed: u64,
+    /// Fault injection for the out-of-memory path (see [`Tracker::set_budget`]); `None` (the default) in every run
+    /// of the page.
+    budget: Option<u64>,
 }
 
 impl Tracker {
+    /// Sets a byte budget on the live bytes: a buffer creation that would take them above it fails as a real
+    /// out-of-memory does, with [`GpuError::OutOfMemory`], and no buffer is created. It exists because the
+    /// out-of-memory path cannot be reached safely on a software adapter (SwiftShader allocates host memory); it is
+    /// set only through [`RunOptions::memory_budget`](super::runner::RunOptions::memory_budget), which the page
+    /// never sets, and by tests.
+    pub fn set_budget(&mut self, budget: Option<u64>) {
+        self.budget = budget;
+    }
+    /// The injected out-of-memory error when a `size` byte buffer would exceed the budget.
+    ///
+    /// Keep in sync with the real path, [`Gpu::pop_scopes`]: the same [`GpuError::OutOfMemory`] variant, returned
+    /// through the same `?` of the caller inside its error scopes, so that the run ends the same way (the runner's
+    /// `destroy_all` destroys every buffer). The one difference: a real failure is reported when the scope is
+    /// popped, after the (invalid) buffer was counted, whereas this one is reported at creation, as there is no
+    /// buffer to hand back.
+    fn over_budget(&self, size: u64, label: &str) -> Option<GpuError> {
+        let budget = self.budget?;
+        let after = self.live_bytes.saturating_add(size);
+        (after > budget).then(|| {
+            GpuError::OutOfMemory(format!(
+                "creating the {size} byte buffer \"{label}\" would raise the live GPU buffers from {} to {after} \
+                 bytes, above this run's memory budget of {budget} bytes (out-of-memory injected by the budget)",
+                self.live_bytes
+            ))
+        })
+    }
     pub fn live_bytes(&self) -> u64 {
         self.live_bytes
     }
@@ -472,6 +501,9 @@ impl Gpu {
             .push_error_scope(web_sys::GpuErrorFilter::Validation);
     }
 
+    /// Closes the scopes of [`Gpu::push_scopes`]. An error in the out-of-memory scope becomes
+    /// [`GpuError::OutOfMemory`] (a memory budget injects the same error at creation: keep `Tracker::over_budget` in
+    /// sync with this).
     pub async fn pop_scopes(&self) -> Result<(), GpuError> {
         self.flush()?;
         let validation = self.device.pop_error_scope().await.map_err(js_err)?;
@@ -488,6 +520,8 @@ impl Gpu {
 
     /// Creates a buffer through the tracker (sizes are rounded up to 4 bytes). Buffers released since the last
     /// submission are destroyed first, so that the live bytes never count memory a framework would have reused.
+    /// Fails with [`GpuError::OutOfMemory`], creating nothing, when the tracker has a budget the buffer would exceed
+    /// ([`Tracker::set_budget`]).
     pub fn alloc_with(
         &self,
         bytes: u64,
@@ -499,6 +533,9 @@ impl Gpu {
             self.flush()?;
         }
         let size = bytes.max(4).div_ceil(4) * 4;
+        if let Some(oom) = self.tracker.borrow().over_budget(size, label) {
+            return Err(oom);
+        }
         let d = web_sys::GpuBufferDescriptor::new_with_f64(size as f64, usage_bits);
         d.set_label(label);
         let buffer = self.device.create_buffer(&d).map_err(js_err)?;

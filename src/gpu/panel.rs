@@ -364,8 +364,10 @@ pub fn GpuPanel(
                 p.phase.label()
             ));
         });
+        // No memory budget: that is fault injection for the tests, never set by the page.
         let opts = RunOptions {
             on_progress: Some(on_progress),
+            memory_budget: None,
             ..RunOptions::default()
         };
         let run = match measure(cfg.get_untracked(), opts) {

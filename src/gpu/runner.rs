@@ -35,6 +35,10 @@ pub struct RunOptions {
     /// Read back the first step's gradients and updated adapters (for checks against the CPU reference).
     pub capture: bool,
     pub on_progress: Option<OnProgress>,
+    /// Fault injection for tests of the out-of-memory path: a byte budget on the tracker's live bytes, above which a
+    /// buffer creation fails with [`GpuError::OutOfMemory`] as when the browser's out-of-memory error scope reports
+    /// one (see `Tracker::set_budget`). `None` by default, and never set by the page.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for RunOptions {
@@ -45,6 +49,7 @@ impl Default for RunOptions {
             compare_dequant: true,
             capture: false,
             on_progress: None,
+            memory_budget: None,
         }
     }
 }
@@ -153,7 +158,8 @@ pub fn is_running() -> bool {
     RUNNING.with(|r| r.get())
 }
 
-/// Live bytes the tracker still held after the last run's cleanup (0 when everything was destroyed).
+/// Live bytes the tracker still held after the last run's cleanup (0 when everything was destroyed; `None` when the
+/// last run never got a device, or before any run).
 pub fn last_run_leftover() -> Option<u64> {
     LEFTOVER.with(|l| l.get())
 }
@@ -221,8 +227,10 @@ pub fn measure_model(
 }
 
 async fn run(model: MicroModel, batch: Batch, opts: RunOptions) -> Result<Measurement, GpuError> {
+    LEFTOVER.with(|l| l.set(None));
     model.cfg.validate().map_err(GpuError::Limits)?;
     let gpu = Gpu::open(needs(&model.cfg)).await?;
+    gpu.tracker.borrow_mut().set_budget(opts.memory_budget);
     let result = match run_on(&gpu, &model, &batch, &opts).await {
         Ok(m) => Ok(m),
         Err(e) => Err(gpu.classify(e).await),
