@@ -21,7 +21,7 @@ use peakplan_web::gpu::params::*;
 use peakplan_web::gpu::runner::{
     is_running, last_run_leftover, measure, measure_model, RunOptions,
 };
-use peakplan_web::gpu::step::{blocks_4x4, blocks_4x8, groups_1d};
+use peakplan_web::gpu::step::{blocks_4x4, blocks_4x8, blocks_8x4, groups_1d};
 use std::cell::Cell;
 use std::rc::Rc;
 use wasm_bindgen::JsCast;
@@ -127,7 +127,7 @@ async fn kernels_match_the_cpu_reference() {
         Kernel::Nf4Matmul,
         &[xb, q, yb, codes],
         &np.words(),
-        blocks_4x4(m, rows),
+        blocks_8x4(m, rows),
     )
     .unwrap();
     let mut y = y0.clone();

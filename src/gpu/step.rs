@@ -188,9 +188,15 @@ pub fn groups_1d(n: usize, wg: usize) -> (u32, u32) {
     (n.div_ceil(wg).clamp(1, 65_535) as u32, 1)
 }
 
-/// Workgroups of `matmul.wgsl` and `nf4_matmul.wgsl` for an `[m, n]` output (8x8 invocations of 4x4 each).
+/// Workgroups of `matmul.wgsl` for an `[m, n]` output (8x8 invocations of 4x4 each).
 pub fn blocks_4x4(m: usize, n: usize) -> (u32, u32) {
     (n.div_ceil(32) as u32, m.div_ceil(32) as u32)
+}
+
+/// Workgroups of `nf4_matmul.wgsl` for an `[m, n]` output (8x8 invocations of 8 tokens x 4 features each; keep in
+/// sync with the kernel's header).
+pub fn blocks_8x4(m: usize, n: usize) -> (u32, u32) {
+    (n.div_ceil(32) as u32, m.div_ceil(64) as u32)
 }
 
 /// Workgroups of `nf4_matmul_t.wgsl` for an `[m, cols]` output (8x8 invocations of 4x8 each).
@@ -337,7 +343,7 @@ impl Ctx<'_> {
                 Kernel::Nf4Matmul,
                 &[*x, p.q, *y, self.res.codes],
                 &prm.words(),
-                blocks_4x4(m, p.rows),
+                blocks_8x4(m, p.rows),
             )
         } else {
             let w = self.dequantize(p)?;

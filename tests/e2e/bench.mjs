@@ -29,7 +29,8 @@ const server = http.createServer((req, res) => {
 await new Promise(r => server.listen(0, '127.0.0.1', r));
 const base = `http://127.0.0.1:${server.address().port}${SUB}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true,
-  args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+  args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run',
+    '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader'] });
 const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
 page.on('request', r => requests.push(r.url()));
 await page.goto(base + '?model=llama-2-7b&method=qlora');
@@ -47,6 +48,17 @@ const lat = await page.evaluate(async () => {
   return { n: t.length, p50: t[Math.floor(t.length * 0.5)], p95: t[Math.floor(t.length * 0.95)] };
 });
 const wasm = await page.evaluate(() => window.wasmBindings.bench_core(200));
+// The WebGPU micro step on this machine's adapter (SwiftShader here: a CPU, so only ratios inside a run mean much).
+const gpu = [];
+for (const q of ['?model=llama-2-7b&method=qlora&r=8&b=1&s=128', '?model=llama-2-7b&method=qlora&r=64&b=4&s=512']) {
+  const g = await browser.newPage();
+  await g.goto(base + q);
+  await g.locator('[data-testid="gpu-measure"]').click();
+  await g.waitForFunction(() => /^(done|error|unsupported)/.test(document.querySelector('[data-testid="gpu-status"]')?.textContent.trim() || ''), null, { timeout: 240000 });
+  const text = async id => (await g.locator(`[data-testid="${id}"]`).first().textContent().catch(() => '')).trim();
+  gpu.push({ q, status: await text('gpu-status'), step: await text('gpu-step-time'), dequant: await text('gpu-dequant') });
+  await g.close();
+}
 await browser.close(); server.close();
 const foreign = requests.filter(u => !u.startsWith(base));
 const row = (m, v, b) => console.log(`| ${m.padEnd(44)} | ${String(v).padStart(14)} | ${b.padEnd(16)} |`);
@@ -63,3 +75,6 @@ row('first chart painted after navigation', firstPaint.toFixed(0) + ' ms', '≤ 
 row(`slider input to repaint, p50 (${lat.n} moves)`, lat.p50.toFixed(2) + ' ms', '');
 row(`slider input to repaint, p95 (${lat.n} moves)`, lat.p95.toFixed(2) + ' ms', '≤ 8 ms');
 row('requests outside the site', String(foreign.length), '0');
+for (const g of gpu) {
+  console.log(`\nWebGPU ${g.q} (${g.status}):\n  ${g.step}\n  ${g.dequant}`);
+}

@@ -1,16 +1,16 @@
 // nf4_matmul.wgsl: fused dequantize-matmul for the forward of a frozen 4-bit projection, with no dense copy of W:
 //   y[m, o] = alpha * sum_k x[m, k] * W[o, k] + beta * y[m, o]      (beta == 0 does not read y)
 // W is [rows = out features, cols = in features] in NF4 with double quantization (see nf4_dequant.wgsl). Each
-// invocation computes a block of 4 tokens x 4 output features: for every 8 consecutive k it decodes one packed u32
+// invocation computes a block of 8 tokens x 4 output features: for every 8 consecutive k it decodes one packed u32
 // word (8 nibbles, the high nibble of each byte first) and one block absmax per output feature, and uses them for
-// all 4 tokens. cols % 8 == 0.
+// all 8 tokens, so each weight is decoded once per 8 tokens. cols % 8 == 0.
 // Bindings (group 0):
 //   0 x: storage, read      array<f32>  [m, cols] from x_off
 //   1 q: storage, read      array<u32>  the NF4 weight (Nf4Layout)
 //   2 y: storage, rw        array<f32>  [m, rows] from y_off
 //   3 codes: storage, read  array<f32>  DYN8 (256 values) then NF4 (16 values)
 //   4 p: uniform            Params      mirrored by `Nf4Matmul` in src/gpu/params.rs (keep in sync)
-// Dispatch: (ceil(rows / 32), ceil(m / 32)) workgroups of 8x8.
+// Dispatch: (ceil(rows / 32), ceil(m / 64)) workgroups of 8x8 (`blocks_8x4` in src/gpu/step.rs, keep in sync).
 
 struct Params {
     m: u32, rows: u32, cols: u32, x_off: u32,
@@ -43,20 +43,22 @@ fn hi4(word: u32, s: f32) -> vec4<f32> {
 
 @compute @workgroup_size(8, 8)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let r0 = gid.y * 4u;
+    let r0 = gid.y * 8u;
     let o0 = gid.x * 4u;
     if (r0 >= p.m || o0 >= p.rows) { return; }
     // Rows and features past the edge read the last valid one and are not written.
-    var xr: vec4<u32>;
+    var xr: array<u32, 8>;
     var wr: vec4<u32>;
-    for (var i = 0u; i < 4u; i++) {
+    for (var i = 0u; i < 8u; i++) {
         xr[i] = p.x_off + min(r0 + i, p.m - 1u) * p.cols;
+    }
+    for (var i = 0u; i < 4u; i++) {
         wr[i] = min(o0 + i, p.rows - 1u) * p.cols;
     }
-    var acc0 = vec4<f32>(0.0);
-    var acc1 = vec4<f32>(0.0);
-    var acc2 = vec4<f32>(0.0);
-    var acc3 = vec4<f32>(0.0);
+    var acc: array<vec4<f32>, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        acc[i] = vec4<f32>(0.0);
+    }
     for (var k = 0u; k < p.cols; k += 8u) {
         let j0 = wr.x + k;
         let j1 = wr.y + k;
@@ -78,23 +80,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let b2 = hi4(q2, s2);
         let a3 = lo4(q3, s3);
         let b3 = hi4(q3, s3);
-        for (var i = 0u; i < 4u; i++) {
+        for (var i = 0u; i < 8u; i++) {
             let base = xr[i] + k;
             let xl = vec4<f32>(x[base], x[base + 1u], x[base + 2u], x[base + 3u]);
             let xh = vec4<f32>(x[base + 4u], x[base + 5u], x[base + 6u], x[base + 7u]);
-            let d = vec4<f32>(
+            acc[i] += vec4<f32>(
                 dot(xl, a0) + dot(xh, b0), dot(xl, a1) + dot(xh, b1),
                 dot(xl, a2) + dot(xh, b2), dot(xl, a3) + dot(xh, b3));
-            switch i {
-                case 0u: { acc0 += d; }
-                case 1u: { acc1 += d; }
-                case 2u: { acc2 += d; }
-                default: { acc3 += d; }
-            }
         }
     }
-    let acc = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
-    for (var i = 0u; i < 4u; i++) {
+    for (var i = 0u; i < 8u; i++) {
         let r = r0 + i;
         if (r >= p.m) { break; }
         for (var j = 0u; j < 4u; j++) {
