@@ -124,6 +124,17 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
     let dropout = float_text(plan.dropout);
     let ds_file = deepspeed_file_name(plan);
     let fused = plan.loss == Loss::Fused;
+    // PEFT kinds axolotl has no key for.
+    let peft_no_key = if matches!(plan.peft, Peft::Lorafa | Peft::Ia3) {
+        plan.peft.key()
+    } else {
+        ""
+    };
+    let attn_key = match plan.attn {
+        Attn::Flash => "flash_attention",
+        Attn::Sdpa => "sdp_attention",
+        Attn::Eager => "eager_attention",
+    };
     fill!(
         AXOLOTL, YAML_BOOLS;
         "model_label" => &c.label,
@@ -143,11 +154,11 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
         "alpha" => &alpha,
         "dropout" => &dropout,
         "target_items" => &target_items,
-        "peft_no_key" => if matches!(plan.peft, Peft::Lorafa | Peft::Ia3) { plan.peft.key() } else { "" },
+        "peft_no_key" => peft_no_key,
         "embed" => &embed,
         "head" => &head,
         "tt_rows" => &tt_rows,
-        "attn_key" => match plan.attn { Attn::Flash => "flash_attention", Attn::Sdpa => "sdp_attention", Attn::Eager => "eager_attention", },
+        "attn_key" => attn_key,
         "opt" => plan.optimizer.key(),
         "pure" => pure,
         "ds_file" => &ds_file,
@@ -277,6 +288,17 @@ pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
     } else {
         String::new()
     };
+    // PEFT kinds torchtune has no key for.
+    let peft_no_key = if matches!(plan.peft, Peft::Dora | Peft::Lora) {
+        ""
+    } else {
+        plan.peft.key()
+    };
+    let prec_note = if original_precision == plan.precision {
+        ""
+    } else {
+        original_precision.key()
+    };
     fill!(
         TORCHTUNE, YAML_BOOLS;
         "model_label" => &c.label,
@@ -297,8 +319,8 @@ pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
         "r" => &r,
         "alpha" => &alpha,
         "dropout" => &dropout,
-        "peft_no_key" => if matches!(plan.peft, Peft::Dora | Peft::Lora) { "" } else { plan.peft.key() },
-        "prec_note" => if original_precision == plan.precision { "" } else { original_precision.key() },
+        "peft_no_key" => peft_no_key,
+        "prec_note" => prec_note,
         "dtype" => if plan.precision == Precision::Fp32 { "fp32" } else { "bf16" },
         "opt" => opt,
         "loss_note" => if plan.loss == Loss::Standard { "" } else { plan.loss.key() },

@@ -56,6 +56,7 @@ pub fn import(files: &[(&str, &str)]) -> Result<Imported, ImportError> {
 }
 
 /// Imports files (name, text) over a base plan: keys that no file sets keep the base's values.
+#[inline(never)]
 pub fn import_over(base: &Plan, files: &[(&str, &str)]) -> Result<Imported, ImportError> {
     if files.is_empty() {
         return Err(ImportError {
@@ -288,7 +289,10 @@ impl Reader {
                 match s.parse() {
                     Ok(u) => Some(u),
                     Err(_) => {
-                        self.note_fmt(format_args!("{field} = {} is too large; not used", quote(s)));
+                        self.note_fmt(format_args!(
+                            "{field} = {} is too large; not used",
+                            quote(s)
+                        ));
                         None
                     }
                 }
@@ -473,7 +477,7 @@ impl Reader {
                 self.targets_from_groups(field, &groups);
                 return;
             }
-            Value::String(s) if s.chars().any(|c| "*()[]|^$\\+?".contains(c)) => {
+            Value::String(s) if s.bytes().any(|c| b"*()[]|^$\\+?".contains(&c)) => {
                 self.unsupported(field);
                 self.note_fmt(format_args!(
                     "{field} is a regular expression ({}); peakplan reads lists of module names; targets unchanged",
@@ -594,7 +598,9 @@ impl Reader {
     fn deepspeed_path(&mut self, field: &str, path: &str) {
         let lower = path.to_ascii_lowercase();
         let stage = lower
-            .find("zero")
+            .as_bytes()
+            .windows(4)
+            .position(|w| w == b"zero")
             .and_then(|i| lower[i + 4..].trim_start_matches(['_', '-']).chars().next())
             .and_then(|c| c.to_digit(10))
             .filter(|d| *d <= 3);
@@ -646,15 +652,25 @@ fn optimizer_alias(name: &str) -> Option<(Optimizer, bool)> {
     if let Some(o) = Optimizer::from_key(name) {
         return Some((o, true));
     }
-    let o = match name {
-        "adamw_hf" | "adamw" | "adam" => Optimizer::AdamwTorch,
-        "adamw_bnb_8bit" | "adam8bit" | "adamw8bit" | "bnb_8bit" => Optimizer::Adamw8bit,
-        "paged_adamw" | "paged_adam_32bit" => Optimizer::PagedAdamw32bit,
-        "paged_adam_8bit" => Optimizer::PagedAdamw8bit,
-        _ => return None,
-    };
-    Some((o, false))
+    table(OPTIMIZER_ALIASES)
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map(|(_, o)| (*o, false))
 }
+
+/// Other spellings of the planned optimizers (Hugging Face `optim` names, bitsandbytes names).
+const OPTIMIZER_ALIASES: &[(&str, Optimizer)] = &[
+    ("adamw_hf", Optimizer::AdamwTorch),
+    ("adamw", Optimizer::AdamwTorch),
+    ("adam", Optimizer::AdamwTorch),
+    ("adamw_bnb_8bit", Optimizer::Adamw8bit),
+    ("adam8bit", Optimizer::Adamw8bit),
+    ("adamw8bit", Optimizer::Adamw8bit),
+    ("bnb_8bit", Optimizer::Adamw8bit),
+    ("paged_adamw", Optimizer::PagedAdamw32bit),
+    ("paged_adam_32bit", Optimizer::PagedAdamw32bit),
+    ("paged_adam_8bit", Optimizer::PagedAdamw8bit),
+];
 
 /// A bundled preset for a Hub id, preset id or local path whose last component names one.
 fn preset_for_hf_id(id: &str) -> Option<&'static presets::ModelPreset> {

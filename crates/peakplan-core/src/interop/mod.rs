@@ -5,6 +5,12 @@
 //! bitsandbytes `quantization_config` (alone or inside a `config.json`), `TrainingArguments` JSON, axolotl YAML,
 //! DeepSpeed JSON and peakplan's own torchtune override back into a [`Plan`], listing every field it does not
 //! model instead of dropping it.
+//!
+//! This code ships in the web page, and peakplan-core is built at opt-level 3 (for the engine), which inlines and
+//! unrolls freely. So the module is written for size: the exported texts are data (`*.tmpl` templates filled by
+//! one `render`), the importer reads fields through a few non-generic, out-of-line helpers (`#[inline(never)]`),
+//! messages are written with `format_args!` straight into their line, and searches over constant tables go
+//! through `table` so that they stay loops.
 
 mod export;
 mod import;
@@ -83,6 +89,7 @@ impl ExportFormat {
 ///
 /// When `arch` is a bundled preset other than `plan.model` (a `config.json` of a bundled model), the export names
 /// that preset, so that its plan line imports back to the same model.
+#[inline(never)]
 pub fn export(plan: &Plan, arch: &Architecture, format: ExportFormat) -> String {
     let mut p = plan.clone();
     if let Some(m) = preset_of(plan, arch) {
@@ -218,31 +225,70 @@ pub(crate) fn module_names(arch: &Architecture, targets: Targets) -> Vec<&'stati
 
 /// The target keys a module name selects, in any family (bit set of [`Target::bit`]); 0 when unknown.
 pub(crate) fn module_targets(name: &str) -> u8 {
-    use Target::*;
-    let bits = |ts: &[Target]| ts.iter().fold(0u8, |a, t| a | t.bit());
     // PEFT matches a name as a suffix of the module path; only the last segments matter.
     let name = name.trim();
     let last = name.rsplit('.').next().unwrap_or(name);
     match name {
-        "attn.c_proj" => return O.bit(),
-        "mlp.c_proj" => return Down.bit(),
+        "attn.c_proj" => return Target::O.bit(),
+        "mlp.c_proj" => return Target::Down.bit(),
         _ => {}
     }
-    match last {
-        "q_proj" | "q" | "query" => Q.bit(),
-        "k_proj" | "k" | "key" => K.bit(),
-        "v_proj" | "v" | "value" => V.bit(),
-        "o_proj" | "o" | "out_proj" | "output_proj" | "dense" => O.bit(),
-        "gate_proj" | "gate" | "w1" => Gate.bit(),
-        "up_proj" | "up" | "w3" | "fc1" | "dense_h_to_4h" | "c_fc" => Up.bit(),
-        "down_proj" | "down" | "w2" | "fc2" | "dense_4h_to_h" => Down.bit(),
-        "qkv_proj" | "query_key_value" | "c_attn" | "Wqkv" => bits(&[Q, K, V]),
-        "gate_up_proj" => bits(&[Gate, Up]),
-        "c_proj" => bits(&[O, Down]),
-        "lm_head" | "embed_out" | "output" => LmHead.bit(),
-        _ => 0,
-    }
+    table(MODULE_TARGETS)
+        .iter()
+        .find(|(n, _)| *n == last)
+        .map_or(0, |(_, bits)| *bits)
 }
+
+/// Module names (the last segment of a module path) and the targets they select, as [`Target::bit`] sets.
+const MODULE_TARGETS: &[(&str, u8)] = {
+    const Q: u8 = 1;
+    const K: u8 = 1 << 1;
+    const V: u8 = 1 << 2;
+    const O: u8 = 1 << 3;
+    const GATE: u8 = 1 << 4;
+    const UP: u8 = 1 << 5;
+    const DOWN: u8 = 1 << 6;
+    const LM_HEAD: u8 = 1 << 7;
+    &[
+        ("q_proj", Q),
+        ("q", Q),
+        ("query", Q),
+        ("k_proj", K),
+        ("k", K),
+        ("key", K),
+        ("v_proj", V),
+        ("v", V),
+        ("value", V),
+        ("o_proj", O),
+        ("o", O),
+        ("out_proj", O),
+        ("output_proj", O),
+        ("dense", O),
+        ("gate_proj", GATE),
+        ("gate", GATE),
+        ("w1", GATE),
+        ("up_proj", UP),
+        ("up", UP),
+        ("w3", UP),
+        ("fc1", UP),
+        ("dense_h_to_4h", UP),
+        ("c_fc", UP),
+        ("down_proj", DOWN),
+        ("down", DOWN),
+        ("w2", DOWN),
+        ("fc2", DOWN),
+        ("dense_4h_to_h", DOWN),
+        ("qkv_proj", Q | K | V),
+        ("query_key_value", Q | K | V),
+        ("c_attn", Q | K | V),
+        ("Wqkv", Q | K | V),
+        ("gate_up_proj", GATE | UP),
+        ("c_proj", O | DOWN),
+        ("lm_head", LM_HEAD),
+        ("embed_out", LM_HEAD),
+        ("output", LM_HEAD),
+    ]
+};
 
 /// Every target set that is consistent with a list of selected groups (each group a bit set that at least one
 /// of its targets must be in, as a fused module like `qkv_proj` is selected by any of q, k, v).
@@ -334,8 +380,8 @@ pub(crate) fn render(t: &Template, values: &[&str], flags: &[bool]) -> String {
         let mut i = 0;
         while i + 1 < b.len() {
             if b[i] == b'{' && b[i + 1] == b'{' {
-                if let Some(j) = (i + 2..b.len().saturating_sub(1))
-                    .find(|&j| b[j] == b'}' && b[j + 1] == b'}')
+                if let Some(j) =
+                    (i + 2..b.len().saturating_sub(1)).find(|&j| b[j] == b'}' && b[j + 1] == b'}')
                 {
                     out.push_str(&line[copied..i]);
                     out.push_str(lookup(t, values, flags, &line[i + 2..j]).0);
@@ -397,5 +443,47 @@ pub(crate) fn embedding_modules(arch: &Architecture) -> [&'static str; 2] {
         "falcon" | "RefinedWebModel" | "RefinedWeb" => ["word_embeddings", "lm_head"],
         "gpt2" | "gpt3" | "gpt_bigcode" => ["wte", "lm_head"],
         _ => ["embed_tokens", "lm_head"],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_target_bits_follow_target_order() {
+        for (t, name) in [
+            (Target::Q, "q_proj"),
+            (Target::K, "k_proj"),
+            (Target::V, "v_proj"),
+            (Target::O, "o_proj"),
+            (Target::Gate, "gate_proj"),
+            (Target::Up, "up_proj"),
+            (Target::Down, "down_proj"),
+            (Target::LmHead, "lm_head"),
+        ] {
+            assert_eq!(module_targets(name), t.bit(), "{name}");
+        }
+        assert_eq!(module_targets("model.layers.0.self_attn.qkv_proj"), 0b111);
+        assert_eq!(module_targets("attn.c_proj"), Target::O.bit());
+        assert_eq!(module_targets("unknown"), 0);
+    }
+
+    #[test]
+    fn templates_fill_values_flags_and_sections() {
+        let t = Template {
+            text: "a {{x}} {{f}}\n{{#f}}\nshown {{x}}\n{{^g}}\nnested\n{{/g}}\n{{/f}}\n{{#x}}\nx set\n{{/x}}\n{{#g}}\nhidden\n{{#f}}\nalso hidden\n{{/f}}\n{{/g}}\n{{y}}{{ unclosed\n",
+            bools: PY_BOOLS,
+            values: &["x", "y"],
+            flags: &["f", "g"],
+        };
+        assert_eq!(
+            render(&t, &["1", ""], &[true, false]),
+            "a 1 True\nshown 1\nnested\nx set\n{{ unclosed\n"
+        );
+        assert_eq!(
+            render(&t, &["", "y"], &[false, false]),
+            "a  False\ny{{ unclosed\n"
+        );
     }
 }

@@ -12,7 +12,7 @@ use super::{
 use crate::arch::{Architecture, Mlp, Target};
 use crate::engine::estimate;
 use crate::plan::{
-    Attn, DType, Framework, Loss, Method, Peft, Plan, Precision, Targets, TokenTraining,
+    Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Targets, TokenTraining,
 };
 
 const SCRIPT: &str = include_str!("script.py.tmpl");
@@ -308,7 +308,11 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     for (on, name) in [
         (peft, " peft"),
         (
-            qlora || opt.contains("8bit") || opt.starts_with("paged"),
+            qlora
+                || matches!(
+                    plan.optimizer,
+                    Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit | Optimizer::PagedAdamw32bit
+                ),
             " bitsandbytes",
         ),
         (ds, " deepspeed"),

@@ -114,7 +114,7 @@ pub fn parse(text: &str) -> Result<Value> {
         let trimmed = rest.trim_end();
         let mut blank = trimmed.is_empty() || trimmed.starts_with('#');
         if indent == 0 && !blank {
-            let marker = trimmed.split(" #").next().unwrap_or("").trim_end();
+            let marker = before_comment(trimmed).trim_end();
             if marker == "..." {
                 break;
             }
@@ -367,7 +367,7 @@ impl<'a> Parser<'a> {
 
     #[inline(never)]
     fn block_scalar(&mut self, header: &str, parent_indent: usize, no: usize) -> Result<Value> {
-        let head = header.split(" #").next().unwrap_or("").trim_end();
+        let head = before_comment(header).trim_end();
         let folded = head.starts_with('>');
         let chomp = match &head[1..] {
             "" => 'c',
@@ -382,15 +382,16 @@ impl<'a> Parser<'a> {
                 ))
             }
         };
-        let mut out_lines: Vec<String> = Vec::new();
+        // The block's lines: `None` for a blank one, else its indentation beyond the block's own and its text.
+        let mut lines: Vec<Option<(usize, &str)>> = Vec::new();
         let mut content_indent = None;
-        while let Some(l) = self.lines.get(self.pos) {
+        while let Some(l) = self.lines.get(self.pos).copied() {
             let raw_blank = l.text.trim().is_empty();
             if !raw_blank && l.indent <= parent_indent {
                 break;
             }
             if raw_blank {
-                out_lines.push(String::new());
+                lines.push(None);
             } else {
                 let ci = *content_indent.get_or_insert(l.indent);
                 if l.indent < ci {
@@ -399,50 +400,52 @@ impl<'a> Parser<'a> {
                         "a block scalar line is less indented than its first line",
                     ));
                 }
-                // Indentation beyond the block's own is content.
-                out_lines.push(format!(
-                    "{}{}",
-                    " ".repeat(l.indent - ci),
-                    l.text.trim_end()
-                ));
+                lines.push(Some((l.indent - ci, l.text.trim_end())));
             }
             self.pos += 1;
         }
         // Trailing blank lines are chomping's business.
         let mut trailing = 0;
-        while out_lines.last().is_some_and(String::is_empty) {
-            out_lines.pop();
+        while lines.last() == Some(&None) {
+            lines.pop();
             trailing += 1;
         }
-        let mut s = if folded {
-            let mut acc = String::new();
-            let mut prev_blank = true;
-            for l in &out_lines {
-                if l.is_empty() {
-                    acc.push('\n');
-                    prev_blank = true;
-                } else {
-                    if !prev_blank && !acc.ends_with('\n') {
-                        acc.push(' ');
+        // Literal (`|`) keeps the line breaks; folded (`>`) joins lines with a space, a blank line being a break.
+        let mut s = String::new();
+        let mut prev_blank = true;
+        for (n, line) in lines.iter().enumerate() {
+            match line {
+                None => {
+                    if folded || n > 0 {
+                        s.push('\n');
                     }
-                    acc.push_str(l);
-                    prev_blank = false;
+                }
+                Some((extra, text)) => {
+                    if !folded && n > 0 {
+                        s.push('\n');
+                    } else if folded && !prev_blank && !s.ends_with('\n') {
+                        s.push(' ');
+                    }
+                    for _ in 0..*extra {
+                        s.push(' ');
+                    }
+                    s.push_str(text);
                 }
             }
-            acc
-        } else {
-            out_lines.join("\n")
-        };
+            prev_blank = line.is_none();
+        }
         match chomp {
             '-' => {}
             '+' => {
-                if !out_lines.is_empty() {
+                if !lines.is_empty() {
                     s.push('\n');
                 }
-                s.push_str(&"\n".repeat(trailing));
+                for _ in 0..trailing {
+                    s.push('\n');
+                }
             }
             _ => {
-                if !out_lines.is_empty() {
+                if !lines.is_empty() {
                     s.push('\n');
                 }
             }
@@ -602,10 +605,7 @@ fn scalar(t: &str, no: usize) -> Result<Value> {
         }
         return Ok(Value::String(s));
     }
-    let plain = match t.find(" #") {
-        Some(i) => t[..i].trim_end(),
-        None => t.trim_end(),
-    };
+    let plain = before_comment(t).trim_end();
     Ok(plain_scalar(plain))
 }
 
@@ -755,21 +755,30 @@ impl Flow<'_> {
                 Err(fail(self.no, "anchors, aliases and tags are not supported"))
             }
             Some(_) => {
+                // A plain scalar ends at `,`, `]`, `}` or a `:` followed by a space, `,`, `}`, `]` or the end.
                 let rest = &self.s[self.i..];
-                let end = rest
-                    .char_indices()
-                    .find(|(k, c)| {
-                        matches!(c, ',' | ']' | '}')
-                            || (*c == ':' && rest[k + 1..].starts_with([' ', ',', '}', ']']))
-                            || (*c == ':' && k + 1 == rest.len())
+                let b = rest.as_bytes();
+                let end = (0..b.len())
+                    .find(|&k| match b[k] {
+                        b',' | b']' | b'}' => true,
+                        b':' => matches!(b.get(k + 1), None | Some(b' ' | b',' | b'}' | b']')),
+                        _ => false,
                     })
-                    .map(|(k, _)| k)
-                    .unwrap_or(rest.len());
+                    .unwrap_or(b.len());
                 self.i += end;
                 Ok(plain_scalar(rest[..end].trim()))
             }
             None => Err(fail(self.no, "a flow collection ends early")),
         }
+    }
+}
+
+/// The text before the first ` #` (all of it when there is none).
+fn before_comment(s: &str) -> &str {
+    let b = s.as_bytes();
+    match (1..b.len()).find(|&i| b[i] == b'#' && b[i - 1] == b' ') {
+        Some(i) => &s[..i - 1],
+        None => s,
     }
 }
 
@@ -791,6 +800,7 @@ fn strip_comment(s: &str) -> &str {
 }
 
 /// Opening minus closing brackets outside quotes.
+#[inline(never)]
 fn bracket_balance(s: &str) -> i64 {
     let mut quote = None;
     let mut n = 0i64;
