@@ -141,6 +141,7 @@ fn Planner(url_errors: RwSignal<Vec<Diagnostic>>) -> impl IntoView {
                     predict=Callback::new(|c: peakplan_core::micro::MicroConfig| peakplan_core::micro::predicted_peak_bytes(&c))/>
                 <ShareBar/>
                 <ComponentTable/>
+                <crate::accuracy::Accuracy/>
             </section>
         </main>
         <footer>

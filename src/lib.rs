@@ -5,6 +5,8 @@ pub mod planner;
 pub mod scale;
 
 #[cfg(target_arch = "wasm32")]
+mod accuracy;
+#[cfg(target_arch = "wasm32")]
 mod advisor;
 #[cfg(target_arch = "wasm32")]
 mod app;

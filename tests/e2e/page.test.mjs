@@ -166,6 +166,20 @@ await test('the chart is keyboard-operable: focus and arrows show each segment',
   assert(await page.locator('[data-testid="chart-tip"]').count() === 0, 'Escape did not close the tip');
 });
 
+await test('the accuracy section shows the validation scatter and its median error', async page => {
+  await page.goto(base + '?model=llama-2-7b');
+  await ready(page);
+  await page.click('[data-testid="accuracy"] summary');
+  const text = await page.locator('[data-testid="accuracy-median"]').textContent({ timeout: 5000 });
+  assert(/median error is \d+\.\d%/.test(text), `accuracy text: ${text}`);
+  await page.waitForTimeout(200);
+  const colors = await page.locator('[data-testid="accuracy"] canvas').evaluate(c => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; const set = new Set();
+    for (let i = 0; i < d.length; i += 4 * 31) set.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]); return set.size; });
+  assert(colors > 3, `scatter looks empty (${colors} colors)`);
+  await page.locator('[data-testid="accuracy"]').screenshot({ path: path.join(out, 'accuracy.png') });
+});
+
 await test('hostile values in every key never become markup or script', async page => {
   const payloads = ['<img src=x onerror=alert(1)>', '"><script>alert(2)</script>', 'javascript:alert(3)', '<svg onload=alert(4)>'];
   const dialogs = [];

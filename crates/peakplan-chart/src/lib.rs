@@ -528,6 +528,92 @@ pub fn draw_timeline<B: DrawingBackend>(
     Ok(())
 }
 
+/// One point of the accuracy scatter: measured and predicted bytes of a real run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScatterPoint {
+    pub measured_bytes: u64,
+    pub predicted_bytes: u64,
+}
+
+/// Draws predicted against measured bytes with the diagonal and a ±10% band, filling the backend's area.
+pub fn draw_scatter<B: DrawingBackend>(
+    backend: &mut B,
+    points: &[ScatterPoint],
+    theme: &Theme,
+) -> DrawResult<B> {
+    let (w, h) = backend.get_size();
+    let (w, h) = (w as i32, h as i32);
+    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true)?;
+    let (left, right, top, bottom) = (62, w - 12, 12, h - 34);
+    if right - left < 40 || bottom - top < 40 {
+        return Ok(());
+    }
+    let max = points
+        .iter()
+        .map(|p| p.measured_bytes.max(p.predicted_bytes))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let max = (max as f64 * 1.05) as u64;
+    let x_of = |b: u64| left + ((b as f64 / max as f64) * (right - left) as f64).round() as i32;
+    let y_of = |b: u64| bottom - ((b as f64 / max as f64) * (bottom - top) as f64).round() as i32;
+    let step = axis_step(max);
+    let mut tick = 0u64;
+    while tick <= max {
+        backend.draw_line((left, y_of(tick)), (right, y_of(tick)), &solid(theme.grid))?;
+        backend.draw_text(
+            &format_bytes(tick),
+            &text(theme.text, 11.0, HPos::Right, VPos::Center),
+            (left - 5, y_of(tick)),
+        )?;
+        backend.draw_text(
+            &format_bytes(tick),
+            &text(theme.text, 11.0, HPos::Center, VPos::Top),
+            (x_of(tick), bottom + 4),
+        )?;
+        tick = match tick.checked_add(step) {
+            Some(t) => t,
+            None => break,
+        };
+    }
+    // The diagonal (exact) and the ±10% band.
+    for (f, alpha) in [(1.0f64, 1.0f64), (1.1, 0.45), (0.9, 0.45)] {
+        let end = (max as f64 / f.max(1.0)) as u64;
+        let style = Stroke {
+            color: theme.capacity,
+            alpha,
+            width: 1,
+        };
+        backend.draw_line(
+            (x_of(0), y_of(0)),
+            (x_of(end), y_of((end as f64 * f) as u64)),
+            &style,
+        )?;
+    }
+    for p in points {
+        let (x, y) = (x_of(p.measured_bytes), y_of(p.predicted_bytes));
+        backend.draw_rect(
+            (x - 2, y - 2),
+            (x + 2, y + 2),
+            &solid(theme.categories[0]),
+            true,
+        )?;
+    }
+    backend.draw_text(
+        "measured",
+        &text(theme.text, 11.0, HPos::Right, VPos::Bottom),
+        (right, bottom - 3),
+    )?;
+    backend.draw_text(
+        "predicted",
+        &text(theme.text, 11.0, HPos::Left, VPos::Top),
+        (left + 4, top),
+    )?;
+    backend.draw_line((left, top), (left, bottom), &solid(theme.text))?;
+    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text))?;
+    Ok(())
+}
+
 /// The chart as a standalone SVG document of the given size.
 #[cfg(feature = "svg")]
 pub fn chart_svg(data: &ChartData, theme: &Theme, size: (u32, u32)) -> String {

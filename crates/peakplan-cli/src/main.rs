@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE] [--format table|json|svg]
        peakplan advise [--query 'QUERY'] [--hf-config FILE] [--gpu GPU] [--format table|json]
-       peakplan validate FILE.csv [--row ID]
+       peakplan validate FILE.csv [--row ID | --format json]
        peakplan export --query 'QUERY' [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]
        peakplan import FILE...
        peakplan presets
@@ -106,8 +106,15 @@ fn run(args: &[String]) -> Result<String> {
                 .ok_or_else(|| anyhow!("validate needs a CSV file: peakplan validate FILE.csv"))?;
             match (args.get(2).map(String::as_str), args.get(3)) {
                 (Some("--row"), Some(id)) => validate_row(path, id),
+                (Some("--format"), Some(f)) if f == "json" => {
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read {path} as UTF-8 text"))?;
+                    let report = peakplan_core::validate::validate(&text)
+                        .map_err(|e| anyhow!("{path}: {e}"))?;
+                    Ok(format!("{}\n", serde_json::to_string(&report.summary())?))
+                }
                 (None, _) => validate_cmd(path),
-                _ => bail!("usage: peakplan validate FILE.csv [--row ID]"),
+                _ => bail!("usage: peakplan validate FILE.csv [--row ID | --format json]"),
             }
         }
         Some("export") => interop_cmd::export(&args[1..]),

@@ -91,7 +91,52 @@ pub struct Report {
     pub skipped: Vec<(String, String)>,
 }
 
+/// One measured peak beside its prediction, for the page's accuracy scatter.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Point {
+    pub id: String,
+    pub metric: String,
+    pub measured_bytes: u64,
+    pub predicted_bytes: u64,
+}
+
+/// The report in the compact form the page embeds (`assets/validation.json`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Summary {
+    pub median_abs_pct: f64,
+    pub within_10_share: f64,
+    pub outcomes_right: usize,
+    pub outcomes_total: usize,
+    pub skipped: usize,
+    pub points: Vec<Point>,
+}
+
 impl Report {
+    /// The compact summary: every measured peak with its prediction, and the headline figures.
+    pub fn summary(&self) -> Summary {
+        let (outcomes_right, outcomes_total) = self.outcomes();
+        Summary {
+            median_abs_pct: (self.median_abs_pct().unwrap_or(0.0) * 10.0).round() / 10.0,
+            within_10_share: (self.within_10_share().unwrap_or(0.0) * 1000.0).round() / 1000.0,
+            outcomes_right,
+            outcomes_total,
+            skipped: self.skipped.len(),
+            points: self
+                .rows
+                .iter()
+                .filter_map(|r| match r.outcome {
+                    Outcome::Peak { bytes, metric } => Some(Point {
+                        id: r.id.clone(),
+                        metric: metric.label().to_string(),
+                        measured_bytes: bytes,
+                        predicted_bytes: r.predicted,
+                    }),
+                    Outcome::Fits { .. } => None,
+                })
+                .collect(),
+        }
+    }
+
     fn abs_errors(&self) -> Vec<f64> {
         let mut e: Vec<f64> = self
             .rows
