@@ -67,8 +67,8 @@ fn parse(text: &str) -> Option<Table> {
         .iter()
         .filter_map(|p| {
             Some(ScatterPoint {
-                measured_bytes: p.get("measured_bytes")?.as_u64()?,
-                predicted_bytes: p.get("predicted_bytes")?.as_u64()?,
+                measured_bytes: p.get(0)?.as_u64()?,
+                predicted_bytes: p.get(1)?.as_u64()?,
             })
         })
         .collect();

@@ -91,15 +91,6 @@ pub struct Report {
     pub skipped: Vec<(String, String)>,
 }
 
-/// One measured peak beside its prediction, for the page's accuracy scatter.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Point {
-    pub id: String,
-    pub metric: String,
-    pub measured_bytes: u64,
-    pub predicted_bytes: u64,
-}
-
 /// The report in the compact form the page embeds (`assets/validation.json`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Summary {
@@ -108,7 +99,8 @@ pub struct Summary {
     pub outcomes_right: usize,
     pub outcomes_total: usize,
     pub skipped: usize,
-    pub points: Vec<Point>,
+    /// Every measured peak as `[measured_bytes, predicted_bytes]` (per-row detail: `peakplan validate FILE`).
+    pub points: Vec<[u64; 2]>,
 }
 
 impl Report {
@@ -125,12 +117,7 @@ impl Report {
                 .rows
                 .iter()
                 .filter_map(|r| match r.outcome {
-                    Outcome::Peak { bytes, metric } => Some(Point {
-                        id: r.id.clone(),
-                        metric: metric.label().to_string(),
-                        measured_bytes: bytes,
-                        predicted_bytes: r.predicted,
-                    }),
+                    Outcome::Peak { bytes, .. } => Some([bytes, r.predicted]),
                     Outcome::Fits { .. } => None,
                 })
                 .collect(),
