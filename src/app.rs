@@ -492,7 +492,12 @@ fn Verdict() -> impl IntoView {
     move || {
         let comp = c.computed.get();
         let p = c.plan.get();
-        let need = format_bytes(comp.selected.device_bytes);
+        // Beyond u64 the engine saturates rather than wrapping: say so instead of printing a clamped figure.
+        let need = if comp.selected.saturated {
+            "more than 16 EiB (beyond what the arithmetic holds)".to_string()
+        } else {
+            format_bytes(comp.selected.device_bytes)
+        };
         let (class, text) = match comp.fits() {
             Some(true) => (
                 "verdict fits",
