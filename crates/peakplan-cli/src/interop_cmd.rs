@@ -3,7 +3,6 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use peakplan_core::interop::{self, ExportFormat, MAX_IMPORT_BYTES};
-use peakplan_core::{preset_arch, Plan};
 
 /// `peakplan export --query Q [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]`.
 pub fn export(args: &[String]) -> Result<String> {
@@ -35,20 +34,7 @@ pub fn export(args: &[String]) -> Result<String> {
             ),
         }
     }
-    let parsed = Plan::parse_query(&query);
-    if !parsed.diagnostics.is_empty() {
-        let msgs: Vec<String> = parsed
-            .diagnostics
-            .iter()
-            .map(|d| d.message.clone())
-            .collect();
-        bail!("{}", msgs.join("; "));
-    }
-    let plan = parsed.plan;
-    let arch = match &hf_config {
-        Some(path) => super::load_config(path)?,
-        None => preset_arch(&plan).clone(),
-    };
+    let (plan, arch) = super::plan_and_arch(&query, hf_config.as_deref())?;
     Ok(interop::export(&plan, &arch, format))
 }
 

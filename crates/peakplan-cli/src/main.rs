@@ -79,20 +79,7 @@ fn run(args: &[String]) -> Result<String> {
     match args.first().map(String::as_str) {
         Some("estimate") => {
             let a = parse_estimate_args(&args[1..])?;
-            let parsed = Plan::parse_query(&a.query);
-            if !parsed.diagnostics.is_empty() {
-                let msgs: Vec<String> = parsed
-                    .diagnostics
-                    .iter()
-                    .map(|d| d.message.clone())
-                    .collect();
-                bail!("{}", msgs.join("; "));
-            }
-            let plan = parsed.plan;
-            let arch = match &a.hf_config {
-                Some(path) => load_config(path)?,
-                None => preset_arch(&plan).clone(),
-            };
+            let (plan, arch) = plan_and_arch(&a.query, a.hf_config.as_deref())?;
             Ok(match a.format.as_str() {
                 "json" => format!("{}\n", serde_json::to_string_pretty(&report(&arch, &plan))?),
                 "svg" => svg(&arch, &plan),
@@ -415,20 +402,7 @@ fn advise_cmd(args: &[String]) -> Result<String> {
     if let Some(g) = gpu {
         query = format!("{query}&gpu={g}");
     }
-    let parsed = Plan::parse_query(&query);
-    if !parsed.diagnostics.is_empty() {
-        let msgs: Vec<String> = parsed
-            .diagnostics
-            .iter()
-            .map(|d| d.message.clone())
-            .collect();
-        bail!("{}", msgs.join("; "));
-    }
-    let plan = parsed.plan;
-    let arch = match &a.hf_config {
-        Some(path) => load_config(path)?,
-        None => preset_arch(&plan).clone(),
-    };
+    let (plan, arch) = plan_and_arch(&query, a.hf_config.as_deref())?;
     let cap = presets::gpu(&plan.gpu).map(|g| g.capacity_bytes);
     let advice = advise(&arch, &plan, cap);
     if a.format == "json" {
@@ -484,4 +458,23 @@ fn advise_cmd(args: &[String]) -> Result<String> {
         ));
     }
     Ok(out)
+}
+
+/// Parses a query once (any diagnostic is the error, all of them on one line) and picks the architecture: an
+/// imported `config.json` when given, else the plan's preset. Shared by every command that takes `--query`.
+pub(crate) fn plan_and_arch(query: &str, hf_config: Option<&str>) -> Result<(Plan, Architecture)> {
+    let parsed = Plan::parse_query(query);
+    if !parsed.diagnostics.is_empty() {
+        let msgs: Vec<&str> = parsed
+            .diagnostics
+            .iter()
+            .map(|d| d.message.as_str())
+            .collect();
+        bail!("{}", msgs.join("; "));
+    }
+    let arch = match hf_config {
+        Some(path) => load_config(path)?,
+        None => preset_arch(&parsed.plan).clone(),
+    };
+    Ok((parsed.plan, arch))
 }

@@ -142,31 +142,20 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
             "a compilation pause at start; fused kernels keep fewer intermediates",
         ));
     }
+    if plan.optimizer == Optimizer::AdamwTorch {
+        c.push(change(
+            "opt",
+            "adamw_torch_fused",
+            "Use the fused AdamW",
+            Cost::Free,
+            "updates in place: no state-sized temporary",
+        ));
+    }
     match plan.optimizer {
-        Optimizer::AdamwTorch => {
-            c.push(change(
-                "opt",
-                "adamw_torch_fused",
-                "Use the fused AdamW",
-                Cost::Free,
-                "updates in place: no state-sized temporary",
-            ));
-            c.push(change(
-                "opt",
-                "adamw_8bit",
-                "Use 8-bit AdamW (bitsandbytes)",
-                Cost::Quality,
-                "8-bit optimizer states: a small, usually invisible, quality risk",
-            ));
-            c.push(change(
-                "opt",
-                "paged_adamw_8bit",
-                "Use paged 8-bit AdamW",
-                Cost::Speed,
-                "8-bit states that move to CPU memory under pressure (slower when they do)",
-            ));
-        }
-        Optimizer::AdamwTorchFused | Optimizer::PagedAdamw32bit | Optimizer::Adafactor => {
+        Optimizer::AdamwTorch
+        | Optimizer::AdamwTorchFused
+        | Optimizer::PagedAdamw32bit
+        | Optimizer::Adafactor => {
             c.push(change(
                 "opt",
                 "adamw_8bit",
