@@ -4,7 +4,7 @@
 //! README describes them (framework, metric, precision, optimizer, parallelism), and refuses what the planner
 //! cannot express rather than guessing.
 
-use crate::arch::Architecture;
+use crate::arch::{Architecture, Target};
 use crate::engine::estimate;
 use crate::hf::import_config;
 use crate::plan::{
@@ -311,38 +311,25 @@ fn targets_of(text: &str) -> Result<Targets, String> {
     if t.contains("all linear") || t.starts_with("all") || t.contains("all-linear") {
         return Ok(Targets::ALL_LINEAR);
     }
-    if t.contains("c_attn") {
-        return Ok(Targets::parse("q,k,v").unwrap_or(Targets::QV));
-    }
-    let mut keys = Vec::new();
+    let mut bits = 0u8;
     for part in t
         .split([',', ' ', '(', ')'])
         .map(str::trim)
         .filter(|p| !p.is_empty())
     {
-        if part == "mlp" {
-            // litgpt's lora_mlp adapts every MLP projection.
-            keys.extend(["gate", "up", "down"]);
-            continue;
-        }
-        let k = match part {
-            "q_proj" | "query" | "q" => "q",
-            "k_proj" | "key" | "k" => "k",
-            "v_proj" | "value" | "v" => "v",
-            "o_proj" | "output_proj" | "proj" | "projection" | "dense" | "o" => "o",
-            "gate_proj" | "gate" | "w1" => "gate",
-            "up_proj" | "up" | "w3" => "up",
-            "down_proj" | "down" | "w2" => "down",
-            "output" | "lm_head" | "head" => "lm_head",
-            _ => continue,
+        // litgpt's switch names (lora_projection, lora_mlp, lora_head); every other name is a module name.
+        bits |= match part {
+            "proj" | "projection" => Target::O.bit(),
+            "mlp" => Target::Gate.bit() | Target::Up.bit() | Target::Down.bit(),
+            "head" => Target::LmHead.bit(),
+            _ => crate::interop::module_targets(part),
         };
-        keys.push(k);
     }
-    if keys.is_empty() {
+    if bits == 0 {
         // Not stated: PEFT applies its default mapping, q and v for these model families.
         return Ok(Targets::QV);
     }
-    Targets::parse(&keys.join(","))
+    Ok(Targets(bits))
 }
 
 /// Maps one row to a case, or says why it cannot be expressed.
