@@ -1,8 +1,8 @@
 //! The accounting engine: the memory of one training step, component by component, and its peak over the phases.
 //!
 //! Every figure that the page, the CLI, the chart and the WebGPU comparison show comes from [`estimate`].
-//! Arithmetic is done in `u128` and saturates at `u64::MAX` on output, so absurd plans report
-//! "beyond arithmetic" instead of wrapping.
+//! Arithmetic is done in [`Count`] (an `f64` holding whole numbers) and saturates at `u64::MAX` on output, so
+//! absurd plans report "beyond arithmetic" instead of wrapping.
 
 use crate::arch::{Architecture, Linear, LinearInput, Norm, Target};
 use crate::plan::{Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, TokenTraining};
@@ -142,38 +142,38 @@ components! {
 #[derive(Clone, Copy, Debug)]
 struct Dtypes {
     /// Compute dtype bytes (matmul inputs and outputs).
-    c: u128,
+    c: Count,
     /// Residual stream bytes: 4 when parameters feeding it are fp32, else the compute dtype.
-    r: u128,
+    r: Count,
     /// Adapter dtype bytes.
-    a: u128,
+    a: Count,
     /// Base weight bytes for non-quantized tensors.
-    w: u128,
+    w: Count,
     /// Mixed precision (autocast casts matmul inputs to 16-bit).
     amp: bool,
 }
 
 fn dtypes(plan: &Plan) -> Dtypes {
-    let c = plan.precision.compute_bytes() as u128;
+    let c = plan.precision.compute_bytes() as Count;
     let amp = plan.precision.is_amp();
-    let w = match plan.method {
-        Method::Full if plan.precision == Precision::Fp32 => 4,
-        Method::Full => 2,
-        Method::Lora | Method::Qlora if plan.precision == Precision::Fp32 => 4,
-        Method::Lora => 2,
-        Method::Qlora if plan.upcast => 4,
-        Method::Qlora => 2,
+    let w: Count = match plan.method {
+        Method::Full if plan.precision == Precision::Fp32 => 4.0,
+        Method::Full => 2.0,
+        Method::Lora | Method::Qlora if plan.precision == Precision::Fp32 => 4.0,
+        Method::Lora => 2.0,
+        Method::Qlora if plan.upcast => 4.0,
+        Method::Qlora => 2.0,
     };
     // With fp32 master weights the model itself is fp32 under HF AMP: the residual stream follows the embeddings.
     let r = if plan.method == Method::Full && amp {
-        4
+        4.0
     } else {
         w.max(c)
     };
     Dtypes {
         c,
         r,
-        a: plan.adapter_dtype.bytes() as u128,
+        a: plan.adapter_dtype.bytes() as Count,
         w,
         amp,
     }
@@ -257,31 +257,43 @@ impl Estimate {
     }
 }
 
-const MIB: u128 = 1 << 20;
+/// A count of bytes or elements. Every whole number below 2^53 (8 PiB) is exact in `f64`, so real plans are counted
+/// to the byte; past that, figures round but stay monotone, and [`clamp`] flags anything past `u64`. Not `u128`,
+/// which wasm has to emulate in software (three times slower there); not `u64`, whose overflow checks cost the same.
+type Count = f64;
+
+const MIB: Count = (1u64 << 20) as Count;
 /// The CUDA context plus cuBLAS workspace that `nvidia-smi` shows beside PyTorch's own memory (CUDA 12, lazy loading).
 pub const CUDA_CONTEXT_BYTES: u64 = 512 << 20;
 /// bitsandbytes 4-bit block size (weights per absmax).
-const QUANT_BLOCK: u128 = 64;
+const QUANT_BLOCK: Count = 64.0;
 /// Blocks per second-level block under double quantization.
-const DQ_BLOCK: u128 = 256;
+const DQ_BLOCK: Count = 256.0;
 /// bitsandbytes 8-bit optimizers quantize states in blocks of 2048 with one fp32 absmax each.
-const OPT8_BLOCK: u128 = 2048;
+const OPT8_BLOCK: Count = 2048.0;
 /// bitsandbytes keeps tensors under this size in 32-bit state (`min_8bit_size`).
-const OPT8_MIN_NUMEL: u128 = 4096;
+const OPT8_MIN_NUMEL: Count = 4096.0;
 
-fn ceil_div(a: u128, b: u128) -> u128 {
-    a.div_ceil(b.max(1))
+/// `ceil(a / b)` for whole `a` and `b`, exact below 2^53 whatever way `a / b` rounded.
+fn ceil_div(a: Count, b: Count) -> Count {
+    let b = b.max(1.0);
+    let q = (a / b).floor();
+    if q * b < a {
+        q + 1.0
+    } else {
+        q
+    }
 }
 
 /// Quantized bytes of one 4-bit tensor of `n` weights: packed nibbles plus its constants.
-fn quantized_tensor_bytes(n: u128, double_quant: bool) -> (u128, u128) {
-    let packed = ceil_div(n, 2);
+fn quantized_tensor_bytes(n: Count, double_quant: bool) -> (Count, Count) {
+    let packed = ceil_div(n, 2.0);
     let blocks = ceil_div(n, QUANT_BLOCK);
     let constants = if double_quant {
         // 8-bit absmax per block, fp32 scale per 256 blocks, one fp32 mean offset.
-        blocks + 4 * ceil_div(blocks, DQ_BLOCK) + 4
+        blocks + 4.0 * ceil_div(blocks, DQ_BLOCK) + 4.0
     } else {
-        4 * blocks
+        4.0 * blocks
     };
     (packed, constants)
 }
@@ -289,10 +301,10 @@ fn quantized_tensor_bytes(n: u128, double_quant: bool) -> (u128, u128) {
 /// A trainable tensor's shape, for optimizers whose state depends on it.
 #[derive(Clone, Copy)]
 struct TensorShape {
-    rows: u128,
-    cols: u128,
+    rows: Count,
+    cols: Count,
     /// How many such tensors.
-    count: u128,
+    count: Count,
 }
 
 fn adapted(plan: &Plan, l: &Linear) -> bool {
@@ -320,142 +332,149 @@ impl Shapes {
 
 /// Trainable tensors of the plan.
 fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Shapes {
-    let layers = arch.layers as u128;
+    let layers = arch.layers as Count;
     let mut t = Shapes {
         items: [TensorShape {
-            rows: 0,
-            cols: 0,
-            count: 0,
+            rows: 0.0,
+            cols: 0.0,
+            count: 0.0,
         }; 24],
         len: 0,
     };
-    let r = plan.rank as u128;
+    let r = plan.rank as Count;
     match plan.method {
         Method::Full => {
             for l in linears {
-                let copies = l.copies as u128 * layers;
+                let copies = l.copies as Count * layers;
                 t.push(TensorShape {
-                    rows: l.out_features as u128,
-                    cols: l.in_features as u128,
+                    rows: l.out_features as Count,
+                    cols: l.in_features as Count,
                     count: copies,
                 });
                 if l.bias {
                     t.push(TensorShape {
-                        rows: 1,
-                        cols: l.out_features as u128,
+                        rows: 1.0,
+                        cols: l.out_features as Count,
                         count: copies,
                     });
                 }
             }
-            let other = arch.layer_other_params() as u128;
+            let other = arch.layer_other_params() as Count;
             t.push(TensorShape {
-                rows: 1,
+                rows: 1.0,
                 cols: other,
                 count: layers,
             });
             t.push(TensorShape {
-                rows: arch.vocab as u128,
-                cols: arch.hidden as u128,
-                count: 1,
+                rows: arch.vocab as Count,
+                cols: arch.hidden as Count,
+                count: 1.0,
             });
             if arch.learned_positions > 0 {
                 t.push(TensorShape {
-                    rows: arch.learned_positions as u128,
-                    cols: arch.hidden as u128,
-                    count: 1,
+                    rows: arch.learned_positions as Count,
+                    cols: arch.hidden as Count,
+                    count: 1.0,
                 });
             }
             if !arch.tied_embeddings {
                 t.push(TensorShape {
-                    rows: arch.vocab as u128,
-                    cols: arch.hidden as u128,
-                    count: 1,
+                    rows: arch.vocab as Count,
+                    cols: arch.hidden as Count,
+                    count: 1.0,
                 });
             }
             if arch.lm_head_bias {
                 t.push(TensorShape {
-                    rows: 1,
-                    cols: arch.vocab as u128,
-                    count: 1,
+                    rows: 1.0,
+                    cols: arch.vocab as Count,
+                    count: 1.0,
                 });
             }
             t.push(TensorShape {
-                rows: 1,
-                cols: arch.final_norm_params() as u128,
-                count: 1,
+                rows: 1.0,
+                cols: arch.final_norm_params() as Count,
+                count: 1.0,
             });
         }
         Method::Lora | Method::Qlora => {
-            let adapter =
-                |t: &mut Shapes, inp: u128, out: u128, count: u128, feedforward: bool| match plan
-                    .peft
-                {
-                    Peft::Ia3 => t.push(TensorShape {
-                        rows: 1,
-                        cols: if feedforward { inp } else { out },
-                        count,
-                    }),
-                    Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa => {
-                        if plan.peft != Peft::Lorafa {
-                            t.push(TensorShape {
-                                rows: r,
-                                cols: inp,
-                                count,
-                            });
-                        }
+            let adapter = |t: &mut Shapes,
+                           inp: Count,
+                           out: Count,
+                           count: Count,
+                           feedforward: bool| match plan.peft {
+                Peft::Ia3 => t.push(TensorShape {
+                    rows: 1.0,
+                    cols: if feedforward { inp } else { out },
+                    count,
+                }),
+                Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa => {
+                    if plan.peft != Peft::Lorafa {
                         t.push(TensorShape {
-                            rows: out,
-                            cols: r,
+                            rows: r,
+                            cols: inp,
                             count,
                         });
-                        if plan.peft == Peft::Dora {
-                            t.push(TensorShape {
-                                rows: 1,
-                                cols: out,
-                                count,
-                            });
-                        }
                     }
-                };
+                    t.push(TensorShape {
+                        rows: out,
+                        cols: r,
+                        count,
+                    });
+                    if plan.peft == Peft::Dora {
+                        t.push(TensorShape {
+                            rows: 1.0,
+                            cols: out,
+                            count,
+                        });
+                    }
+                }
+            };
             for l in linears.iter().filter(|l| adapted(plan, l)) {
-                let copies = l.copies as u128 * layers;
+                let copies = l.copies as Count * layers;
                 let feedforward = l.input == LinearInput::MlpInner;
                 adapter(
                     &mut t,
-                    l.in_features as u128,
-                    l.out_features as u128,
+                    l.in_features as Count,
+                    l.out_features as Count,
                     copies,
                     feedforward,
                 );
             }
             if plan.targets.contains(Target::LmHead) {
-                adapter(&mut t, arch.hidden as u128, arch.vocab as u128, 1, false);
+                adapter(
+                    &mut t,
+                    arch.hidden as Count,
+                    arch.vocab as Count,
+                    1.0,
+                    false,
+                );
             }
             let head_rows = if arch.tied_embeddings {
-                0
+                0.0
             } else {
-                arch.vocab as u128
+                arch.vocab as Count
             };
             match plan.tokens {
                 TokenTraining::Frozen => {}
                 // PEFT keeps a trainable delta for just these rows.
                 TokenTraining::Rows(rows) => t.push(TensorShape {
-                    rows: (rows as u128).min(arch.vocab as u128),
-                    cols: arch.hidden as u128,
-                    count: 1,
+                    rows: (rows as Count).min(arch.vocab as Count),
+                    cols: arch.hidden as Count,
+                    count: 1.0,
                 }),
                 // modules_to_save: a trainable copy of the embedding (and of an untied head).
                 TokenTraining::All => {
                     t.push(TensorShape {
-                        rows: arch.vocab as u128,
-                        cols: arch.hidden as u128,
-                        count: 1,
+                        rows: arch.vocab as Count,
+                        cols: arch.hidden as Count,
+                        count: 1.0,
                     });
-                    if head_rows > 0 {
+                    if head_rows > 0.0 {
                         t.push(TensorShape {
                             rows: head_rows,
-                            cols: arch.hidden as u128,
-                            count: 1,
+                            cols: arch.hidden as Count,
+                            count: 1.0,
                         });
                     }
                 }
@@ -471,38 +490,38 @@ fn layer_saved(
     plan: &Plan,
     d: Dtypes,
     linears: &[Linear],
-    tokens: u128,
-) -> (u128, u128) {
+    tokens: Count,
+) -> (Count, Count) {
     let n = tokens;
-    let h = arch.hidden as u128;
-    let q = arch.q_dim() as u128;
-    let kv = arch.kv_dim() as u128;
+    let h = arch.hidden as Count;
+    let q = arch.q_dim() as Count;
+    let kv = arch.kv_dim() as Count;
     let k_route = if arch.experts > 1 {
-        arch.experts_per_token as u128
+        arch.experts_per_token as Count
     } else {
-        1
+        1.0
     };
-    let inter = arch.intermediate as u128 * k_route;
-    let heads = arch.heads as u128;
+    let inter = arch.intermediate as Count * k_route;
+    let heads = arch.heads as Count;
     let full = plan.method == Method::Full;
-    let mut bytes: u128 = 0;
+    let mut bytes: Count = 0.0;
 
     // Norms. HF RMSNorm upcasts its input to fp32 and keeps it with the fp32 reciprocal RMS;
     // LayerNorm keeps its input (fp32 under autocast) with mean and rstd. A trainable norm weight also keeps its 16-bit input.
     let fused = plan.compile || plan.liger;
     let per_norm = match arch.norm {
         // A fused RMSNorm (torch.compile, Liger) keeps its input in its own dtype and the fp32 rstd only.
-        Norm::RmsNorm if fused => d.r * n * h + 4 * n,
-        Norm::RmsNorm => 4 * n * h + 4 * n,
-        Norm::LayerNorm => (if d.amp { 4 } else { d.r }) * n * h + 8 * n,
-    } + if full { d.r * n * h } else { 0 };
-    bytes += per_norm * arch.norms_per_layer as u128;
+        Norm::RmsNorm if fused => d.r * n * h + 4.0 * n,
+        Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
+        Norm::LayerNorm => (if d.amp { 4.0 } else { d.r }) * n * h + 8.0 * n,
+    } + if full { d.r * n * h } else { 0.0 };
+    bytes += per_norm * arch.norms_per_layer as Count;
 
     // Inputs of linear modules: a trainable weight (full) or an adapter (LoRA) needs the module's input for backward.
     let width = |i: LinearInput| match i {
         LinearInput::AttnNorm | LinearInput::MlpNorm => h,
         LinearInput::AttnOut => q,
-        LinearInput::MlpInner => arch.intermediate as u128,
+        LinearInput::MlpInner => arch.intermediate as Count,
     };
     // Parallel blocks (one norm) feed attention and MLP from the same tensor.
     let same_norm = arch.norms_per_layer == 1;
@@ -538,7 +557,7 @@ fn layer_saved(
         };
         let w = width(first.input);
         // MoE expert inputs are routed copies: each token reaches k experts.
-        let route = if first.copies > 1 { k_route } else { 1 };
+        let route = if first.copies > 1 { k_route } else { 1.0 };
         let rows = n * route;
         let mut shared_saved = false;
         for l in members {
@@ -555,7 +574,7 @@ fn layer_saved(
                 let scaled = if l.input == LinearInput::MlpInner {
                     w
                 } else {
-                    l.out_features as u128
+                    l.out_features as Count
                 };
                 bytes += d.c * rows * scaled;
             } else if adapted(plan, l) {
@@ -572,12 +591,12 @@ fn layer_saved(
                     shared_saved = true;
                 }
                 // lora_B keeps lora_A's rank-wide output.
-                bytes += ad * rows * plan.rank as u128;
+                bytes += ad * rows * plan.rank as Count;
                 if plan.peft == Peft::Dora {
                     // DoRA rescales the base output and the LoRA output by magnitude / ||W + BA||: both products
                     // keep their other factor (the base output in the compute dtype, the LoRA output in the
                     // adapter dtype).
-                    bytes += (d.c + ad) * rows * l.out_features as u128;
+                    bytes += (d.c + ad) * rows * l.out_features as Count;
                 }
             }
             if plan.method == Method::Qlora && plan.qlora_saves_input {
@@ -601,20 +620,20 @@ fn layer_saved(
     // runtime read the grouped heads directly.
     let webgpu = plan.framework == Framework::Webgpu;
     let kv_kept = if plan.attn == Attn::Flash || webgpu {
-        2 * kv
+        2.0 * kv
     } else {
-        2 * q
+        2.0 * q
     };
     bytes += c * n * (q + kv_kept);
-    let mut scores = 0;
+    let mut scores = 0.0;
     match plan.attn {
         Attn::Eager => {
             // Softmax output in fp32 plus the 16-bit copy fed to P·V.
-            let per = if c == 4 { 4 } else { 4 + c };
-            scores = per * heads * n * plan.seq_len as u128;
+            let per = if c == 4.0 { 4.0 } else { 4.0 + c };
+            scores = per * heads * n * plan.seq_len as Count;
         }
         Attn::Sdpa | Attn::Flash => {
-            bytes += c * n * q + 4 * n * heads;
+            bytes += c * n * q + 4.0 * n * heads;
         }
     }
 
@@ -624,14 +643,14 @@ fn layer_saved(
         crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused
             if plan.compile || plan.liger || webgpu =>
         {
-            2 * c * n * inter
+            2.0 * c * n * inter
         }
-        crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused => 3 * c * n * inter,
+        crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused => 3.0 * c * n * inter,
         crate::arch::Mlp::Plain => c * n * inter,
     };
     if arch.experts > 1 {
         // Router logits and their softmax in fp32.
-        bytes += 8 * n * arch.experts as u128;
+        bytes += 8.0 * n * arch.experts as Count;
     }
     (bytes, scores)
 }
@@ -640,34 +659,34 @@ fn layer_saved(
 pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let d = dtypes(plan);
     let linears = arch.layer_linears();
-    let layers = arch.layers as u128;
-    let gpus = plan.gpus.max(1) as u128;
+    let layers = arch.layers as Count;
+    let gpus = plan.gpus.max(1) as Count;
     let zero = if plan.gpus > 1 { plan.zero } else { 0 };
-    let total_params = arch.total_params() as u128;
-    let mut comp = [0u128; Kind::COUNT];
-    let set = |comp: &mut [u128; Kind::COUNT], k: Kind, v: u128| comp[k as usize] = v;
+    let total_params = arch.total_params() as Count;
+    let mut comp = [0.0; Kind::COUNT];
+    let set = |comp: &mut [Count; Kind::COUNT], k: Kind, v: Count| comp[k as usize] = v;
 
     // ---- Weights
-    let lin_weights: u128 = linears
+    let lin_weights: Count = linears
         .iter()
-        .map(|l| l.weight_params() as u128)
-        .sum::<u128>()
+        .map(|l| l.weight_params() as Count)
+        .sum::<Count>()
         * layers;
     let head_quantized = plan.method == Method::Qlora && plan.framework == Framework::Litgpt;
     let (base, constants) = if plan.method == Method::Qlora {
-        let (mut packed, mut consts) = (0u128, 0u128);
+        let (mut packed, mut consts) = (0.0, 0.0);
         for l in linears.iter() {
             let (p, c) = quantized_tensor_bytes(
-                l.in_features as u128 * l.out_features as u128,
+                l.in_features as Count * l.out_features as Count,
                 plan.double_quant,
             );
-            packed += p * l.copies as u128 * layers;
-            consts += c * l.copies as u128 * layers;
+            packed += p * l.copies as Count * layers;
+            consts += c * l.copies as Count * layers;
         }
         // Embeddings, norms, biases and the LM head stay in 16-bit (fp32 when upcast) under transformers, which
         // skips `lm_head`; litgpt's bitsandbytes plugin converts every Linear, the head included (a tied head then
         // gets its own 4-bit copy while the embedding stays 16-bit).
-        let head_w = arch.vocab as u128 * arch.hidden as u128;
+        let head_w = arch.vocab as Count * arch.hidden as Count;
         let mut rest = total_params - lin_weights;
         if head_quantized {
             let (p, c) = quantized_tensor_bytes(head_w, plan.double_quant);
@@ -679,19 +698,19 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         }
         (packed + rest * d.w, consts)
     } else {
-        (total_params * d.w, 0)
+        (total_params * d.w, 0.0)
     };
     let tensors = trainable_tensors(arch, plan, &linears);
-    let trainable: u128 = tensors.iter().map(|t| t.rows * t.cols * t.count).sum();
+    let trainable: Count = tensors.iter().map(|t| t.rows * t.cols * t.count).sum();
     let (adapter_bytes, param_bytes) = match plan.method {
-        Method::Full => (0, d.w),
+        Method::Full => (0.0, d.w),
         _ => (trainable * d.a, d.a),
     };
-    let shard_w = |v: u128| if zero >= 3 { ceil_div(v, gpus) } else { v };
-    let shard_g = |v: u128| if zero >= 2 { ceil_div(v, gpus) } else { v };
-    let shard_o = |v: u128| if zero >= 1 { ceil_div(v, gpus) } else { v };
+    let shard_w = |v: Count| if zero >= 3 { ceil_div(v, gpus) } else { v };
+    let shard_g = |v: Count| if zero >= 2 { ceil_div(v, gpus) } else { v };
+    let shard_o = |v: Count| if zero >= 1 { ceil_div(v, gpus) } else { v };
     set(&mut comp, Kind::BaseWeights, shard_w(base));
-    set(&mut comp, Kind::QuantConstants, shard_w(constants));
+    set(&mut comp, Kind::QuantConstants, shard_w(constants as f64));
     set(&mut comp, Kind::AdapterWeights, shard_w(adapter_bytes));
 
     // ---- Gradients: same dtype as their parameters.
@@ -700,35 +719,35 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
 
     // ---- Optimizer
     let state_bytes = if d.amp && plan.method == Method::Full {
-        4
+        4.0
     } else {
         param_bytes
     };
     let master = if d.amp && plan.method == Method::Full {
-        4 * trainable
+        4.0 * trainable
     } else {
-        0
+        0.0
     };
-    let mut states: u128 = 0;
-    let mut largest_tensor: u128 = 0;
+    let mut states: Count = 0.0;
+    let mut largest_tensor: Count = 0.0;
     for t in tensors.iter() {
         let numel = t.rows * t.cols;
         largest_tensor = largest_tensor.max(numel);
         states += t.count
             * match plan.optimizer {
-                Optimizer::AdamwTorch | Optimizer::AdamwTorchFused => 2 * state_bytes * numel,
-                Optimizer::PagedAdamw32bit => 8 * numel,
+                Optimizer::AdamwTorch | Optimizer::AdamwTorchFused => 2.0 * state_bytes * numel,
+                Optimizer::PagedAdamw32bit => 8.0 * numel,
                 Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => {
                     if numel < OPT8_MIN_NUMEL {
-                        8 * numel
+                        8.0 * numel
                     } else {
-                        2 * numel + 2 * 4 * ceil_div(numel, OPT8_BLOCK)
+                        2.0 * numel + 2.0 * 4.0 * ceil_div(numel, OPT8_BLOCK)
                     }
                 }
-                Optimizer::Sgd => 0,
+                Optimizer::Sgd => 0.0,
                 // Factored second moment for matrices (row and column vectors), a full one for vectors.
                 Optimizer::Adafactor => {
-                    if t.rows > 1 && t.cols > 1 {
+                    if t.rows > 1.0 && t.cols > 1.0 {
                         state_bytes * (t.rows + t.cols)
                     } else {
                         state_bytes * numel
@@ -741,99 +760,107 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         Optimizer::PagedAdamw8bit | Optimizer::PagedAdamw32bit
     );
     let (on_device_states, paged_states) = if paged {
-        (0, shard_o(states))
+        (0.0, shard_o(states))
     } else {
-        (shard_o(states), 0)
+        (shard_o(states), 0.0)
     };
     set(&mut comp, Kind::OptimizerStates, on_device_states);
     set(&mut comp, Kind::MasterWeights, shard_o(master));
     set(&mut comp, Kind::PagedStates, paged_states);
     let opt_temps = match plan.optimizer {
         Optimizer::AdamwTorch => shard_o(trainable) * state_bytes,
-        Optimizer::Adafactor => 2 * 4 * largest_tensor,
-        _ => 0,
+        Optimizer::Adafactor => 2.0 * 4.0 * largest_tensor,
+        _ => 0.0,
     };
     set(&mut comp, Kind::OptimizerTemps, opt_temps);
 
     // ---- Activations
-    let n = plan.micro_batch as u128 * plan.seq_len as u128;
-    let h = arch.hidden as u128;
-    let v = arch.vocab as u128;
+    let n = plan.micro_batch as Count * plan.seq_len as Count;
+    let h = arch.hidden as Count;
+    let v = arch.vocab as Count;
     let (per_layer, per_layer_scores) = layer_saved(arch, plan, d, &linears, n);
     // Eager attention with a padding-capable mask builds one 4D causal mask per forward.
     let mask = if plan.attn == Attn::Eager && plan.framework != Framework::Webgpu {
-        d.c * plan.micro_batch as u128 * (plan.seq_len as u128).pow(2)
+        d.c * plan.micro_batch as Count * (plan.seq_len as Count).powf(2.0)
     } else {
-        0
+        0.0
     };
     let final_norm = match arch.norm {
-        Norm::RmsNorm => 4 * n * h + 4 * n,
-        Norm::LayerNorm => 4 * n * h + 8 * n,
+        Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
+        Norm::LayerNorm => 4.0 * n * h + 8.0 * n,
     };
     let head_trainable = plan.method == Method::Full
         || plan.targets.contains(Target::LmHead)
         || plan.tokens == TokenTraining::All;
-    let head_input = if head_trainable { d.r * n * h } else { 0 };
+    let head_input = if head_trainable { d.r * n * h } else { 0.0 };
     let (saved_all, scores_all, ckpt) = if plan.grad_checkpointing {
-        (final_norm + head_input, 0, layers * d.r * n * h)
+        (final_norm + head_input, 0.0, layers * d.r * n * h)
     } else {
         (
             layers * per_layer + final_norm + head_input,
             layers * per_layer_scores + mask,
-            0,
+            0.0,
         )
     };
     // Logits: forward keeps 16-bit logits, their fp32 upcast and the log-softmax output; backward peaks with
     // the log-softmax output, its incoming gradient and the gradient it produces, all fp32.
     let (logits_fwd, logits_bwd, logits_block) = match (plan.loss, plan.framework) {
         (Loss::Standard, Framework::Hf) => {
-            let up = if d.c == 4 { 0 } else { 4 };
-            ((d.c + up + 4) * n * v, 12 * n * v, 4 * n * v)
+            let up = if d.c == 4.0 { 0.0 } else { 4.0 };
+            ((d.c + up + 4.0) * n * v, 12.0 * n * v, 4.0 * n * v)
         }
         (Loss::Standard, Framework::Torchtune) => {
             // CEWithChunkedOutputLoss: 8 chunks of 16-bit logits, each upcast and log-softmaxed in fp32 and kept
             // for backward; the 16-bit logits are dropped before backward.
-            let chunk = ceil_div(n, 8) * v;
+            let chunk = ceil_div(n, 8.0) * v;
             (
-                d.c * n * v + 4 * n * v + 4 * chunk,
-                4 * n * v + 2 * 4 * chunk + d.c * chunk,
-                4 * chunk,
+                d.c * n * v + 4.0 * n * v + 4.0 * chunk,
+                4.0 * n * v + 2.0 * 4.0 * chunk + d.c * chunk,
+                4.0 * chunk,
             )
         }
         (Loss::Standard, Framework::Litgpt) => {
             // lm_head_chunk_size=128: the head's output in 128-token chunks and a cross-entropy per chunk in the
             // model dtype; every chunk's log-softmax is kept for backward.
-            let chunk = (128u128).min(n) * v;
-            (2 * d.c * n * v, d.c * n * v + 3 * d.c * chunk, d.c * chunk)
+            let chunk = (128.0 as Count).min(n) * v;
+            (
+                2.0 * d.c * n * v,
+                d.c * n * v + 3.0 * d.c * chunk,
+                d.c * chunk,
+            )
         }
         (Loss::Standard, Framework::Webgpu) => {
             // All logits in f32, kept; backward adds their gradient beside them while the per-row log-sum-exp waits.
-            ((4 * v + (4 * h).max(8)) * n, 8 * n * v + 4 * n, 4 * n * v)
+            (
+                (4.0 * v + (4.0 * h).max(8.0)) * n,
+                8.0 * n * v + 4.0 * n,
+                4.0 * n * v,
+            )
         }
         (Loss::Chunked, Framework::Webgpu) => {
             // The final norm's output stays for the recomputation; one chunk of logits at a time, and its gradient.
-            let chunk = (plan.chunk as u128).min(n) * v;
+            let chunk = (plan.chunk as Count).min(n) * v;
             (
-                4 * n * h + 4 * chunk + 8 * n,
-                8 * n * h + 8 * chunk + 4 * n,
-                4 * chunk,
+                4.0 * n * h + 4.0 * chunk + 8.0 * n,
+                8.0 * n * h + 8.0 * chunk + 4.0 * n,
+                4.0 * chunk,
             )
         }
         (Loss::Chunked, _) => {
-            let chunk = (plan.chunk as u128).min(n);
+            let chunk = (plan.chunk as Count).min(n);
             // TRL's chunked NLL upcasts the head weight to fp32 for each chunk, and keeps no logits between chunks.
-            let head_copy = if d.w == 4 { 0 } else { 4 * v * h };
+            let head_copy = if d.w == 4.0 { 0.0 } else { 4.0 * v * h };
             (
-                head_copy + 8 * chunk * v,
-                head_copy + 16 * chunk * v,
-                4 * chunk * v,
+                head_copy + 8.0 * chunk * v,
+                head_copy + 16.0 * chunk * v,
+                4.0 * chunk * v,
             )
         }
         (Loss::Fused, _) => {
             // Liger's fused linear cross-entropy: chunks sized so a chunk of logits is about the input's size,
             // with the input gradient computed in the forward and kept.
             let inc = ceil_div(v, h);
-            let chunk = ceil_div(n, inc).next_power_of_two();
+            let chunk = (ceil_div(n, inc) as u64).next_power_of_two() as Count;
             (d.c * chunk * v + d.c * n * h, d.c * n * h, d.c * chunk * v)
         }
     };
@@ -844,44 +871,43 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
 
     // ---- Working memory of backward: one layer's activation gradients, and one recomputed layer under checkpointing.
     let k_route = if arch.experts > 1 {
-        arch.experts_per_token as u128
+        arch.experts_per_token as Count
     } else {
-        1
+        1.0
     };
     // Softmax backward makes a gradient the size of the scores it reads (eager attention only).
     let scores_grad = if plan.attn == Attn::Eager {
         per_layer_scores
     } else {
-        0
+        0.0
     };
     let grad_flow = if plan.framework == Framework::Webgpu {
         // The residual stream's gradient, and the MLP's three gradients at their widest moment.
-        4 * n * h + 12 * n * arch.intermediate as u128 * k_route + scores_grad
+        4.0 * n * h + 12.0 * n * arch.intermediate as Count * k_route + scores_grad
     } else {
-        2 * d.r * n * h + 3 * d.c * n * arch.intermediate as u128 * k_route + scores_grad
+        2.0 * d.r * n * h + 3.0 * d.c * n * arch.intermediate as Count * k_route + scores_grad
     };
     let recompute = if plan.grad_checkpointing {
         per_layer + per_layer_scores + mask
     } else {
-        0
+        0.0
     };
     let backward_work = grad_flow + recompute;
     set(&mut comp, Kind::BackwardWork, backward_work);
     // The WebGPU runtime's fused dequantize-matmul kernels never materialize a dense weight.
     let dequant = if plan.method == Method::Qlora && plan.framework != Framework::Webgpu {
         let head = if head_quantized {
-            arch.vocab as u128 * arch.hidden as u128
+            arch.vocab as Count * arch.hidden as Count
         } else {
-            0
+            0.0
         };
         d.c * linears
             .iter()
-            .map(|l| l.in_features as u128 * l.out_features as u128)
-            .max()
-            .unwrap_or(0)
+            .map(|l| l.in_features as Count * l.out_features as Count)
+            .fold(0.0, Count::max)
             .max(head)
     } else {
-        0
+        0.0
     };
     set(&mut comp, Kind::DequantBuffer, dequant);
     let peft_buffer = {
@@ -889,33 +915,36 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             let largest = linears
                 .iter()
                 .filter(|l| adapted(plan, l))
-                .map(|l| l.in_features as u128 * l.out_features as u128)
-                .max()
-                .unwrap_or(0);
+                .map(|l| l.in_features as Count * l.out_features as Count)
+                .fold(0.0, Count::max);
             // B·A in the adapter dtype, and W + s·BA promoted to fp32 for the norm.
-            (d.a + 4) * largest
+            (d.a + 4.0) * largest
         } else {
-            0
+            0.0
         };
         let tokens = match plan.tokens {
-            TokenTraining::Rows(_) if plan.method != Method::Full => d.w * arch.vocab as u128 * h,
-            _ => 0,
+            TokenTraining::Rows(_) if plan.method != Method::Full => d.w * arch.vocab as Count * h,
+            _ => 0.0,
         };
         dora.max(tokens)
     };
     set(&mut comp, Kind::PeftBuffers, peft_buffer);
     let dequant = dequant + peft_buffer;
     let gather = if zero >= 3 {
-        let layer_bytes =
-            arch.layer_params() as u128 * if plan.method == Method::Qlora { 1 } else { d.w };
-        2 * layer_bytes
+        let layer_bytes = arch.layer_params() as Count
+            * if plan.method == Method::Qlora {
+                1.0
+            } else {
+                d.w
+            };
+        2.0 * layer_bytes
     } else {
-        0
+        0.0
     };
     let ddp_buckets = if plan.gpus > 1 && zero == 0 {
         trainable * param_bytes
     } else {
-        0
+        0.0
     };
     set(&mut comp, Kind::ShardBuffers, gather + ddp_buckets);
 
@@ -927,9 +956,9 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // The WebGPU runtime also keeps the batch (token ids, labels), the RoPE table, the loss and the 4-bit code
     // tables on the device for the whole run.
     let inputs = if plan.framework == Framework::Webgpu {
-        8 * n + 4 * plan.seq_len as u128 * arch.head_dim as u128 + 4 + 1088
+        8.0 * n + 4.0 * plan.seq_len as Count * arch.head_dim as Count + 4.0 + 1088.0
     } else {
-        0
+        0.0
     };
     set(&mut comp, Kind::InputBuffers, inputs);
     let other_resident = ddp_buckets + inputs;
@@ -939,20 +968,20 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let bwd_in_layers_acts = saved_all + scores_all + ckpt;
     let bwd_in_layers = bwd_in_layers_acts + backward_work + dequant + gather;
     let bwd_end = grads + grad_flow + dequant + gather;
-    let load = [weights, 0, optimizer, 0, other_resident];
+    let load = [weights, 0.0, optimizer, 0.0, other_resident];
     let fwd = [
         weights,
-        0,
+        0.0,
         optimizer,
         acts_fwd,
         other_resident + dequant + gather,
     ];
     let bwd = if bwd_at_loss >= bwd_in_layers && bwd_at_loss >= bwd_end {
-        [weights, 0, optimizer, bwd_at_loss, other_resident]
+        [weights, 0.0, optimizer, bwd_at_loss, other_resident]
     } else if bwd_in_layers >= bwd_end {
         [
             weights,
-            0,
+            0.0,
             optimizer,
             bwd_in_layers_acts,
             other_resident + backward_work + dequant + gather,
@@ -962,20 +991,20 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             weights,
             grads,
             optimizer,
-            0,
+            0.0,
             other_resident + grad_flow + dequant + gather,
         ]
     };
-    let opt = [weights, grads, optimizer, 0, other_resident + opt_temps];
-    let to_phase = |a: [u128; 5], sat: &mut bool| PhaseMemory {
+    let opt = [weights, grads, optimizer, 0.0, other_resident + opt_temps];
+    let to_phase = |a: [Count; 5], sat: &mut bool| PhaseMemory {
         weights: clamp(a[0], sat),
         gradients: clamp(a[1], sat),
         optimizer: clamp(a[2], sat),
         activations: clamp(a[3], sat),
         other: clamp(a[4], sat),
     };
-    let sums = [load, fwd, bwd, opt].map(|a| a.iter().sum::<u128>());
-    let (mut peak_idx, mut peak) = (0, 0u128);
+    let sums = [load, fwd, bwd, opt].map(|a| a.iter().sum::<Count>());
+    let (mut peak_idx, mut peak) = (0, 0.0);
     for (i, s) in sums.iter().enumerate() {
         if *s >= peak {
             peak = *s;
@@ -987,16 +1016,16 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let largest_transient = logits_block
         .max(dequant)
         .max(per_layer_scores)
-        .max(opt_temps.min(largest_tensor * 4));
-    let rounded = ceil_div(peak, 2 * MIB) * 2 * MIB;
+        .max(opt_temps.min(largest_tensor * 4.0));
+    let rounded = ceil_div(peak, 2.0 * MIB) * 2.0 * MIB;
     let slack = rounded - peak + largest_transient;
     set(&mut comp, Kind::AllocatorSlack, slack);
     let reserved = peak + slack;
-    set(&mut comp, Kind::CudaContext, CUDA_CONTEXT_BYTES as u128);
-    let device = reserved + CUDA_CONTEXT_BYTES as u128 + paged_states;
+    set(&mut comp, Kind::CudaContext, CUDA_CONTEXT_BYTES as Count);
+    let device = reserved + CUDA_CONTEXT_BYTES as Count + paged_states;
 
     let mut saturated = false;
-    let components = comp.map(|v| clamp(v, &mut saturated));
+    let components = comp.map(|v| clamp(v as f64, &mut saturated));
     let phases = [load, fwd, bwd, opt].map(|a| to_phase(a, &mut saturated));
     Estimate {
         total_params: clamp(total_params, &mut saturated),
@@ -1004,16 +1033,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         components,
         phases,
         peak_phase: Phase::ALL[peak_idx],
-        peak_allocated_bytes: clamp(peak, &mut saturated),
-        peak_reserved_bytes: clamp(reserved, &mut saturated),
+        peak_allocated_bytes: clamp(peak as f64, &mut saturated),
+        peak_reserved_bytes: clamp(reserved as f64, &mut saturated),
         device_bytes: clamp(device, &mut saturated),
         saturated,
     }
 }
 
-fn clamp(v: u128, saturated: &mut bool) -> u64 {
-    u64::try_from(v).unwrap_or_else(|_| {
+fn clamp(v: Count, saturated: &mut bool) -> u64 {
+    // 2^64 is the first f64 that no u64 holds; `as` saturates there.
+    if v >= 18_446_744_073_709_551_616.0 {
         *saturated = true;
-        u64::MAX
-    })
+    }
+    v as u64
 }
