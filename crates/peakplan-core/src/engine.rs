@@ -710,7 +710,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let shard_g = |v: Count| if zero >= 2 { ceil_div(v, gpus) } else { v };
     let shard_o = |v: Count| if zero >= 1 { ceil_div(v, gpus) } else { v };
     set(&mut comp, Kind::BaseWeights, shard_w(base));
-    set(&mut comp, Kind::QuantConstants, shard_w(constants as f64));
+    set(&mut comp, Kind::QuantConstants, shard_w(constants));
     set(&mut comp, Kind::AdapterWeights, shard_w(adapter_bytes));
 
     // ---- Gradients: same dtype as their parameters.
@@ -822,7 +822,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         (Loss::Standard, Framework::Litgpt) => {
             // lm_head_chunk_size=128: the head's output in 128-token chunks and a cross-entropy per chunk in the
             // model dtype; every chunk's log-softmax is kept for backward.
-            let chunk = (128.0 as Count).min(n) * v;
+            let chunk = n.min(128.0) * v;
             (
                 2.0 * d.c * n * v,
                 d.c * n * v + 3.0 * d.c * chunk,
@@ -1025,7 +1025,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let device = reserved + CUDA_CONTEXT_BYTES as Count + paged_states;
 
     let mut saturated = false;
-    let components = comp.map(|v| clamp(v as f64, &mut saturated));
+    let components = comp.map(|v| clamp(v, &mut saturated));
     let phases = [load, fwd, bwd, opt].map(|a| to_phase(a, &mut saturated));
     Estimate {
         total_params: clamp(total_params, &mut saturated),
@@ -1033,8 +1033,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         components,
         phases,
         peak_phase: Phase::ALL[peak_idx],
-        peak_allocated_bytes: clamp(peak as f64, &mut saturated),
-        peak_reserved_bytes: clamp(reserved as f64, &mut saturated),
+        peak_allocated_bytes: clamp(peak, &mut saturated),
+        peak_reserved_bytes: clamp(reserved, &mut saturated),
         device_bytes: clamp(device, &mut saturated),
         saturated,
     }
