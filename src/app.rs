@@ -8,7 +8,7 @@ use crate::scale::{self, Log2Scale};
 use leptos::prelude::*;
 use peakplan_chart::{chart_svg, Theme};
 use peakplan_core::plan::{
-    Attn, DType, Framework, Loss, Method, Optimizer, Precision, Quant, Targets,
+    Attn, DType, Framework, Loss, Method, Optimizer, Peft, Precision, Quant, Targets,
 };
 use peakplan_core::units::{format_bytes, format_count};
 use peakplan_core::{
@@ -332,6 +332,7 @@ fn Controls() -> impl IntoView {
             <ChunkInput disabled=not_chunked/>
             <KeySelect label="Optimizer" key="opt" options=kw(opts)/>
             <KeySelect label="Precision" key="prec" options=vec![(Precision::AmpBf16.key(), "AMP bf16 (fp32 master)"), (Precision::AmpFp16.key(), "AMP fp16 (fp32 master)"), (Precision::Bf16.key(), "pure bf16"), (Precision::Fp16.key(), "pure fp16"), (Precision::Fp32.key(), "fp32")]/>
+            <KeySelect label="PEFT method" key="peft" options=vec![(Peft::Lora.key(), "LoRA"), (Peft::Rslora.key(), "rsLoRA"), (Peft::Dora.key(), "DoRA"), (Peft::Lorafa.key(), "LoRA-FA (A frozen)"), (Peft::Ia3.key(), "(IA)³"), (Peft::Vera.key(), "VeRA"), (Peft::Loha.key(), "LoHa"), (Peft::Oft.key(), "OFT (r blocks)"), (Peft::Ln.key(), "LayerNorm tuning")] disabled=not_peft/>
             <KeySelect label="Adapter dtype" key="adtype" options=vec![(DType::Fp32.key(), "fp32 (PEFT default)"), (DType::Bf16.key(), "bf16"), (DType::Fp16.key(), "fp16")] disabled=not_peft/>
             <KeySelect label="LoRA dropout" key="dropout" options=vec![("0", "0"), ("0.05", "0.05"), ("0.1", "0.1")] disabled=not_peft/>
             <KeySelect label="4-bit type" key="quant" options=vec![(Quant::Nf4.key(), "NF4"), (Quant::Fp4.key(), "FP4")] disabled=not_qlora/>

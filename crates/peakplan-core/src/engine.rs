@@ -125,7 +125,7 @@ components! {
     InputBuffers => "input_buffers", Other, "Batch and tables",
         "token ids and labels (4 B per token each), the RoPE table and the 4-bit code tables, resident on the device (WebGPU runtime)";
     PeftBuffers => "peft_buffers", Other, "PEFT working buffers",
-        "DoRA builds the dense W + BA of the largest adapted matrix to take its norm; trainable tokens rebuild the whole embedding with the trained rows each forward";
+        "DoRA builds the dense W + BA of the largest adapted matrix to take its norm; LoHa its two dense rank-r products; trainable tokens rebuild the whole embedding with the trained rows each forward";
     OptimizerTemps => "optimizer_temps", Other, "Optimizer step temporaries",
         "foreach AdamW allocates one state-sized temporary (the sqrt of the second moment); fused and 8-bit kernels update in place";
     ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
@@ -308,7 +308,33 @@ struct TensorShape {
 }
 
 fn adapted(plan: &Plan, l: &Linear) -> bool {
-    matches!(plan.method, Method::Lora | Method::Qlora) && l.selected_by & plan.targets.0 != 0
+    matches!(plan.method, Method::Lora | Method::Qlora)
+        && plan.peft != Peft::Ln
+        && l.selected_by & plan.targets.0 != 0
+}
+
+/// Elements of VeRA's frozen random projections: one A (rank x widest input) and one B (widest output x rank),
+/// shared by every adapted matrix and sliced per module.
+fn vera_projections(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Count {
+    if plan.peft != Peft::Vera || plan.method == Method::Full {
+        return 0.0;
+    }
+    let (mut inp, mut out) = (0.0, 0.0);
+    for l in linears.iter().filter(|l| adapted(plan, l)) {
+        inp = Count::max(inp, l.in_features as Count);
+        out = Count::max(out, l.out_features as Count);
+    }
+    if plan.targets.contains(Target::LmHead) {
+        inp = Count::max(inp, arch.hidden as Count);
+        out = Count::max(out, arch.vocab as Count);
+    }
+    plan.rank as Count * (inp + out)
+}
+
+/// Blocks and block width of OFT's rotation of an `inp`-wide input: `r` blocks, fewer when the input is narrower.
+fn oft_blocks(r: Count, inp: Count) -> (Count, Count) {
+    let blocks = r.clamp(1.0, inp.max(1.0));
+    (blocks, ceil_div(inp, blocks))
 }
 
 /// A fixed-capacity list of trainable tensor shapes (no allocation on the hot path).
@@ -408,6 +434,42 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Sh
                     cols: if feedforward { inp } else { out },
                     count,
                 }),
+                // VeRA trains a rank-wide and an output-wide vector around the shared frozen projections.
+                Peft::Vera => {
+                    t.push(TensorShape {
+                        rows: 1.0,
+                        cols: r,
+                        count,
+                    });
+                    t.push(TensorShape {
+                        rows: 1.0,
+                        cols: out,
+                        count,
+                    });
+                }
+                // LoHa: two (A, B) pairs.
+                Peft::Loha => {
+                    t.push(TensorShape {
+                        rows: r,
+                        cols: inp,
+                        count: 2.0 * count,
+                    });
+                    t.push(TensorShape {
+                        rows: out,
+                        cols: r,
+                        count: 2.0 * count,
+                    });
+                }
+                // OFT stores each block's skew-symmetric generator as its strict upper triangle.
+                Peft::Oft => {
+                    let (blocks, b) = oft_blocks(r, inp);
+                    t.push(TensorShape {
+                        rows: 1.0,
+                        cols: blocks * (b * (b - 1.0) / 2.0),
+                        count,
+                    });
+                }
+                Peft::Ln => {}
                 Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa => {
                     if plan.peft != Peft::Lorafa {
                         t.push(TensorShape {
@@ -449,6 +511,23 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Sh
                     1.0,
                     false,
                 );
+            }
+            if plan.peft == Peft::Ln {
+                // Every norm of every layer, and the final norm (PEFT's LN tuning targets them all by default).
+                let per_norm = match arch.norm {
+                    Norm::RmsNorm => arch.hidden,
+                    Norm::LayerNorm => 2 * arch.hidden,
+                } as Count;
+                t.push(TensorShape {
+                    rows: 1.0,
+                    cols: per_norm,
+                    count: arch.norms_per_layer as Count * layers,
+                });
+                t.push(TensorShape {
+                    rows: 1.0,
+                    cols: arch.final_norm_params() as Count,
+                    count: 1.0,
+                });
             }
             let head_rows = if arch.tied_embeddings {
                 0.0
@@ -577,6 +656,14 @@ fn layer_saved(
                     l.out_features as Count
                 };
                 bytes += d.c * rows * scaled;
+            } else if adapted(plan, l) && plan.peft == Peft::Vera {
+                // VeRA's projections are frozen, so neither keeps its input: lambda_d keeps A·x (rank-wide) and
+                // lambda_b keeps B's output (output-wide) for their gradients; dropout keeps only its mask.
+                let ad = if d.amp { d.c } else { d.a };
+                if plan.dropout > 0.0 {
+                    bytes += rows * w;
+                }
+                bytes += ad * rows * (plan.rank as Count + l.out_features as Count);
             } else if adapted(plan, l) {
                 let ad = if d.amp { d.c } else { d.a };
                 // LoRA-FA (PEFT's optimizer-based implementation) drops A's gradient and optimizer state, but the
@@ -590,8 +677,23 @@ fn layer_saved(
                 } else {
                     shared_saved = true;
                 }
-                // lora_B keeps lora_A's rank-wide output.
-                bytes += ad * rows * plan.rank as Count;
+                match plan.peft {
+                    // LoHa builds the dense update (B1 A1) ⊙ (B2 A2) in the adapter dtype each forward, and the
+                    // linear that applies it keeps it for the input's gradient until this layer's backward.
+                    Peft::Loha => {
+                        bytes += d.a
+                            * l.in_features as Count
+                            * l.out_features as Count
+                            * l.copies as Count;
+                    }
+                    // OFT rotates the input it keeps (counted above) by a block-diagonal matrix built per forward.
+                    Peft::Oft => {
+                        let (blocks, b) = oft_blocks(plan.rank as Count, w);
+                        bytes += d.a * blocks * b * b * l.copies as Count;
+                    }
+                    // lora_B keeps lora_A's rank-wide output.
+                    _ => bytes += ad * rows * plan.rank as Count,
+                }
                 if plan.peft == Peft::Dora {
                     // DoRA rescales the base output and the LoRA output by magnitude / ||W + BA||: both products
                     // keep their other factor (the base output in the compute dtype, the LoRA output in the
@@ -704,7 +806,10 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let trainable: Count = tensors.iter().map(|t| t.rows * t.cols * t.count).sum();
     let (adapter_bytes, param_bytes) = match plan.method {
         Method::Full => (0.0, d.w),
-        _ => (trainable * d.a, d.a),
+        _ => (
+            trainable * d.a + vera_projections(arch, plan, &linears) * d.a,
+            d.a,
+        ),
     };
     let shard_w = |v: Count| if zero >= 3 { ceil_div(v, gpus) } else { v };
     let shard_g = |v: Count| if zero >= 2 { ceil_div(v, gpus) } else { v };
@@ -911,16 +1016,19 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     set(&mut comp, Kind::DequantBuffer, dequant);
     let peft_buffer = {
-        let dora = if plan.method != Method::Full && plan.peft == Peft::Dora {
-            let largest = linears
-                .iter()
-                .filter(|l| adapted(plan, l))
-                .map(|l| l.in_features as Count * l.out_features as Count)
-                .fold(0.0, Count::max);
+        let largest = linears
+            .iter()
+            .filter(|l| adapted(plan, l))
+            .map(|l| l.in_features as Count * l.out_features as Count)
+            .fold(0.0, Count::max);
+        let dora = match plan.peft {
+            _ if plan.method == Method::Full => 0.0,
             // B·A in the adapter dtype, and W + s·BA promoted to fp32 for the norm.
-            (d.a + 4.0) * largest
-        } else {
-            0.0
+            Peft::Dora => (d.a + 4.0) * largest,
+            // LoHa's two dense rank-r products in flight before their Hadamard product (and again in backward,
+            // where each factor's gradient multiplies the other product).
+            Peft::Loha => 2.0 * d.a * largest,
+            _ => 0.0,
         };
         let tokens = match plan.tokens {
             TokenTraining::Rows(_) if plan.method != Method::Full => d.w * arch.vocab as Count * h,

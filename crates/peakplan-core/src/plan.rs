@@ -101,6 +101,15 @@ keyword_enum!(
         Lorafa = "lorafa",
         /// (IA)^3: a learned vector scales each target's output (its input for `down`).
         Ia3 = "ia3",
+        /// VeRA: frozen random A and B shared by every layer, with trainable scaling vectors (rank-wide and
+        /// output-wide) per adapted matrix.
+        Vera = "vera",
+        /// LoHa: the update is the Hadamard product of two rank-r products, built densely in every forward.
+        Loha = "loha",
+        /// OFT: a block-diagonal orthogonal rotation (r blocks, Cayley-parametrized) of each target's input.
+        Oft = "oft",
+        /// LayerNorm tuning: only the norm weights train; no adapter on the linears.
+        Ln = "ln",
     }
 );
 

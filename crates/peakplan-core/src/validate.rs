@@ -382,13 +382,21 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         Peft::Rslora
     } else if detail.contains("ia3") {
         Peft::Ia3
+    } else if detail.contains("vera") {
+        Peft::Vera
+    } else if detail.contains("loha") {
+        Peft::Loha
+    } else if detail.contains("oft") {
+        Peft::Oft
+    } else if detail.contains("layernorm tuning") {
+        Peft::Ln
     } else {
         Peft::Lora
     };
     let method = match r.lower("method").as_str() {
         "full" => Method::Full,
         "lora" | "dora" => Method::Lora,
-        "other" if peft == Peft::Ia3 => Method::Lora,
+        "other" if peft != Peft::Lora => Method::Lora,
         "qlora" => Method::Qlora,
         "other" => {
             return Err(format!(

@@ -629,6 +629,48 @@ mod levers {
         // the q,v LoRA baseline kept the shared norm output (1,024 B) and two rank-2 outputs (2 x n x 2 = 32 B each).
         assert_eq!(saved(&e) - saved(&run("")), 4_096 - 1_024 - 64);
     }
+
+    #[test]
+    fn vera_trains_vectors_around_shared_frozen_projections() {
+        // Per adapted module a rank-wide (2) and an output-wide (64) vector: 2 x 66 = 132 values.
+        let e = run("peft=vera");
+        assert_eq!(e.trainable_params, 132);
+        // Adapter memory: the vectors (132 x 2 B) plus one shared A (2 x 64) and B (64 x 2) in bf16 (512 B).
+        assert_eq!(e.component(Kind::AdapterWeights), 264 + 512);
+        // Frozen projections keep no input (the LoRA baseline's shared 1,024 B and two 32 B rank outputs go);
+        // each module keeps A·x and B's output: 2 B x n x (2 + 64) = 1,056 B, twice.
+        assert_eq!(saved(&e) - saved(&run("")), 2_112 - 1_024 - 64);
+    }
+
+    #[test]
+    fn loha_keeps_its_dense_update_until_backward() {
+        // Two (A, B) pairs per module: 2 x (2 x 64 + 64 x 2) = 512 values, twice.
+        let e = run("peft=loha");
+        assert_eq!(e.trainable_params, 1_024);
+        // The dense 64 x 64 update in bf16 (8,192 B) per module replaces the two rank outputs (64 B).
+        assert_eq!(saved(&e) - saved(&run("")), 16_384 - 64);
+        // Its two dense factors are in flight while it is built: 2 x 8,192 B.
+        assert_eq!(e.component(Kind::PeftBuffers), 16_384);
+    }
+
+    #[test]
+    fn oft_rotates_the_input_in_blocks() {
+        // r = 2 blocks of 32: each block's generator has 32 x 31 / 2 = 496 values; 992 per module, twice.
+        let e = run("peft=oft");
+        assert_eq!(e.trainable_params, 1_984);
+        // The input is kept as under LoRA; the block-diagonal rotation (2 x 32 x 32 x 2 B = 4,096 B) replaces the
+        // rank outputs, per module.
+        assert_eq!(saved(&e) - saved(&run("")), 8_192 - 64);
+    }
+
+    #[test]
+    fn layernorm_tuning_trains_the_norms_only() {
+        // Two RMSNorms of 64 in the layer and the final one: 192 values; no linear keeps anything extra.
+        let e = run("peft=ln");
+        assert_eq!(e.trainable_params, 192);
+        assert_eq!(e.component(Kind::AdapterWeights), 384);
+        assert_eq!(saved(&e) - saved(&run("")), -1_024 - 64);
+    }
 }
 
 // ---- The advisor.

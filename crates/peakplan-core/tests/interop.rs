@@ -24,6 +24,10 @@ const PLANS: &[&str] = &[
     "model=gemma-2-9b&method=lora&targets=q,k,v,o,gate,up,down,lm_head&prec=bf16&opt=paged_adamw_32bit",
     "model=starcoderbase-1b&method=lora&targets=q,o,up&b=8&s=512&qsave=1&fw=litgpt",
     "model=tinyllama-1.1b&method=qlora&gpus=4&zero=3&dq=0&opt=adamw_8bit",
+    "model=llama-3.2-3b&method=lora&peft=vera&r=256&targets=q,v&prec=bf16",
+    "model=llama-3.2-1b&method=qlora&peft=loha&r=32&targets=q,v",
+    "model=qwen2.5-0.5b&method=lora&peft=oft&r=32&targets=q,k,v,o",
+    "model=llama-3.2-3b&method=lora&peft=ln&b=4&s=768&prec=bf16",
 ];
 
 fn plan(q: &str) -> Plan {
@@ -130,7 +134,12 @@ fn python_exports_compile_and_name_the_plan() {
             || (p.method == Method::Full && p.precision == Precision::Bf16)
             || (p.gpus > 1 && p.zero > 0 && p.precision == Precision::Bf16);
         assert_eq!(c("BF16"), py(amp_bf16), "{q}");
-        if p.method != Method::Full && p.peft != Peft::Ia3 {
+        if p.method != Method::Full
+            && matches!(
+                p.peft,
+                Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa
+            )
+        {
             assert!(
                 src.contains(&format!("    r={},", p.rank)),
                 "{q}: LoRA rank"
@@ -202,6 +211,25 @@ fn python_exports_compile_and_name_the_plan() {
                 "{q}"
             ),
             Peft::Lorafa if p.method != Method::Full => assert_eq!(c("LORA_FA"), "True", "{q}"),
+            Peft::Vera if p.method != Method::Full => {
+                assert!(
+                    src.contains("VeraConfig(") && src.contains(&format!("    r={},", p.rank)),
+                    "{q}"
+                )
+            }
+            Peft::Loha if p.method != Method::Full => {
+                assert!(
+                    src.contains("LoHaConfig(") && src.contains(&format!("    r={},", p.rank)),
+                    "{q}"
+                )
+            }
+            Peft::Oft if p.method != Method::Full => {
+                assert!(
+                    src.contains("OFTConfig(") && src.contains(&format!("    r={},", p.rank)),
+                    "{q}"
+                )
+            }
+            Peft::Ln if p.method != Method::Full => assert!(src.contains("LNTuningConfig("), "{q}"),
             _ => {}
         }
         if p.method == Method::Qlora {

@@ -125,10 +125,10 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
     let ds_file = deepspeed_file_name(plan);
     let fused = plan.loss == Loss::Fused;
     // PEFT kinds axolotl has no key for.
-    let peft_no_key = if matches!(plan.peft, Peft::Lorafa | Peft::Ia3) {
-        plan.peft.key()
-    } else {
+    let peft_no_key = if matches!(plan.peft, Peft::Lora | Peft::Rslora | Peft::Dora) {
         ""
+    } else {
+        plan.peft.key()
     };
     let attn_key = match plan.attn {
         Attn::Flash => "flash_attention",

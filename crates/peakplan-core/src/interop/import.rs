@@ -875,21 +875,33 @@ fn plan_comment(text: &str) -> Option<&str> {
 const PEFT_NEUTRAL: &[&str] = &[
     "task_type", "inference_mode", "revision", "fan_in_fan_out", "init_lora_weights", "layers_pattern",
     "alpha_pattern", "auto_mapping", "lora_alpha", "feedforward_modules", "megatron_core", "megatron_config",
-    "peft_version",
+    "peft_version", "d_initial", "projection_prng_key", "save_projection", "alpha", "oft_block_size",
+    "use_effective_conv2d", "block_share", "coft", "eps", "use_cayley_neumann",
 ];
+
+/// PEFT kinds that axolotl and torchtune configs cannot state (axolotl has rsLoRA, the first): a `lora` adapter
+/// there is consistent with each, and the peakplan line says which.
+const PEFT_WITHOUT_KEY: &[&str] = &["rslora", "lorafa", "ia3", "vera", "loha", "oft", "ln"];
 
 #[inline(never)]
 fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError> {
-    let ia3 = match get_str(map, "peft_type") {
-        None => false,
-        Some(t) if t.eq_ignore_ascii_case("lora") => false,
-        Some(t) if t.eq_ignore_ascii_case("ia3") => true,
-        Some(t) => {
+    // PEFT's peft_type names, and the peft key each one sets.
+    let kind = match get_str(map, "peft_type")
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        None | Some("lora") => "lora",
+        Some("ln_tuning") => "ln",
+        Some("ia3") => "ia3",
+        Some("vera") => "vera",
+        Some("loha") => "loha",
+        Some("oft") => "oft",
+        Some(_) => {
             return Err(ImportError {
                 file: r.file.clone(),
                 message: format!(
-                    "peft_type is {}; peakplan plans LoRA (with rsLoRA, DoRA, LoRA-FA) and IA3 adapters",
-                    quote(t)
+                    "peft_type is {}; peakplan plans LoRA (with rsLoRA, DoRA, LoRA-FA), IA3, VeRA, LoHa, OFT and LN_TUNING adapters",
+                    quote(get_str(map, "peft_type").unwrap_or_default())
                 ),
             });
         }
@@ -897,8 +909,8 @@ fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError
     r.fact_also("method", "lora", &["qlora"], "peft_type");
     let dora = get(map, "use_dora").and_then(Value::as_bool) == Some(true);
     let rslora = get(map, "use_rslora").and_then(Value::as_bool) == Some(true);
-    if ia3 {
-        r.fact("peft", "ia3", "peft_type");
+    if kind != "lora" {
+        r.fact("peft", kind, "peft_type");
     } else if dora {
         r.fact("peft", "dora", "use_dora");
         if rslora {
@@ -920,10 +932,17 @@ fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError
         r.rank("r", v);
     }
     if let Some(v) = get(map, "target_modules") {
-        r.targets("target_modules", v, &[]);
+        // LN tuning targets norms, which the plan does not select.
+        if kind == "ln" {
+            r.neutral("target_modules");
+        } else {
+            r.targets("target_modules", v, &[]);
+        }
     }
-    if let Some(v) = get(map, "lora_dropout") {
-        r.dropout("lora_dropout", v);
+    for key in ["lora_dropout", "vera_dropout"] {
+        if let Some(v) = get(map, key) {
+            r.dropout(key, v);
+        }
     }
     if let Some(v) = get(map, "base_model_name_or_path") {
         r.model("base_model_name_or_path", v);
@@ -940,6 +959,7 @@ fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError
             "r",
             "target_modules",
             "lora_dropout",
+            "vera_dropout",
             "base_model_name_or_path",
             "use_dora",
             "use_rslora",
@@ -1387,7 +1407,7 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
         } else if r.on(map, "peft_use_rslora") {
             r.fact("peft", "rslora", "peft_use_rslora");
         } else {
-            r.fact_also("peft", "lora", &["lorafa", "ia3"], "adapter");
+            r.fact_also("peft", "lora", &PEFT_WITHOUT_KEY[1..], "adapter");
         }
         if let Some(v) = get(map, "lora_modules_to_save") {
             r.modules_to_save("lora_modules_to_save", v);
@@ -1716,12 +1736,7 @@ fn read_torchtune_model(r: &mut Reader, m: &Map<String, Value>) {
             if r.flag_in(m, "model.", "use_dora") == Some(true) {
                 r.fact("peft", "dora", "model.use_dora");
             } else {
-                r.fact_also(
-                    "peft",
-                    "lora",
-                    &["rslora", "lorafa", "ia3"],
-                    "model._component_",
-                );
+                r.fact_also("peft", "lora", PEFT_WITHOUT_KEY, "model._component_");
             }
         }
     }
