@@ -275,6 +275,11 @@ fn Controls() -> impl IntoView {
         (method.get() == Method::Full)
             .then_some("LoRA settings apply to LoRA and QLoRA, not full fine-tuning")
     });
+    let not_virtual = Signal::derive(move || {
+        c.plan
+            .with(|p| p.method == Method::Full || !p.peft.uses_virtual_tokens())
+            .then_some("Applies to prompt and prefix tuning only")
+    });
     let not_qlora = Signal::derive(move || {
         (method.get() != Method::Qlora).then_some("4-bit settings apply to QLoRA only")
     });
@@ -332,7 +337,8 @@ fn Controls() -> impl IntoView {
             <ChunkInput disabled=not_chunked/>
             <KeySelect label="Optimizer" key="opt" options=kw(opts)/>
             <KeySelect label="Precision" key="prec" options=vec![(Precision::AmpBf16.key(), "AMP bf16 (fp32 master)"), (Precision::AmpFp16.key(), "AMP fp16 (fp32 master)"), (Precision::Bf16.key(), "pure bf16"), (Precision::Fp16.key(), "pure fp16"), (Precision::Fp32.key(), "fp32")]/>
-            <KeySelect label="PEFT method" key="peft" options=vec![(Peft::Lora.key(), "LoRA"), (Peft::Rslora.key(), "rsLoRA"), (Peft::Dora.key(), "DoRA"), (Peft::Lorafa.key(), "LoRA-FA (A frozen)"), (Peft::Ia3.key(), "(IA)³"), (Peft::Vera.key(), "VeRA"), (Peft::Loha.key(), "LoHa"), (Peft::Oft.key(), "OFT (r blocks)"), (Peft::Ln.key(), "LayerNorm tuning")] disabled=not_peft/>
+            <KeySelect label="PEFT method" key="peft" options=vec![(Peft::Lora.key(), "LoRA"), (Peft::Rslora.key(), "rsLoRA"), (Peft::Dora.key(), "DoRA"), (Peft::Lorafa.key(), "LoRA-FA (A frozen)"), (Peft::Ia3.key(), "(IA)³"), (Peft::Vera.key(), "VeRA"), (Peft::Loha.key(), "LoHa"), (Peft::Oft.key(), "OFT (r blocks)"), (Peft::Ln.key(), "LayerNorm tuning"), (Peft::Prompt.key(), "Prompt tuning"), (Peft::Prefix.key(), "Prefix tuning")] disabled=not_peft/>
+            <KeySelect label="Virtual tokens" key="vt" options=vec![("8", "8"), ("20", "20"), ("50", "50"), ("100", "100"), ("200", "200")] disabled=not_virtual/>
             <KeySelect label="Adapter dtype" key="adtype" options=vec![(DType::Fp32.key(), "fp32 (PEFT default)"), (DType::Bf16.key(), "bf16"), (DType::Fp16.key(), "fp16")] disabled=not_peft/>
             <KeySelect label="LoRA dropout" key="dropout" options=vec![("0", "0"), ("0.05", "0.05"), ("0.1", "0.1")] disabled=not_peft/>
             <KeySelect label="4-bit type" key="quant" options=vec![(Quant::Nf4.key(), "NF4"), (Quant::Fp4.key(), "FP4")] disabled=not_qlora/>

@@ -309,8 +309,33 @@ struct TensorShape {
 
 fn adapted(plan: &Plan, l: &Linear) -> bool {
     matches!(plan.method, Method::Lora | Method::Qlora)
-        && plan.peft != Peft::Ln
+        && !matches!(plan.peft, Peft::Ln | Peft::Prompt | Peft::Prefix)
         && l.selected_by & plan.targets.0 != 0
+}
+
+/// Positions each sequence runs through the model: prompt tuning prepends its virtual tokens.
+fn positions(plan: &Plan) -> Count {
+    let prompt = matches!(plan.method, Method::Lora | Method::Qlora) && plan.peft == Peft::Prompt;
+    plan.seq_len as Count
+        + if prompt {
+            plan.virtual_tokens as Count
+        } else {
+            0.0
+        }
+}
+
+/// Key positions each query attends over: prefix tuning prepends its virtual keys and values in every layer.
+fn key_positions(plan: &Plan) -> Count {
+    positions(plan) + prefix_tokens(plan)
+}
+
+fn prefix_tokens(plan: &Plan) -> Count {
+    let prefix = matches!(plan.method, Method::Lora | Method::Qlora) && plan.peft == Peft::Prefix;
+    if prefix {
+        plan.virtual_tokens as Count
+    } else {
+        0.0
+    }
 }
 
 /// Elements of VeRA's frozen random projections: one A (rank x widest input) and one B (widest output x rank),
@@ -469,7 +494,7 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Sh
                         count,
                     });
                 }
-                Peft::Ln => {}
+                Peft::Ln | Peft::Prompt | Peft::Prefix => {}
                 Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa => {
                     if plan.peft != Peft::Lorafa {
                         t.push(TensorShape {
@@ -528,6 +553,21 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Sh
                     cols: arch.final_norm_params() as Count,
                     count: 1.0,
                 });
+            }
+            match plan.peft {
+                // The prompt encoder: one trainable embedding per virtual token.
+                Peft::Prompt => t.push(TensorShape {
+                    rows: plan.virtual_tokens as Count,
+                    cols: arch.hidden as Count,
+                    count: 1.0,
+                }),
+                // A key and a value vector per virtual token and layer (PEFT without the reparametrizing MLP).
+                Peft::Prefix => t.push(TensorShape {
+                    rows: plan.virtual_tokens as Count,
+                    cols: 2.0 * arch.kv_dim() as Count,
+                    count: layers,
+                }),
+                _ => {}
             }
             let head_rows = if arch.tied_embeddings {
                 0.0
@@ -726,13 +766,15 @@ fn layer_saved(
     } else {
         2.0 * q
     };
-    bytes += c * n * (q + kv_kept);
+    // Prefix tuning's virtual keys and values are concatenated in front of each layer's own, and kept with them.
+    let b = plan.micro_batch as Count;
+    bytes += c * (n * q + kv_kept * (n + b * prefix_tokens(plan)));
     let mut scores = 0.0;
     match plan.attn {
         Attn::Eager => {
             // Softmax output in fp32 plus the 16-bit copy fed to P·V.
             let per = if c == 4.0 { 4.0 } else { 4.0 + c };
-            scores = per * heads * n * plan.seq_len as Count;
+            scores = per * heads * n * key_positions(plan);
         }
         Attn::Sdpa | Attn::Flash => {
             bytes += c * n * q + 4.0 * n * heads;
@@ -880,13 +922,13 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     set(&mut comp, Kind::OptimizerTemps, opt_temps);
 
     // ---- Activations
-    let n = plan.micro_batch as Count * plan.seq_len as Count;
+    let n = plan.micro_batch as Count * positions(plan);
     let h = arch.hidden as Count;
     let v = arch.vocab as Count;
     let (per_layer, per_layer_scores) = layer_saved(arch, plan, d, &linears, n);
     // Eager attention with a padding-capable mask builds one 4D causal mask per forward.
     let mask = if plan.attn == Attn::Eager && plan.framework != Framework::Webgpu {
-        d.c * plan.micro_batch as Count * (plan.seq_len as Count).powf(2.0)
+        d.c * plan.micro_batch as Count * positions(plan) * key_positions(plan)
     } else {
         0.0
     };

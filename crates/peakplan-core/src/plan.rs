@@ -110,8 +110,22 @@ keyword_enum!(
         Oft = "oft",
         /// LayerNorm tuning: only the norm weights train; no adapter on the linears.
         Ln = "ln",
+        /// Prompt tuning: `vt` trainable embeddings prepended to every sequence.
+        Prompt = "prompt",
+        /// Prefix tuning: `vt` trainable key and value vectors prepended in every layer's attention.
+        Prefix = "prefix",
     }
 );
+
+impl Peft {
+    /// Prompt and prefix tuning, which add `vt` virtual tokens instead of adapting the targets.
+    pub fn uses_virtual_tokens(self) -> bool {
+        matches!(self, Peft::Prompt | Peft::Prefix)
+    }
+}
+
+/// Most virtual tokens of prompt or prefix tuning (PEFT examples use 8 to a few hundred).
+pub const MAX_VIRTUAL_TOKENS: u64 = 65_536;
 
 /// Which embedding rows train (PEFT's trainable tokens, or the whole layer through `modules_to_save`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -246,6 +260,8 @@ pub struct Plan {
     pub gpu: String,
     pub framework: Framework,
     pub peft: Peft,
+    /// Virtual tokens of prompt and prefix tuning (PEFT `num_virtual_tokens`).
+    pub virtual_tokens: u64,
     pub tokens: TokenTraining,
     /// torch.compile fuses elementwise chains (norms, activations, casts) so their intermediates are not kept.
     pub compile: bool,
@@ -280,6 +296,7 @@ impl Default for Plan {
             gpu: "rtx-4090".into(),
             framework: Framework::Hf,
             peft: Peft::Lora,
+            virtual_tokens: 20,
             tokens: TokenTraining::Frozen,
             compile: false,
             liger: false,
@@ -312,7 +329,7 @@ pub struct Parsed {
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss",
     "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
-    "tt", "compile", "liger", "embed",
+    "vt", "tt", "compile", "liger", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -451,6 +468,7 @@ impl Plan {
             }
             "fw" => self.framework = keyword(key, v, Framework::from_key, Framework::accepted())?,
             "peft" => self.peft = keyword(key, v, Peft::from_key, Peft::accepted())?,
+            "vt" => self.virtual_tokens = parse_uint(key, v, 1, MAX_VIRTUAL_TOKENS)?,
             "tt" => {
                 self.tokens =
                     match v {
@@ -502,6 +520,7 @@ impl Plan {
             "gpu" => self.gpu.clone(),
             "fw" => self.framework.key().into(),
             "peft" => self.peft.key().into(),
+            "vt" => self.virtual_tokens.to_string(),
             "tt" => match self.tokens {
                 TokenTraining::Frozen => "0".into(),
                 TokenTraining::All => "all".into(),
@@ -518,6 +537,7 @@ impl Plan {
     pub fn to_query(&self) -> String {
         KEYS.iter()
             .filter(|k| **k != "embed" || self.embed)
+            .filter(|k| **k != "vt" || self.peft.uses_virtual_tokens())
             .filter_map(|k| self.get(k).map(|v| format!("{k}={}", percent_encode(&v))))
             .collect::<Vec<_>>()
             .join("&")

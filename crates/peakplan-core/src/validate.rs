@@ -390,6 +390,10 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         Peft::Oft
     } else if detail.contains("layernorm tuning") {
         Peft::Ln
+    } else if detail.contains("prompt tuning") {
+        Peft::Prompt
+    } else if detail.contains("prefix tuning") {
+        Peft::Prefix
     } else {
         Peft::Lora
     };
@@ -433,6 +437,19 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         .max(1);
     plan.seq_len = r.uint("seq_len").ok_or("no sequence length")?.max(1);
     plan.rank = r.uint("lora_rank").unwrap_or(8).max(1);
+    if peft.uses_virtual_tokens() {
+        // PEFT reports its trainable count: num_virtual_tokens times what each virtual token trains.
+        let width = if peft == Peft::Prompt {
+            arch.hidden
+        } else {
+            2 * arch.kv_dim() * arch.layers
+        };
+        plan.virtual_tokens = r
+            .uint("trainable_params")
+            .filter(|t| width > 0 && t % width == 0 && *t > 0)
+            .map(|t| t / width)
+            .ok_or("num_virtual_tokens is neither stated nor implied by the trainable count")?;
+    }
     if method != Method::Full {
         plan.targets = targets_of(r.get("lora_target_modules"))?;
     }

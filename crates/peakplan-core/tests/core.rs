@@ -671,6 +671,33 @@ mod levers {
         assert_eq!(e.component(Kind::AdapterWeights), 384);
         assert_eq!(saved(&e) - saved(&run("")), -1_024 - 64);
     }
+
+    #[test]
+    fn prompt_tuning_lengthens_every_sequence() {
+        // vt = 4 virtual embeddings of 64: 256 values. The 4 positions run through the whole model, so what the
+        // frozen network keeps (as under LN tuning) and the logits grow by 12/8.
+        let (e, ln) = (run("peft=prompt&vt=4"), run("peft=ln"));
+        assert_eq!(e.trainable_params, 256);
+        assert_eq!(2 * saved(&e), 3 * saved(&ln));
+        assert_eq!(
+            2 * e.component(Kind::Logits),
+            3 * ln.component(Kind::Logits)
+        );
+        assert_eq!(
+            e.peak_allocated_bytes,
+            run("peft=prompt&vt=4&r=64").peak_allocated_bytes
+        );
+    }
+
+    #[test]
+    fn prefix_tuning_prepends_keys_and_values_in_every_layer() {
+        // A key and a value of 64 per virtual token and layer: 4 x 128 = 512 values. SDPA keeps the concatenated
+        // (head-expanded) keys and values: 2 B x 4 tokens x (64 + 64) = 1,024 B more than the frozen network.
+        let (e, ln) = (run("peft=prefix&vt=4"), run("peft=ln"));
+        assert_eq!(e.trainable_params, 512);
+        assert_eq!(saved(&e) - saved(&ln), 1_024);
+        assert_eq!(e.component(Kind::Logits), ln.component(Kind::Logits));
+    }
 }
 
 // ---- The advisor.

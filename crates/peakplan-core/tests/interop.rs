@@ -28,6 +28,8 @@ const PLANS: &[&str] = &[
     "model=llama-3.2-1b&method=qlora&peft=loha&r=32&targets=q,v",
     "model=qwen2.5-0.5b&method=lora&peft=oft&r=32&targets=q,k,v,o",
     "model=llama-3.2-3b&method=lora&peft=ln&b=4&s=768&prec=bf16",
+    "model=llama-3.2-1b&method=qlora&peft=prompt&vt=200",
+    "model=mistral-7b&method=lora&peft=prefix&vt=30&gpus=2&zero=3",
 ];
 
 fn plan(q: &str) -> Plan {
@@ -230,6 +232,13 @@ fn python_exports_compile_and_name_the_plan() {
                 )
             }
             Peft::Ln if p.method != Method::Full => assert!(src.contains("LNTuningConfig("), "{q}"),
+            Peft::Prompt | Peft::Prefix if p.method != Method::Full => assert!(
+                src.contains(&format!(
+                    "TuningConfig(num_virtual_tokens={},",
+                    p.virtual_tokens
+                )),
+                "{q}"
+            ),
             _ => {}
         }
         if p.method == Method::Qlora {
@@ -690,18 +699,50 @@ fn malformed_inputs_give_clear_errors() {
     let huge = format!("lora_r: 8\n#{}\n", "x".repeat(2 << 20));
     let cases: &[(&str, &str, &str)] = &[
         ("bad.json", "{\"r\": 16,", "bad.json: is not valid JSON"),
-        ("tabs.yaml", "adapter: lora\n\tlora_r: 8\n", "tabs.yaml: is not valid YAML: line 2: tabs"),
-        ("quote.yaml", "base_model: \"unterminated\nlora_r: 8\n", "line 1: a quoted string does not close"),
-        ("dup.yaml", "lora_r: 8\nlora_r: 16\n", "line 2: duplicate key `lora_r`"),
+        (
+            "tabs.yaml",
+            "adapter: lora\n\tlora_r: 8\n",
+            "tabs.yaml: is not valid YAML: line 2: tabs",
+        ),
+        (
+            "quote.yaml",
+            "base_model: \"unterminated\nlora_r: 8\n",
+            "line 1: a quoted string does not close",
+        ),
+        (
+            "dup.yaml",
+            "lora_r: 8\nlora_r: 16\n",
+            "line 2: duplicate key `lora_r`",
+        ),
         ("indent.yaml", "adapter: lora\n    lora_r: 8\n", "line 2"),
         ("list.yaml", "- adapter\n- lora\n", "must hold a mapping"),
         ("empty.yaml", "  \n\n", "empty.yaml: is empty"),
-        ("unknown.json", "{\"foo\": 1, \"bar\": 2}", "is not a training config peakplan reads"),
-        ("anchor.yaml", "base_model: &m meta-llama/Llama-2-7b-hf\nadapter: lora\n", "anchors"),
+        (
+            "unknown.json",
+            "{\"foo\": 1, \"bar\": 2}",
+            "is not a training config peakplan reads",
+        ),
+        (
+            "anchor.yaml",
+            "base_model: &m meta-llama/Llama-2-7b-hf\nadapter: lora\n",
+            "anchors",
+        ),
         ("tag.yaml", "lora_r: !!int 8\n", "tags"),
-        ("docs.yaml", "lora_r: 8\n---\nlora_r: 9\n", "several YAML documents"),
-        ("flow.yaml", "lora_target_modules: [q_proj, v_proj\n", "never closes"),
-        ("prefix.json", "{\"peft_type\": \"PREFIX_TUNING\", \"num_virtual_tokens\": 20, \"target_modules\": null}", "peft_type is `PREFIX_TUNING`"),
+        (
+            "docs.yaml",
+            "lora_r: 8\n---\nlora_r: 9\n",
+            "several YAML documents",
+        ),
+        (
+            "flow.yaml",
+            "lora_target_modules: [q_proj, v_proj\n",
+            "never closes",
+        ),
+        (
+            "adalora.json",
+            "{\"peft_type\": \"ADALORA\", \"init_r\": 12, \"target_modules\": null}",
+            "peft_type is `ADALORA`",
+        ),
         ("huge.yaml", &huge, "huge.yaml: is"),
     ];
     for (name, text, want) in cases {
@@ -813,4 +854,46 @@ fn export_formats_have_stable_keys() {
     }
     assert_eq!(ExportFormat::from_key("yaml"), None);
     assert!(ExportFormat::accepted().contains("deepspeed"));
+}
+
+#[test]
+fn peft_adapter_configs_of_every_kind_import() {
+    let cases = [
+        (
+            r#"{"peft_type": "PREFIX_TUNING", "num_virtual_tokens": 30, "task_type": "CAUSAL_LM"}"#,
+            "peft=prefix&vt=30",
+        ),
+        (
+            r#"{"peft_type": "PROMPT_TUNING", "num_virtual_tokens": 200, "token_dim": 3072}"#,
+            "peft=prompt&vt=200",
+        ),
+        (
+            r#"{"peft_type": "VERA", "r": 256, "target_modules": ["q_proj", "v_proj"], "vera_dropout": 0.0}"#,
+            "peft=vera",
+        ),
+        (
+            r#"{"peft_type": "LOHA", "r": 32, "alpha": 32, "target_modules": ["q_proj", "v_proj"]}"#,
+            "peft=loha",
+        ),
+        (
+            r#"{"peft_type": "OFT", "r": 32, "oft_block_size": 0, "target_modules": ["q_proj", "v_proj"]}"#,
+            "peft=oft",
+        ),
+        (
+            r#"{"peft_type": "LN_TUNING", "target_modules": ["input_layernorm", "norm"]}"#,
+            "peft=ln",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = import(&[("adapter_config.json", text)])
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
+            .plan
+            .to_query();
+        for part in want.split('&') {
+            assert!(
+                got.split('&').any(|p| p == part),
+                "{text}: {got} lacks {part}"
+            );
+        }
+    }
 }

@@ -876,12 +876,17 @@ const PEFT_NEUTRAL: &[&str] = &[
     "task_type", "inference_mode", "revision", "fan_in_fan_out", "init_lora_weights", "layers_pattern",
     "alpha_pattern", "auto_mapping", "lora_alpha", "feedforward_modules", "megatron_core", "megatron_config",
     "peft_version", "d_initial", "projection_prng_key", "save_projection", "alpha", "oft_block_size",
-    "use_effective_conv2d", "block_share", "coft", "eps", "use_cayley_neumann",
+    "use_effective_conv2d", "block_share", "coft", "eps", "use_cayley_neumann", "token_dim",
+    "num_transformer_submodules", "num_attention_heads", "num_layers", "prompt_tuning_init",
+    "prompt_tuning_init_text", "tokenizer_name_or_path", "tokenizer_kwargs", "encoder_hidden_size",
+    "prefix_projection",
 ];
 
 /// PEFT kinds that axolotl and torchtune configs cannot state (axolotl has rsLoRA, the first): a `lora` adapter
 /// there is consistent with each, and the peakplan line says which.
-const PEFT_WITHOUT_KEY: &[&str] = &["rslora", "lorafa", "ia3", "vera", "loha", "oft", "ln"];
+const PEFT_WITHOUT_KEY: &[&str] = &[
+    "rslora", "lorafa", "ia3", "vera", "loha", "oft", "ln", "prompt", "prefix",
+];
 
 #[inline(never)]
 fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError> {
@@ -896,11 +901,13 @@ fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError
         Some("vera") => "vera",
         Some("loha") => "loha",
         Some("oft") => "oft",
+        Some("prompt_tuning") => "prompt",
+        Some("prefix_tuning") => "prefix",
         Some(_) => {
             return Err(ImportError {
                 file: r.file.clone(),
                 message: format!(
-                    "peft_type is {}; peakplan plans LoRA (with rsLoRA, DoRA, LoRA-FA), IA3, VeRA, LoHa, OFT and LN_TUNING adapters",
+                    "peft_type is {}; peakplan plans LoRA (with rsLoRA, DoRA, LoRA-FA), IA3, VeRA, LoHa, OFT, LN_TUNING, PROMPT_TUNING and PREFIX_TUNING adapters",
                     quote(get_str(map, "peft_type").unwrap_or_default())
                 ),
             });
@@ -939,6 +946,9 @@ fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError
             r.targets("target_modules", v, &[]);
         }
     }
+    if let Some(v) = get(map, "num_virtual_tokens") {
+        r.number_fact("vt", "num_virtual_tokens", v);
+    }
     for key in ["lora_dropout", "vera_dropout"] {
         if let Some(v) = get(map, key) {
             r.dropout(key, v);
@@ -960,6 +970,7 @@ fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError
             "target_modules",
             "lora_dropout",
             "vera_dropout",
+            "num_virtual_tokens",
             "base_model_name_or_path",
             "use_dora",
             "use_rslora",

@@ -363,6 +363,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     let chunk = num(plan.chunk);
     let hf_id = py_str(repo.unwrap_or(""));
     let r = num(plan.rank);
+    let vt = num(plan.virtual_tokens);
     let alpha = num(plan.rank.saturating_mul(2));
     let dropout = float_text(plan.dropout);
     let ds_batch = num(plan.micro_batch.saturating_mul(plan.gpus));
@@ -391,6 +392,8 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
             Peft::Loha => "LoHaConfig",
             Peft::Oft => "OFTConfig",
             Peft::Ln => "LNTuningConfig",
+            Peft::Prompt => "PromptTuningConfig",
+            Peft::Prefix => "PrefixTuningConfig",
             Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa => "LoraConfig",
         },
         "kbit_import" => if qlora { ", prepare_model_for_kbit_training" } else { "" },
@@ -413,6 +416,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "embed" => embed,
         "head" => head,
         "peft" => plan.peft.key(),
+        "vt" => &vt,
         "r" => &r,
         "alpha" => &alpha,
         "dropout" => &dropout,
@@ -443,6 +447,8 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "loha" => plan.peft == Peft::Loha,
         "oft" => plan.peft == Peft::Oft,
         "ln" => plan.peft == Peft::Ln,
+        "prompt" => plan.peft == Peft::Prompt,
+        "prefix" => plan.peft == Peft::Prefix,
         "lora_family" => matches!(plan.peft, Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa),
         "tt_all" => plan.tokens == TokenTraining::All,
         "rslora" => plan.peft == Peft::Rslora,
