@@ -332,6 +332,8 @@ fn Controls() -> impl IntoView {
         <TargetPicker disabled=not_peft/>
         <div class="grid2">
             <KeySelect label="Gradient checkpointing" key="gc" options=vec![("1", "on"), ("0", "off")]/>
+            <KeySelect label="Activation offloading" key="aoff" options=vec![("0", "off"), ("1", "on (torchtune)")]/>
+            <KeySelect label="Optimizer in backward" key="oib" options=vec![("0", "off"), ("1", "on (torchtune optimizer_in_bwd)")]/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (keeps s² scores)")]/>
             <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard (full logits)"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE")]/>
             <ChunkInput disabled=not_chunked/>

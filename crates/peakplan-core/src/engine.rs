@@ -861,7 +861,16 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     set(&mut comp, Kind::AdapterWeights, shard_w(adapter_bytes));
 
     // ---- Gradients: same dtype as their parameters.
-    let grads = shard_g(trainable * param_bytes);
+    let largest_tensor = tensors
+        .iter()
+        .map(|t| t.rows * t.cols)
+        .fold(0.0, Count::max);
+    // Under optimizer-in-backward a gradient lives only until its parameter has stepped: one at a time.
+    let grads = if plan.optimizer_in_backward {
+        largest_tensor * param_bytes
+    } else {
+        shard_g(trainable * param_bytes)
+    };
     set(&mut comp, Kind::Gradients, grads);
 
     // ---- Optimizer
@@ -876,10 +885,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         0.0
     };
     let mut states: Count = 0.0;
-    let mut largest_tensor: Count = 0.0;
     for t in tensors.iter() {
         let numel = t.rows * t.cols;
-        largest_tensor = largest_tensor.max(numel);
         states += t.count
             * match plan.optimizer {
                 Optimizer::AdamwTorch | Optimizer::AdamwTorchFused => 2.0 * state_bytes * numel,
@@ -915,6 +922,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     set(&mut comp, Kind::MasterWeights, shard_o(master));
     set(&mut comp, Kind::PagedStates, paged_states);
     let opt_temps = match plan.optimizer {
+        // Stepping one parameter at a time in backward, foreach has one tensor to batch.
+        Optimizer::AdamwTorch if plan.optimizer_in_backward => largest_tensor * state_bytes,
         Optimizer::AdamwTorch => shard_o(trainable) * state_bytes,
         Optimizer::Adafactor => 2.0 * 4.0 * largest_tensor,
         _ => 0.0,
@@ -940,12 +949,18 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         || plan.targets.contains(Target::LmHead)
         || plan.tokens == TokenTraining::All;
     let head_input = if head_trainable { d.r * n * h } else { 0.0 };
+    // Offloaded activations wait in CPU memory; on the GPU are the layer being computed and the one prefetched.
+    let kept_layers = if plan.offload_activations {
+        layers.min(2.0)
+    } else {
+        layers
+    };
     let (saved_all, scores_all, ckpt) = if plan.grad_checkpointing {
-        (final_norm + head_input, 0.0, layers * d.r * n * h)
+        (final_norm + head_input, 0.0, kept_layers * d.r * n * h)
     } else {
         (
-            layers * per_layer + final_norm + head_input,
-            layers * per_layer_scores + mask,
+            kept_layers * per_layer + final_norm + head_input,
+            kept_layers * per_layer_scores + mask,
             0.0,
         )
     };
@@ -957,14 +972,33 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             ((d.c + up + 4.0) * n * v, 12.0 * n * v, 4.0 * n * v)
         }
         (Loss::Standard, Framework::Torchtune) => {
-            // CEWithChunkedOutputLoss: 8 chunks of 16-bit logits, each upcast and log-softmaxed in fp32 and kept
-            // for backward; the 16-bit logits are dropped before backward.
+            // The decoder returns `output(h).float()` and the recipe deletes its reference after the loss: the fp32
+            // log-softmax stays for backward, which adds its incoming gradient and the gradient it makes. Under
+            // compile the loss is one fused kernel that keeps the fp32 logits themselves instead.
+            if plan.compile {
+                ((d.c + 4.0) * n * v, 8.0 * n * v, 4.0 * n * v)
+            } else {
+                ((d.c + 4.0).max(8.0) * n * v, 12.0 * n * v, 4.0 * n * v)
+            }
+        }
+        (Loss::Chunked, Framework::Torchtune) => {
+            // CEWithChunkedOutputLoss: the head's output in 8 chunks of 16-bit logits, all kept. Eagerly each chunk
+            // is upcast and log-softmaxed in fp32 and kept too; compiled, the loss reads the 16-bit chunk and keeps
+            // only a log-sum-exp per token, and backward makes one chunk's gradient at a time.
             let chunk = ceil_div(n, 8.0) * v;
-            (
-                d.c * n * v + 4.0 * n * v + 4.0 * chunk,
-                4.0 * n * v + 2.0 * 4.0 * chunk + d.c * chunk,
-                4.0 * chunk,
-            )
+            if plan.compile {
+                (
+                    d.c * n * v + 4.0 * n,
+                    d.c * n * v + 2.0 * d.c * chunk,
+                    d.c * chunk,
+                )
+            } else {
+                (
+                    d.c * n * v + 4.0 * n * v + 4.0 * chunk,
+                    4.0 * n * v + 2.0 * 4.0 * chunk + d.c * chunk,
+                    4.0 * chunk,
+                )
+            }
         }
         (Loss::Standard, Framework::Litgpt) => {
             // lm_head_chunk_size=128: the head's output in 128-token chunks and a cross-entropy per chunk in the
@@ -1116,8 +1150,19 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // Backward starts at the loss with everything saved; its layers then trade activations for gradients.
     let bwd_at_loss = saved_all + scores_all + ckpt + logits_bwd;
     let bwd_in_layers_acts = saved_all + scores_all + ckpt;
-    let bwd_in_layers = bwd_in_layers_acts + backward_work + dequant + gather;
-    let bwd_end = grads + grad_flow + dequant + gather;
+    // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
+    let step_temps_in_bwd = if plan.optimizer_in_backward {
+        opt_temps
+    } else {
+        0.0
+    };
+    let step_in_bwd = if plan.optimizer_in_backward {
+        grads + step_temps_in_bwd
+    } else {
+        0.0
+    };
+    let bwd_in_layers = bwd_in_layers_acts + backward_work + dequant + gather + step_in_bwd;
+    let bwd_end = grads + grad_flow + dequant + gather + step_temps_in_bwd;
     let load = [weights, 0.0, optimizer, 0.0, other_resident];
     let fwd = [
         weights,
@@ -1134,7 +1179,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             0.0,
             optimizer,
             bwd_in_layers_acts,
-            other_resident + backward_work + dequant + gather,
+            other_resident + backward_work + dequant + gather + step_in_bwd,
         ]
     } else {
         [
@@ -1142,7 +1187,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             grads,
             optimizer,
             0.0,
-            other_resident + grad_flow + dequant + gather,
+            other_resident + grad_flow + dequant + gather + step_temps_in_bwd,
         ]
     };
     let opt = [weights, grads, optimizer, 0.0, other_resident + opt_temps];

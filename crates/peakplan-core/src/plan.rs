@@ -267,6 +267,12 @@ pub struct Plan {
     pub compile: bool,
     /// Liger kernels for RMSNorm, SwiGLU and RoPE (the fused loss is `loss=fused`).
     pub liger: bool,
+    /// Optimizer in backward (torchtune `optimizer_in_bwd`): each parameter steps as soon as its gradient is
+    /// ready, and the gradient is freed; the full set of gradients never exists.
+    pub optimizer_in_backward: bool,
+    /// Activation offloading (torchtune `enable_activation_offloading`): what each layer keeps for backward waits
+    /// in CPU memory and comes back one layer ahead of backward.
+    pub offload_activations: bool,
     pub embed: bool,
 }
 
@@ -300,6 +306,8 @@ impl Default for Plan {
             tokens: TokenTraining::Frozen,
             compile: false,
             liger: false,
+            optimizer_in_backward: false,
+            offload_activations: false,
             embed: false,
         }
     }
@@ -329,7 +337,7 @@ pub struct Parsed {
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss",
     "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
-    "vt", "tt", "compile", "liger", "embed",
+    "vt", "tt", "compile", "liger", "oib", "aoff", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -480,6 +488,8 @@ impl Plan {
                     }
             }
             "compile" => self.compile = parse_bool(key, v)?,
+            "oib" => self.optimizer_in_backward = parse_bool(key, v)?,
+            "aoff" => self.offload_activations = parse_bool(key, v)?,
             "liger" => self.liger = parse_bool(key, v)?,
             "embed" => self.embed = parse_bool(key, v)?,
             _ => {
@@ -527,6 +537,8 @@ impl Plan {
                 TokenTraining::Rows(n) => n.to_string(),
             },
             "compile" => b(self.compile),
+            "oib" => b(self.optimizer_in_backward),
+            "aoff" => b(self.offload_activations),
             "liger" => b(self.liger),
             "embed" => b(self.embed),
             _ => return None,
@@ -538,6 +550,8 @@ impl Plan {
         KEYS.iter()
             .filter(|k| **k != "embed" || self.embed)
             .filter(|k| **k != "vt" || self.peft.uses_virtual_tokens())
+            .filter(|k| **k != "oib" || self.optimizer_in_backward)
+            .filter(|k| **k != "aoff" || self.offload_activations)
             .filter_map(|k| self.get(k).map(|v| format!("{k}={}", percent_encode(&v))))
             .collect::<Vec<_>>()
             .join("&")

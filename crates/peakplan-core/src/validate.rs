@@ -8,7 +8,7 @@ use crate::arch::{Architecture, Target};
 use crate::engine::estimate;
 use crate::hf::import_config;
 use crate::plan::{
-    Attn, DType, Framework, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
+    Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
 };
 use serde_json::json;
 
@@ -503,29 +503,32 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         let dq = r.lower("double_quant");
         plan.double_quant = dq.starts_with("yes") || (dq.is_empty() && q.contains("torchao"));
     }
-    let opt = r.lower("optimizer");
-    plan.optimizer =
-        if opt.contains("in_bwd") || opt.contains("into backw") || opt.contains("in backward") {
-            return Err("optimizer-in-backward is not modeled yet".into());
-        } else if opt.contains("paged") && (opt.contains("8bit") || opt.contains("8-bit")) {
-            Optimizer::PagedAdamw8bit
-        } else if opt.contains("paged") {
-            Optimizer::PagedAdamw32bit
-        } else if opt.contains("8bit") || opt.contains("8-bit") {
-            Optimizer::Adamw8bit
-        } else if opt.contains("fused") {
-            Optimizer::AdamwTorchFused
-        } else if opt.contains("sgd") {
-            Optimizer::Sgd
-        } else if opt.contains("adafactor") {
-            Optimizer::Adafactor
-        } else {
-            Optimizer::AdamwTorch
-        };
+    // Negated mentions ("not 8-bit", "no optimizer_in_bwd") name what the run did not use.
+    let opt = r
+        .lower("optimizer")
+        .replace("not 8-bit", "")
+        .replace("no optimizer_in_bwd", "");
+    plan.optimizer = if opt.contains("paged") && (opt.contains("8bit") || opt.contains("8-bit")) {
+        Optimizer::PagedAdamw8bit
+    } else if opt.contains("paged") {
+        Optimizer::PagedAdamw32bit
+    } else if opt.contains("8bit") || opt.contains("8-bit") {
+        Optimizer::Adamw8bit
+    } else if opt.contains("fused") {
+        Optimizer::AdamwTorchFused
+    } else if opt.contains("sgd") {
+        Optimizer::Sgd
+    } else if opt.contains("adafactor") {
+        Optimizer::Adafactor
+    } else {
+        Optimizer::AdamwTorch
+    };
+    plan.optimizer_in_backward =
+        opt.contains("in_bwd") || opt.contains("into backw") || opt.contains("in backward");
     let gc = r.lower("grad_checkpointing");
-    if gc.contains("offload") {
-        return Err("activation offloading is not modeled yet".into());
-    }
+    plan.offload_activations = gc.contains("offload")
+        || r.lower("other_memory_features")
+            .contains("activation offloading");
     plan.grad_checkpointing = if gc.starts_with("on") {
         true
     } else if gc.starts_with("off") {
@@ -560,8 +563,13 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     } else {
         0
     };
-    if r.lower("other_memory_features").contains("compile") && framework == Framework::Torchtune {
-        return Err("torch.compile's fusions are not modeled yet".into());
+    let features = r.lower("other_memory_features");
+    plan.compile = features.contains("compile")
+        && !features.contains("compile off")
+        && !features.contains("no compile");
+    // torchtune's CEWithChunkedOutputLoss (the recipes' default from late 2024); earlier, a plain cross-entropy.
+    if framework == Framework::Torchtune && features.contains("chunked") {
+        plan.loss = Loss::Chunked;
     }
     plan.adapter_dtype = if framework == Framework::Hf {
         DType::Fp32

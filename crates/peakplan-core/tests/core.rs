@@ -673,6 +673,56 @@ mod levers {
     }
 
     #[test]
+    fn optimizer_in_backward_holds_one_gradient_at_a_time() {
+        // Full fine-tuning in bf16: every gradient (2 B x all parameters) gives way to the largest tensor's
+        // (an MLP matrix, 64 x 128 x 2 B = 16,384 B), and foreach AdamW's temporary to that tensor's size too.
+        let (e, all) = (run("method=full&oib=1"), run("method=full"));
+        assert_eq!(all.component(Kind::Gradients), 2 * all.trainable_params);
+        assert_eq!(e.component(Kind::Gradients), 16_384);
+        assert_eq!(e.component(Kind::OptimizerTemps), 16_384);
+        assert!(e.peak_allocated_bytes < all.peak_allocated_bytes);
+    }
+
+    #[test]
+    fn activation_offloading_keeps_two_layers_on_the_gpu() {
+        let four = Architecture::llama("tiny4", 4, 64, 128, 4, 4, 100);
+        let p = |q: &str| {
+            Plan::parse_query(&format!(
+                "method=lora&r=2&targets=q,v&b=1&s=8&prec=bf16&{q}"
+            ))
+            .plan
+        };
+        // Checkpointed inputs: 4 layers x n x h x 2 B = 4,096 B; offloaded, the two layers in flight: 2,048 B.
+        let on = estimate(&four, &p("gc=1&aoff=1"));
+        assert_eq!(
+            estimate(&four, &p("gc=1")).component(Kind::Checkpoints),
+            4_096
+        );
+        assert_eq!(on.component(Kind::Checkpoints), 2_048);
+        // Without checkpointing, four offloaded layers keep on the GPU what two layers keep without offloading.
+        let two = Architecture::llama("tiny2", 2, 64, 128, 4, 4, 100);
+        assert_eq!(
+            estimate(&four, &p("gc=0&aoff=1")).component(Kind::SavedActivations),
+            estimate(&two, &p("gc=0")).component(Kind::SavedActivations)
+        );
+    }
+
+    #[test]
+    fn torchtune_losses_upcast_and_compile_fuses_them() {
+        // n x V = 800 logits. Plain cross-entropy on `output(h).float()`: backward holds the fp32 log-softmax,
+        // its incoming gradient and the gradient it makes: 12 B each. Compiled, the loss keeps the fp32 logits
+        // and makes one gradient: 8 B each.
+        let logits = |q: &str| run(&format!("fw=torchtune&{q}")).component(Kind::Logits);
+        assert_eq!(logits("loss=standard"), 9_600);
+        assert_eq!(logits("loss=standard&compile=1"), 6_400);
+        // CEWithChunkedOutputLoss keeps the 16-bit chunks (1,600 B); eagerly also their fp32 log-softmax.
+        // Compiled: chunks (1,600 B) + a log-sum-exp per token (32 B) forward; backward adds two 16-bit chunk
+        // gradients of 100 logits (400 B).
+        assert_eq!(logits("loss=chunked&compile=1"), 2_000);
+        assert_eq!(logits("loss=chunked"), 1_600 + 3_200 + 400);
+    }
+
+    #[test]
     fn prompt_tuning_lengthens_every_sequence() {
         // vt = 4 virtual embeddings of 64: 256 values. The 4 positions run through the whole model, so what the
         // frozen network keeps (as under LN tuning) and the logits grow by 12/8.

@@ -30,6 +30,8 @@ const PLANS: &[&str] = &[
     "model=llama-3.2-3b&method=lora&peft=ln&b=4&s=768&prec=bf16",
     "model=llama-3.2-1b&method=qlora&peft=prompt&vt=200",
     "model=mistral-7b&method=lora&peft=prefix&vt=30&gpus=2&zero=3",
+    "model=llama-3.2-3b&method=full&fw=torchtune&oib=1&aoff=1&compile=1&loss=chunked&prec=bf16&opt=adamw_8bit&b=2&s=4096",
+    "model=llama-2-7b&method=lora&fw=torchtune&aoff=1&loss=standard&prec=bf16",
 ];
 
 fn plan(q: &str) -> Plan {
@@ -119,6 +121,9 @@ fn python_exports_compile_and_name_the_plan() {
         assert_eq!(c("ATTN_IMPLEMENTATION"), format!("\"{attn}\""), "{q}");
         let mut hf = p.clone();
         hf.framework = peakplan_core::plan::Framework::Hf;
+        // The Trainer has neither of torchtune's optimizer-in-backward or activation offloading.
+        hf.optimizer_in_backward = false;
+        hf.offload_activations = false;
         let e = estimate(preset_arch(&p), &hf);
         assert_eq!(
             c("PREDICTED_PEAK_ALLOCATED_BYTES"),
@@ -592,7 +597,7 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
     );
     check(
         &one("torchtune_qlora.yaml"),
-        "fw=torchtune&model=llama-3.1-8b&method=qlora&r=8&targets=q,v,o,gate,up,down&dropout=0&b=2&gc=1&prec=bf16&adtype=bf16&opt=adamw_torch_fused&compile=0&peft=lora",
+        "fw=torchtune&model=llama-3.1-8b&method=qlora&r=8&targets=q,v,o,gate,up,down&dropout=0&b=2&gc=1&prec=bf16&adtype=bf16&opt=adamw_torch_fused&compile=0&peft=lora&loss=chunked&aoff=0",
         &[],
     );
 }

@@ -1684,14 +1684,24 @@ fn read_torchtune(r: &mut Reader, map: &Map<String, Value>) {
     if let Some(b) = r.flag_in(map, "", "compile") {
         r.fact_bool("compile", b, "compile");
     }
+    for (key, field) in [
+        ("oib", "optimizer_in_bwd"),
+        ("aoff", "enable_activation_offloading"),
+    ] {
+        if let Some(b) = r.flag_in(map, "", field) {
+            r.fact_bool(key, b, field);
+        }
+    }
     if let Some(Value::Object(l)) = get(map, "loss") {
         match get_str(l, "_component_") {
-            Some("torch.nn.CrossEntropyLoss") => r.note(
-                "loss._component_ = torch.nn.CrossEntropyLoss: planned with the fw=torchtune profile's chunked-output loss",
-            ),
-            Some(c) if c.ends_with("LinearCrossEntropyLoss") => r.fact("loss", "fused", "loss._component_"),
-            // CEWithChunkedOutputLoss is torchtune's own loss, which fw=torchtune describes.
-            _ => {}
+            Some("torch.nn.CrossEntropyLoss") => r.fact("loss", "standard", "loss._component_"),
+            Some(c) if c.ends_with("LinearCrossEntropyLoss") => {
+                r.fact("loss", "fused", "loss._component_")
+            }
+            Some(c) if c.ends_with("CEWithChunkedOutputLoss") => {
+                r.fact("loss", "chunked", "loss._component_")
+            }
+            _ => r.unsupported("loss._component_"),
         }
     }
     r.rest(
@@ -1706,6 +1716,8 @@ fn read_torchtune(r: &mut Reader, map: &Map<String, Value>) {
             "optimizer",
             "loss",
             "compile",
+            "optimizer_in_bwd",
+            "enable_activation_offloading",
         ],
         TORCHTUNE_NEUTRAL,
     );
@@ -1858,6 +1870,7 @@ fn merge(base: &Plan, readers: &[Reader]) -> Imported {
     let relevant = |k: &str| match k {
         "embed" => false,
         "r" | "targets" | "dropout" | "adtype" | "peft" | "tt" => plan.method != Method::Full,
+        "vt" => plan.method != Method::Full && plan.peft.uses_virtual_tokens(),
         "quant" | "dq" | "upcast" | "qsave" => plan.method == Method::Qlora,
         "chunk" => plan.loss == crate::plan::Loss::Chunked,
         "zero" => plan.gpus > 1,

@@ -263,6 +263,8 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     // The script runs the Hugging Face stack: its prediction is the `fw=hf` one.
     let mut hf_plan = plan.clone();
     hf_plan.framework = Framework::Hf;
+    hf_plan.optimizer_in_backward = false;
+    hf_plan.offload_activations = false;
     let e = estimate(arch, &hf_plan);
     let preset = preset_of(plan, arch);
     let repo = preset.and_then(hf_repo);
@@ -462,6 +464,8 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "positions" => matches!(model_type, "gpt2" | "gpt_bigcode"),
         "liger_kernel" => fused || plan.liger,
         "liger" => plan.liger,
+        "oib" => plan.optimizer_in_backward,
+        "aoff" => plan.offload_activations,
         "fused" => fused,
         "compile" => plan.compile,
     )
