@@ -350,6 +350,7 @@ fn Controls() -> impl IntoView {
             <FrameworkSelect/>
             <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>
             <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=single_gpu/>
+            <KeySelect label="CPU offload" key="cpuoff" options=vec![("0", "off"), ("1", "on (optimizer; weights too at stage 3)")]/>
             <KeySelect label="GPU" key="gpu" options=gpus/>
         </div>
         <ConfigPaste/>

@@ -856,9 +856,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let shard_w = |v: Count| if zero >= 3 { ceil_div(v, gpus) } else { v };
     let shard_g = |v: Count| if zero >= 2 { ceil_div(v, gpus) } else { v };
     let shard_o = |v: Count| if zero >= 1 { ceil_div(v, gpus) } else { v };
-    set(&mut comp, Kind::BaseWeights, shard_w(base));
-    set(&mut comp, Kind::QuantConstants, shard_w(constants));
-    set(&mut comp, Kind::AdapterWeights, shard_w(adapter_bytes));
+    // With parameter offload the layers' shards wait in CPU memory (each layer is gathered when it runs, see
+    // ShardBuffers); the root unit (embeddings, final norm, LM head) stays gathered on the GPU through the step.
+    let params_offloaded = plan.cpu_offload && zero >= 3;
+    if params_offloaded {
+        let root = arch.embedding_params() + arch.lm_head_params() + arch.final_norm_params();
+        set(&mut comp, Kind::BaseWeights, root as Count * d.w);
+    } else {
+        set(&mut comp, Kind::BaseWeights, shard_w(base));
+        set(&mut comp, Kind::QuantConstants, shard_w(constants));
+        set(&mut comp, Kind::AdapterWeights, shard_w(adapter_bytes));
+    }
 
     // ---- Gradients: same dtype as their parameters.
     let largest_tensor = tensors
@@ -868,6 +876,9 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // Under optimizer-in-backward a gradient lives only until its parameter has stepped: one at a time.
     let grads = if plan.optimizer_in_backward {
         largest_tensor * param_bytes
+    } else if plan.cpu_offload {
+        // Offloaded: a layer's gradients are reduced and copied out as that layer's backward ends.
+        ceil_div(trainable, layers) * param_bytes
     } else {
         shard_g(trainable * param_bytes)
     };
@@ -913,13 +924,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         plan.optimizer,
         Optimizer::PagedAdamw8bit | Optimizer::PagedAdamw32bit
     );
-    let (on_device_states, paged_states) = if paged {
+    let (on_device_states, paged_states) = if plan.cpu_offload {
+        (0.0, 0.0)
+    } else if paged {
         (0.0, shard_o(states))
     } else {
         (shard_o(states), 0.0)
     };
+    // Offloaded states (and master weights) are stepped by the CPU; none of it is on the GPU.
+    let on_device = if plan.cpu_offload { 0.0 } else { 1.0 };
     set(&mut comp, Kind::OptimizerStates, on_device_states);
-    set(&mut comp, Kind::MasterWeights, shard_o(master));
+    set(&mut comp, Kind::MasterWeights, on_device * shard_o(master));
     set(&mut comp, Kind::PagedStates, paged_states);
     let opt_temps = match plan.optimizer {
         // Stepping one parameter at a time in backward, foreach has one tensor to batch.
@@ -928,6 +943,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         Optimizer::Adafactor => 2.0 * 4.0 * largest_tensor,
         _ => 0.0,
     };
+    let opt_temps = on_device * opt_temps;
     set(&mut comp, Kind::OptimizerTemps, opt_temps);
 
     // ---- Activations

@@ -273,6 +273,10 @@ pub struct Plan {
     /// Activation offloading (torchtune `enable_activation_offloading`): what each layer keeps for backward waits
     /// in CPU memory and comes back one layer ahead of backward.
     pub offload_activations: bool,
+    /// CPU offload (FSDP `CPUOffload(offload_params=True)`, DeepSpeed `offload_param` + `offload_optimizer`):
+    /// optimizer states, fp32 master weights and reduced gradients live in CPU memory and the optimizer steps
+    /// there; under `zero=3` the parameter shards too, each layer fetched to the GPU when it runs.
+    pub cpu_offload: bool,
     pub embed: bool,
 }
 
@@ -308,6 +312,7 @@ impl Default for Plan {
             liger: false,
             optimizer_in_backward: false,
             offload_activations: false,
+            cpu_offload: false,
             embed: false,
         }
     }
@@ -337,7 +342,7 @@ pub struct Parsed {
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss",
     "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
-    "vt", "tt", "compile", "liger", "oib", "aoff", "embed",
+    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -490,6 +495,7 @@ impl Plan {
             "compile" => self.compile = parse_bool(key, v)?,
             "oib" => self.optimizer_in_backward = parse_bool(key, v)?,
             "aoff" => self.offload_activations = parse_bool(key, v)?,
+            "cpuoff" => self.cpu_offload = parse_bool(key, v)?,
             "liger" => self.liger = parse_bool(key, v)?,
             "embed" => self.embed = parse_bool(key, v)?,
             _ => {
@@ -539,6 +545,7 @@ impl Plan {
             "compile" => b(self.compile),
             "oib" => b(self.optimizer_in_backward),
             "aoff" => b(self.offload_activations),
+            "cpuoff" => b(self.cpu_offload),
             "liger" => b(self.liger),
             "embed" => b(self.embed),
             _ => return None,
@@ -552,6 +559,7 @@ impl Plan {
             .filter(|k| **k != "vt" || self.peft.uses_virtual_tokens())
             .filter(|k| **k != "oib" || self.optimizer_in_backward)
             .filter(|k| **k != "aoff" || self.offload_activations)
+            .filter(|k| **k != "cpuoff" || self.cpu_offload)
             .filter_map(|k| self.get(k).map(|v| format!("{k}={}", percent_encode(&v))))
             .collect::<Vec<_>>()
             .join("&")

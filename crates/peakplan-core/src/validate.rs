@@ -547,9 +547,8 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     };
     let gpus = r.uint("num_gpus").unwrap_or(1).max(1);
     let par = r.lower("parallelism");
-    if par.contains("offload") && !par.contains("no cpu offload") && !par.contains("no offload") {
-        return Err("CPU offload is not modeled yet".into());
-    }
+    plan.cpu_offload =
+        par.contains("offload") && !par.contains("no cpu offload") && !par.contains("no offload");
     if par.contains("split") || par.contains("pipeline") {
         return Err("model/pipeline splitting is not modeled".into());
     }

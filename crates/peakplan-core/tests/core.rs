@@ -708,6 +708,23 @@ mod levers {
     }
 
     #[test]
+    fn cpu_offload_leaves_the_root_unit_and_one_layer_in_flight() {
+        // zero=3 on 2 GPUs, full fine-tuning: the layer shards, gradients and AdamW states wait in CPU memory.
+        // The root unit stays gathered: embedding 6,400 + untied head 6,400 + final norm 64 values x 2 B.
+        let e = run("method=full&gpus=2&zero=3&cpuoff=1");
+        assert_eq!(e.component(Kind::BaseWeights), 25_728);
+        assert_eq!(e.component(Kind::OptimizerStates), 0);
+        assert_eq!(e.component(Kind::OptimizerTemps), 0);
+        // ZeRO-3 still gathers two layers at a time (1 layer of 65,664 values x 2 B, twice).
+        let kept = run("method=full&gpus=2&zero=3");
+        assert_eq!(
+            e.component(Kind::ShardBuffers),
+            kept.component(Kind::ShardBuffers)
+        );
+        assert!(e.peak_allocated_bytes < kept.peak_allocated_bytes);
+    }
+
+    #[test]
     fn torchtune_losses_upcast_and_compile_fuses_them() {
         // n x V = 800 logits. Plain cross-entropy on `output(h).float()`: backward holds the fp32 log-softmax,
         // its incoming gradient and the gradient it makes: 12 B each. Compiled, the loss keeps the fp32 logits

@@ -364,6 +364,7 @@ pub(crate) fn deepspeed(plan: &Plan) -> String {
         "batch" => &batch,
         "b" => &b,
         "zero" => &zero,
+        "offload" => if plan.cpu_offload { "cpu" } else { "none" },
         ;
         "bf16" => matches!(plan.precision, Precision::Bf16 | Precision::AmpBf16),
         "fp16" => matches!(plan.precision, Precision::Fp16 | Precision::AmpFp16),

@@ -634,7 +634,7 @@ impl Reader {
             self.fact("zero", "2", field);
         }
         if has("offload") {
-            self.unsupported_value(field, "offload");
+            self.fact("cpuoff", "1", field);
         }
         self.note(&cat(
             field,
@@ -1259,12 +1259,16 @@ fn read_deepspeed(r: &mut Reader, prefix: &str, map: &Map<String, Value>) {
                     Some(Value::String(s)) => s.as_str(),
                     _ => "none",
                 };
-                if device != "none" {
-                    let field = cat(&zp, k);
-                    r.unsupported(&field);
-                    r.note_fmt(format_args!(
-                        "{field}: offloading to {device} is not modelled (peakplan plans everything on the GPU)"
-                    ));
+                let field = cat(&zp, k);
+                match device {
+                    "none" => {}
+                    "cpu" => r.fact("cpuoff", "1", &field),
+                    _ => {
+                        r.fact("cpuoff", "1", &field);
+                        r.note_fmt(format_args!(
+                            "{field}: offloading to {device} is planned as CPU offload (the GPU side is the same)"
+                        ));
+                    }
                 }
             }
             r.rest(
