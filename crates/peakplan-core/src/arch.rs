@@ -60,6 +60,8 @@ pub struct Architecture {
     pub lm_head_bias: bool,
     /// Learned absolute position embeddings (rows), 0 for rotary models.
     pub learned_positions: u64,
+    /// A LayerNorm right after the word embeddings (BLOOM's `word_embeddings_layernorm`).
+    pub embedding_norm: bool,
     /// Experts per MoE layer; 1 for a dense model.
     pub experts: u64,
     /// Experts each token is routed to.
@@ -343,9 +345,15 @@ impl Architecture {
         self.layer_linears().iter().map(Linear::weight_params).sum()
     }
 
-    /// Input embedding (and learned positions) parameters.
+    /// Input embedding (and learned positions, and an embedding LayerNorm) parameters.
     pub fn embedding_params(&self) -> u64 {
-        self.vocab * self.hidden + self.learned_positions * self.hidden
+        self.vocab * self.hidden
+            + self.learned_positions * self.hidden
+            + if self.embedding_norm {
+                2 * self.hidden
+            } else {
+                0
+            }
     }
 
     /// LM head parameters not shared with the embedding.
@@ -460,6 +468,7 @@ impl Architecture {
             mlp_bias: false,
             lm_head_bias: false,
             learned_positions: 0,
+            embedding_norm: false,
             experts: 1,
             experts_per_token: 1,
         }

@@ -858,7 +858,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let shard_o = |v: Count| if zero >= 1 { ceil_div(v, gpus) } else { v };
     // With parameter offload the layers' shards wait in CPU memory (each layer is gathered when it runs, see
     // ShardBuffers); the root unit (embeddings, final norm, LM head) stays gathered on the GPU through the step.
-    let params_offloaded = plan.cpu_offload && zero >= 3;
+    // (ZeRO-3 offload works on one GPU too: the shards are the whole model, in CPU memory.)
+    let params_offloaded = plan.cpu_offload && plan.zero >= 3;
     if params_offloaded {
         let root = arch.embedding_params() + arch.lm_head_params() + arch.final_norm_params();
         set(&mut comp, Kind::BaseWeights, root as Count * d.w);

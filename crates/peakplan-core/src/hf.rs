@@ -24,6 +24,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "gpt2",
     "gpt3",
     "qwen",
+    "bloom",
 ];
 
 fn err(msg: impl Into<String>) -> ArchError {
@@ -137,7 +138,7 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             SUPPORTED_MODEL_TYPES.join(", ")
         )));
     }
-    let hidden = f.need(&["hidden_size", "n_embd", "d_model"])?;
+    let hidden = f.need(&["hidden_size", "n_embd", "n_embed", "d_model"])?;
     let layers = f.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
     let heads = f.need(&["num_attention_heads", "n_head"])?;
     let vocab = f.need(&["vocab_size"])?;
@@ -210,6 +211,20 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             a.fused_qkv = true;
             a.mlp = Mlp::GatedFused;
             a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
+        }
+        "bloom" => {
+            // BLOOM: ALiBi (no position parameters), fused query_key_value, a 4x GELU MLP, LayerNorms and biases
+            // everywhere, a LayerNorm on the word embeddings, and a head tied to them.
+            a.intermediate = 4 * hidden;
+            a.head_dim = default_head_dim(hidden)?;
+            a.norm = Norm::LayerNorm;
+            a.fused_qkv = true;
+            a.mlp = Mlp::Plain;
+            a.qkv_bias = true;
+            a.o_bias = true;
+            a.mlp_bias = true;
+            a.embedding_norm = true;
+            a.tied_embeddings = f.flag("tie_word_embeddings", true)?;
         }
         "gpt_neox" => {
             a.intermediate = f.uint(&["intermediate_size"])?.unwrap_or(4 * hidden);

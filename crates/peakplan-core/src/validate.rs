@@ -226,6 +226,8 @@ fn known_config(model: &str) -> Option<serde_json::Value> {
         qwen(5120, 40, 27392, 40, 152064)
     } else if m.starts_with("yi-34b") {
         llama(7168, 60, 20480, 56, 8, 64000)
+    } else if m.starts_with("bloomz-7b1") || m.starts_with("bloom-7b1") {
+        json!({"model_type": "bloom", "n_embed": 4096, "n_layer": 30, "n_head": 32, "vocab_size": 250880})
     } else if m.starts_with("llama-65b") {
         llama(8192, 80, 22016, 64, 64, 32000)
     } else {
@@ -268,6 +270,7 @@ fn arch_of(r: &Rec) -> Result<Architecture, String> {
         "phi3" => "phi3",
         "qwen" => "qwen",
         "gpt-3" => "gpt3",
+        "bloom" => "bloom",
         other => return Err(format!("architecture family `{other}` is not supported")),
     };
     let config = match (
@@ -332,15 +335,31 @@ fn targets_of(text: &str) -> Result<Targets, String> {
     Ok(Targets(bits))
 }
 
+/// The memory of one GPU named like "NVIDIA A100 80GB" (the number before "GB", in 10^9 bytes).
+fn gpu_capacity_bytes(gpu: &str) -> Option<f64> {
+    let upper = gpu.to_uppercase();
+    let at = upper.find("GB")?;
+    let digits: String = upper[..at]
+        .trim_end()
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let gb: f64 = digits.chars().rev().collect::<String>().parse().ok()?;
+    Some(gb * 1e9)
+}
+
 /// Maps one row to a case, or says why it cannot be expressed.
 fn map_row(r: &Rec) -> Result<Case, String> {
     let id = r.get("id").to_string();
     let kind = r.lower("value_kind");
-    let bytes: f64 = r
-        .get("measured_bytes")
-        .trim()
-        .parse()
-        .map_err(|_| "no measured bytes".to_string())?;
+    let outcome_row = kind == "oom_lower_bound" || kind == "fits_upper_bound";
+    let bytes: f64 = match r.get("measured_bytes").trim().parse() {
+        Ok(b) => b,
+        // An outcome row may name only its GPU: its capacity is the bound.
+        Err(_) if outcome_row => gpu_capacity_bytes(r.get("gpu")).ok_or("no measured bytes")?,
+        Err(_) => return Err("no measured bytes".into()),
+    };
     let metric_text = r.lower("metric");
     let outcome = match kind.as_str() {
         "measured_peak" => {
@@ -461,7 +480,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         || mixed.contains("accelerate")
         || mixed.starts_with("bf16: true");
     if base.starts_with("fp32") {
-        if method != Method::Full {
+        if method != Method::Full && amp {
             return Err("an fp32 frozen base under autocast is not expressible".into());
         }
         plan.precision = if amp {
@@ -553,7 +572,8 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         return Err("model/pipeline splitting is not modeled".into());
     }
     plan.gpus = gpus;
-    plan.zero = if gpus > 1
+    // ZeRO-3 with offload runs on one GPU as well; without offload one GPU has nothing to shard.
+    plan.zero = if (gpus > 1 || plan.cpu_offload)
         && (par.contains("full")
             || par.contains("zero-3")
             || (par.contains("fsdp") && !par.contains("no_shard")))

@@ -151,6 +151,15 @@ fn preset_parameter_counts_match_the_real_models() {
 }
 
 #[test]
+fn bloom_configs_import_with_their_embedding_norm_and_tied_head() {
+    // bigscience/bloom-7b1's config.json names its width n_embed; the model card states 7,069,016,064 parameters.
+    let a = import_config(r#"{"model_type": "bloom", "n_embed": 4096, "n_layer": 30, "n_head": 32, "vocab_size": 250880}"#)
+        .unwrap();
+    assert_eq!(a.total_params(), 7_069_016_064);
+    assert!(a.tied_embeddings && a.embedding_norm && a.fused_qkv);
+}
+
+#[test]
 fn every_shared_config_imports_to_its_preset() {
     for m in presets::MODELS {
         let full = data(&format!("models/{}.json", m.id));

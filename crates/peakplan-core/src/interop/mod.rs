@@ -154,7 +154,7 @@ pub(crate) fn family(arch: &Architecture) -> Family {
         "mixtral" => Family::Mixtral,
         "phi" => Family::Phi,
         "phi3" => Family::Phi3,
-        "gpt_neox" | "falcon" | "RefinedWebModel" | "RefinedWeb" => Family::NeoX,
+        "gpt_neox" | "falcon" | "RefinedWebModel" | "RefinedWeb" | "bloom" => Family::NeoX,
         "gpt2" | "gpt3" | "gpt_bigcode" => Family::Gpt2,
         _ if arch.fused_qkv && arch.mlp == Mlp::GatedFused => Family::Phi3,
         _ => Family::Llama,
@@ -440,7 +440,7 @@ pub(crate) use fill;
 pub(crate) fn embedding_modules(arch: &Architecture) -> [&'static str; 2] {
     match arch.model_type.as_str() {
         "gpt_neox" => ["embed_in", "embed_out"],
-        "falcon" | "RefinedWebModel" | "RefinedWeb" => ["word_embeddings", "lm_head"],
+        "falcon" | "RefinedWebModel" | "RefinedWeb" | "bloom" => ["word_embeddings", "lm_head"],
         "gpt2" | "gpt3" | "gpt_bigcode" => ["wte", "lm_head"],
         _ => ["embed_tokens", "lm_head"],
     }

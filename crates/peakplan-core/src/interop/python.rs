@@ -143,6 +143,14 @@ const GPT_NEOX: &[(&str, Field)] = &[
     ("use_cache", Field::No),
     ("vocab_size", Field::Vocab),
 ];
+const BLOOM: &[(&str, Field)] = &[
+    ("hidden_size", Field::Hidden),
+    ("n_head", Field::Heads),
+    ("n_layer", Field::Layers),
+    ("tie_word_embeddings", Field::Tied),
+    ("use_cache", Field::No),
+    ("vocab_size", Field::Vocab),
+];
 const FALCON_GQA: &[(&str, Field)] = &[
     ("bias", Field::QkvBias),
     ("ffn_hidden_size", Field::Intermediate),
@@ -205,6 +213,7 @@ pub(crate) fn model_config(arch: &Architecture, seq_len: u64) -> (&'static str, 
         "phi3" => ("phi3", PHI),
         "phi" => ("phi", PHI),
         "gpt_neox" => ("gpt_neox", GPT_NEOX),
+        "bloom" => ("bloom", BLOOM),
         "falcon" | "RefinedWebModel" | "RefinedWeb" if falcon_gqa => ("falcon", FALCON_GQA),
         "falcon" | "RefinedWebModel" | "RefinedWeb" => ("falcon", FALCON),
         "gpt_bigcode" => ("gpt_bigcode", GPT_BIGCODE),
