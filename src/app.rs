@@ -345,7 +345,7 @@ fn Controls() -> impl IntoView {
             <KeySelect label="LoRA dropout" key="dropout" options=vec![("0", "0"), ("0.05", "0.05"), ("0.1", "0.1")] disabled=not_peft/>
             <KeySelect label="4-bit type" key="quant" options=vec![(Quant::Nf4.key(), "NF4"), (Quant::Fp4.key(), "FP4")] disabled=not_qlora/>
             <KeySelect label="Double quantization" key="dq" options=vec![("1", "on"), ("0", "off")] disabled=not_qlora/>
-            <KeySelect label="Upcast non-4-bit params to fp32" key="upcast" options=vec![("0", "off"), ("1", "on (prepare_model_for_kbit_training)")] disabled=not_qlora/>
+            <KeySelect label="fp32 frozen base" key="upcast" options=vec![("0", "off"), ("1", "on (QLoRA: prepare_model_for_kbit_training; LoRA: fp32 base under autocast)")] disabled=not_peft/>
             <KeySelect label="4-bit layers keep inputs" key="qsave" options=vec![("0", "no (bitsandbytes ≥ mid-2024)"), ("1", "yes (older bitsandbytes)")] disabled=not_qlora/>
             <FrameworkSelect/>
             <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>

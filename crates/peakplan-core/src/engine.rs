@@ -116,6 +116,8 @@ components! {
         "eager attention keeps heads x batch x seq^2 softmax output in fp32 plus its 16-bit copy, per layer; SDPA and flash keep none";
     Checkpoints => "checkpoints", Activations, "Checkpointed layer inputs",
         "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
+    WeightCopies => "weight_copies", Activations, "16-bit weight copies",
+        "an fp32 frozen base under autocast: each matmul casts its weight to 16-bit and the linear keeps the copy for backward, so each layer holds one of its linear weights until its backward";
     Logits => "logits", Activations, "Logits and loss",
         "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit); chunked and fused losses bound it";
     BackwardWork => "backward_work", Other, "Backward working memory",
@@ -160,6 +162,8 @@ fn dtypes(plan: &Plan) -> Dtypes {
         Method::Full if plan.precision == Precision::Fp32 => 4.0,
         Method::Full => 2.0,
         Method::Lora | Method::Qlora if plan.precision == Precision::Fp32 => 4.0,
+        // A LoRA base kept in fp32 under autocast (litgpt's bf16-mixed, an fp32 `from_pretrained` with AMP).
+        Method::Lora if plan.upcast => 4.0,
         Method::Lora => 2.0,
         Method::Qlora if plan.upcast => 4.0,
         Method::Qlora => 2.0,
@@ -972,6 +976,20 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     } else {
         layers
     };
+    // An fp32 frozen base under autocast: each matmul casts its weight to 16-bit, and the linear keeps that copy
+    // for its input's gradient (autocast caches only casts of weights that train). Checkpointing recomputes them
+    // one layer at a time.
+    let copies_per_layer = if d.amp && d.w == 4.0 && plan.method == Method::Lora {
+        d.c * arch.layer_linear_weight_params() as Count
+    } else {
+        0.0
+    };
+    let weight_copies = if plan.grad_checkpointing {
+        0.0
+    } else {
+        kept_layers * copies_per_layer
+    };
+    set(&mut comp, Kind::WeightCopies, weight_copies);
     let (saved_all, scores_all, ckpt) = if plan.grad_checkpointing {
         (final_norm + head_input, 0.0, kept_layers * d.r * n * h)
     } else {
@@ -1086,7 +1104,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         2.0 * d.r * n * h + 3.0 * d.c * n * arch.intermediate as Count * k_route + scores_grad
     };
     let recompute = if plan.grad_checkpointing {
-        per_layer + per_layer_scores + mask
+        per_layer + per_layer_scores + mask + copies_per_layer
     } else {
         0.0
     };
@@ -1163,10 +1181,10 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     set(&mut comp, Kind::InputBuffers, inputs);
     let other_resident = ddp_buckets + inputs;
-    let acts_fwd = saved_all + scores_all + ckpt + logits_fwd;
+    let acts_fwd = saved_all + weight_copies + scores_all + ckpt + logits_fwd;
     // Backward starts at the loss with everything saved; its layers then trade activations for gradients.
-    let bwd_at_loss = saved_all + scores_all + ckpt + logits_bwd;
-    let bwd_in_layers_acts = saved_all + scores_all + ckpt;
+    let bwd_at_loss = saved_all + weight_copies + scores_all + ckpt + logits_bwd;
+    let bwd_in_layers_acts = saved_all + weight_copies + scores_all + ckpt;
     // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
     let step_temps_in_bwd = if plan.optimizer_in_backward {
         opt_temps

@@ -472,7 +472,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     if method != Method::Full {
         plan.targets = targets_of(r.get("lora_target_modules"))?;
     }
-    // Precision: pure 16-bit unless an autocast regime is named; an fp32 frozen base under autocast is not expressible.
+    // Precision: pure 16-bit unless an autocast regime is named; an fp32 frozen base under autocast is `upcast`.
     let mixed = r.lower("mixed_precision");
     let base = r.lower("base_weight_dtype");
     let amp = mixed.contains("mixed")
@@ -480,9 +480,12 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         || mixed.contains("accelerate")
         || mixed.starts_with("bf16: true");
     if base.starts_with("fp32") {
-        if method != Method::Full && amp {
-            return Err("an fp32 frozen base under autocast is not expressible".into());
+        if method == Method::Qlora && amp {
+            return Err(
+                "an fp32 base beside 4-bit weights under autocast is not expressible".into(),
+            );
         }
+        plan.upcast = method == Method::Lora && amp;
         plan.precision = if amp {
             Precision::AmpBf16
         } else {

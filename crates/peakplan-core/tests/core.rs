@@ -717,6 +717,21 @@ mod levers {
     }
 
     #[test]
+    fn an_fp32_base_under_autocast_keeps_16_bit_weight_copies() {
+        // The layer's linears: q, k, v, o (64 x 64 each) and gate, up, down (64 x 128 each): 40,960 weights,
+        // each cast to bf16 for its matmul and kept for backward: 81,920 B. The base itself is fp32.
+        let e = run("upcast=1&prec=amp_bf16");
+        assert_eq!(e.component(Kind::WeightCopies), 81_920);
+        assert_eq!(e.component(Kind::BaseWeights), 4 * e.total_params);
+        // Under checkpointing only the recomputed layer casts them again.
+        let gc = run("upcast=1&prec=amp_bf16&gc=1");
+        assert_eq!(gc.component(Kind::WeightCopies), 0);
+        assert!(gc.component(Kind::BackwardWork) > 81_920);
+        // A 16-bit base under autocast casts nothing.
+        assert_eq!(run("prec=amp_bf16").component(Kind::WeightCopies), 0);
+    }
+
+    #[test]
     fn cpu_offload_leaves_the_root_unit_and_one_layer_in_flight() {
         // zero=3 on 2 GPUs, full fine-tuning: the layer shards, gradients and AdamW states wait in CPU memory.
         // The root unit stays gathered: embedding 6,400 + untied head 6,400 + final norm 64 values x 2 B.
