@@ -2,10 +2,10 @@
 //   y[m, o] = alpha * sum_k x[m, k] * W[o, k] + beta * y[m, o]      (beta == 0 does not read y)
 // W is [rows = out features, cols = in features] in NF4 with double quantization (see nf4_dequant.wgsl). Each
 // invocation computes a block of 8 tokens x 4 output features: for every 8 consecutive k it decodes one packed u32
-// word (8 nibbles, the high nibble of each byte first) and one block absmax per output feature, and uses them for
-// all 8 tokens, so each weight is decoded once per 8 tokens. cols % 8 == 0.
+// word (8 nibbles, the high nibble of each byte first) per output feature, and uses it for all 8 tokens, so each
+// weight is decoded once per 8 tokens; a feature's block absmax is decoded once per 64-weight block. cols % 8 == 0.
 // Bindings (group 0):
-//   0 x: storage, read      array<f32>  [m, cols] from x_off
+//   0 x: storage, read      array<vec4<f32>>  [m, cols] from x_off (x_off % 4 == 0; cols % 8 keeps rows aligned)
 //   1 q: storage, read      array<u32>  the NF4 weight (Nf4Layout)
 //   2 y: storage, rw        array<f32>  [m, rows] from y_off
 //   3 codes: storage, read  array<f32>  DYN8 (256 values) then NF4 (16 values)
@@ -18,7 +18,7 @@ struct Params {
     alpha: f32, beta: f32, pad0: u32, pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> q: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<storage, read> codes: array<f32>;
@@ -29,16 +29,19 @@ fn absmax(i: u32) -> f32 {
     return codes[qb] * bitcast<f32>(q[p.abs2_word + (i >> 8u)]) + bitcast<f32>(q[p.off_word]);
 }
 
+// The 16 NF4 values, copied from `codes` once per invocation: the decode then reads private memory, not storage.
+var<private> nf4: array<f32, 16>;
+
 // W[o, k..k+4] and W[o, k+4..k+8] (k % 8 == 0), from one packed word.
 fn lo4(word: u32, s: f32) -> vec4<f32> {
     return vec4<f32>(
-        codes[256u + ((word >> 4u) & 0xfu)], codes[256u + (word & 0xfu)],
-        codes[256u + ((word >> 12u) & 0xfu)], codes[256u + ((word >> 8u) & 0xfu)]) * s;
+        nf4[(word >> 4u) & 0xfu], nf4[word & 0xfu],
+        nf4[(word >> 12u) & 0xfu], nf4[(word >> 8u) & 0xfu]) * s;
 }
 fn hi4(word: u32, s: f32) -> vec4<f32> {
     return vec4<f32>(
-        codes[256u + ((word >> 20u) & 0xfu)], codes[256u + ((word >> 16u) & 0xfu)],
-        codes[256u + ((word >> 28u) & 0xfu)], codes[256u + ((word >> 24u) & 0xfu)]) * s;
+        nf4[(word >> 20u) & 0xfu], nf4[(word >> 16u) & 0xfu],
+        nf4[(word >> 28u) & 0xfu], nf4[(word >> 24u) & 0xfu]) * s;
 }
 
 @compute @workgroup_size(8, 8)
@@ -46,6 +49,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let r0 = gid.y * 8u;
     let o0 = gid.x * 4u;
     if (r0 >= p.m || o0 >= p.rows) { return; }
+    for (var i = 0u; i < 16u; i++) {
+        nf4[i] = codes[256u + i];
+    }
     // Rows and features past the edge read the last valid one and are not written.
     var xr: array<u32, 8>;
     var wr: vec4<u32>;
@@ -59,31 +65,33 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var i = 0u; i < 8u; i++) {
         acc[i] = vec4<f32>(0.0);
     }
+    // Each feature's block absmax is decoded when its 64-weight block changes (every 8th step), not every step.
+    var blk = vec4<u32>(0xffffffffu);
+    var s = vec4<f32>(0.0);
     for (var k = 0u; k < p.cols; k += 8u) {
-        let j0 = wr.x + k;
-        let j1 = wr.y + k;
-        let j2 = wr.z + k;
-        let j3 = wr.w + k;
-        let q0 = q[j0 >> 3u];
-        let q1 = q[j1 >> 3u];
-        let q2 = q[j2 >> 3u];
-        let q3 = q[j3 >> 3u];
-        let s0 = absmax(j0 >> 6u);
-        let s1 = absmax(j1 >> 6u);
-        let s2 = absmax(j2 >> 6u);
-        let s3 = absmax(j3 >> 6u);
-        let a0 = lo4(q0, s0);
-        let b0 = hi4(q0, s0);
-        let a1 = lo4(q1, s1);
-        let b1 = hi4(q1, s1);
-        let a2 = lo4(q2, s2);
-        let b2 = hi4(q2, s2);
-        let a3 = lo4(q3, s3);
-        let b3 = hi4(q3, s3);
+        let j = wr + vec4<u32>(k);
+        let b = j >> vec4<u32>(6u);
+        if (b.x != blk.x) { s.x = absmax(b.x); }
+        if (b.y != blk.y) { s.y = absmax(b.y); }
+        if (b.z != blk.z) { s.z = absmax(b.z); }
+        if (b.w != blk.w) { s.w = absmax(b.w); }
+        blk = b;
+        let q0 = q[j.x >> 3u];
+        let q1 = q[j.y >> 3u];
+        let q2 = q[j.z >> 3u];
+        let q3 = q[j.w >> 3u];
+        let a0 = lo4(q0, s.x);
+        let b0 = hi4(q0, s.x);
+        let a1 = lo4(q1, s.y);
+        let b1 = hi4(q1, s.y);
+        let a2 = lo4(q2, s.z);
+        let b2 = hi4(q2, s.z);
+        let a3 = lo4(q3, s.w);
+        let b3 = hi4(q3, s.w);
         for (var i = 0u; i < 8u; i++) {
-            let base = xr[i] + k;
-            let xl = vec4<f32>(x[base], x[base + 1u], x[base + 2u], x[base + 3u]);
-            let xh = vec4<f32>(x[base + 4u], x[base + 5u], x[base + 6u], x[base + 7u]);
+            let base = (xr[i] + k) >> 2u;
+            let xl = x[base];
+            let xh = x[base + 1u];
             acc[i] += vec4<f32>(
                 dot(xl, a0) + dot(xh, b0), dot(xl, a1) + dot(xh, b1),
                 dot(xl, a2) + dot(xh, b2), dot(xl, a3) + dot(xh, b3));

@@ -24,8 +24,11 @@ struct Params {
 @group(0) @binding(3) var<storage, read> codes: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
+// The 16 NF4 values, copied from `codes` once per invocation: the decode then reads private memory, not storage.
+var<private> table: array<f32, 16>;
+
 fn nf4(c: u32) -> f32 {
-    return codes[256u + c];
+    return table[c & 0xfu];
 }
 
 fn absmax(i: u32) -> f32 {
@@ -38,6 +41,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let r0 = gid.y * 4u;
     let i0 = gid.x * 8u;
     if (r0 >= p.m || i0 >= p.cols) { return; }
+    for (var i = 0u; i < 16u; i++) {
+        table[i] = codes[256u + i];
+    }
     var dr: vec4<u32>;
     for (var i = 0u; i < 4u; i++) {
         dr[i] = p.x_off + min(r0 + i, p.m - 1u) * p.rows;
