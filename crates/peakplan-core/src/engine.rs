@@ -342,6 +342,12 @@ fn prefix_tokens(plan: &Plan) -> Count {
     }
 }
 
+/// litgpt never ties the head to the embedding: its checkpoint converter copies the embedding into a head of
+/// its own, so a tied model holds two vocab x hidden matrices there.
+fn litgpt_unties(arch: &Architecture, plan: &Plan) -> bool {
+    arch.tied_embeddings && plan.framework == Framework::Litgpt
+}
+
 /// Elements of VeRA's frozen random projections: one A (rank x widest input) and one B (widest output x rank),
 /// shared by every adapted matrix and sliced per module.
 fn vera_projections(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Count {
@@ -432,7 +438,7 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Sh
                     count: 1.0,
                 });
             }
-            if !arch.tied_embeddings {
+            if !arch.tied_embeddings || litgpt_unties(arch, plan) {
                 t.push(TensorShape {
                     rows: arch.vocab as Count,
                     cols: arch.hidden as Count,
@@ -683,6 +689,12 @@ fn layer_saved(
         let route = if first.copies > 1 { k_route } else { 1.0 };
         let rows = n * route;
         let mut shared_saved = false;
+        // litgpt's attention is one fused qkv linear: its LoRA runs one dropout over the shared input, and keeps
+        // the adapted outputs zero-padded to the full q|k|v width for the concatenation.
+        let litgpt_qkv = plan.framework == Framework::Litgpt
+            && g.contains(&LinearInput::AttnNorm)
+            && plan.method != Method::Full;
+        let mut qkv_dropout_kept = false;
         for l in members {
             if full {
                 if d.r == d.c {
@@ -712,7 +724,17 @@ fn layer_saved(
                 let ad = if d.amp { d.c } else { d.a };
                 // LoRA-FA (PEFT's optimizer-based implementation) drops A's gradient and optimizer state, but the
                 // input is still kept: PEFT's MetaMathQA run measures the same peak as LoRA less A's states.
-                if plan.dropout > 0.0 {
+                if litgpt_qkv && l.input == LinearInput::AttnNorm {
+                    if !qkv_dropout_kept {
+                        qkv_dropout_kept = true;
+                        bytes += if plan.dropout > 0.0 {
+                            rows * w + ad * rows * w
+                        } else {
+                            ad * rows * w
+                        };
+                    }
+                    bytes += d.c * rows * l.out_features as Count;
+                } else if plan.dropout > 0.0 {
                     // Dropout keeps a 1-byte mask and its output, per adapted module.
                     bytes += rows * w + ad * rows * w;
                 } else if d.a != d.r && !plan.compile {
@@ -846,7 +868,12 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         }
         (packed + rest * d.w, consts)
     } else {
-        (total_params * d.w, 0.0)
+        let own_head = if litgpt_unties(arch, plan) {
+            arch.vocab as Count * arch.hidden as Count
+        } else {
+            0.0
+        };
+        ((total_params + own_head) * d.w, 0.0)
     };
     let tensors = trainable_tensors(arch, plan, &linears);
     let trainable: Count = tensors.iter().map(|t| t.rows * t.cols * t.count).sum();
@@ -1036,14 +1063,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             }
         }
         (Loss::Standard, Framework::Litgpt) => {
-            // lm_head_chunk_size=128: the head's output in 128-token chunks and a cross-entropy per chunk in the
-            // model dtype; every chunk's log-softmax is kept for backward.
+            // Fabric returns the head's output cast to the default dtype, fp32, and `fit()` keeps those logits
+            // through backward. LoRA recipes run the head in 128-token chunks with a cross-entropy per chunk,
+            // each keeping its fp32 log-softmax; backward then gathers every chunk's 16-bit gradient before the
+            // head's backward: 10 B per logit at its start. Full fine-tuning runs the head unchunked: the fp32
+            // log-softmax, its incoming gradient and the gradient it makes beside the kept logits, 12 B.
             let chunk = n.min(128.0) * v;
-            (
-                2.0 * d.c * n * v,
-                d.c * n * v + 3.0 * d.c * chunk,
-                d.c * chunk,
-            )
+            if plan.method == Method::Full {
+                (8.0 * n * v, 12.0 * n * v, 4.0 * n * v)
+            } else {
+                (8.0 * n * v + d.c * chunk, 10.0 * n * v, 4.0 * chunk)
+            }
         }
         (Loss::Standard, Framework::Webgpu) => {
             // All logits in f32, kept; backward adds their gradient beside them while the per-row log-sum-exp waits.
@@ -1117,11 +1147,20 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         } else {
             0.0
         };
-        d.c * linears
-            .iter()
-            .map(|l| l.in_features as Count * l.out_features as Count)
-            .fold(0.0, Count::max)
-            .max(head)
+        // litgpt's bitsandbytes plugin quantizes from fp16, so each dequantization returns fp16 and the cast to
+        // the bf16 compute dtype is a second dense copy beside it.
+        let copies = if head_quantized && d.c == 2.0 {
+            2.0
+        } else {
+            1.0
+        };
+        copies
+            * d.c
+            * linears
+                .iter()
+                .map(|l| l.in_features as Count * l.out_features as Count)
+                .fold(0.0, Count::max)
+                .max(head)
     } else {
         0.0
     };

@@ -252,7 +252,7 @@ pub struct Plan {
     pub quant: Quant,
     pub double_quant: bool,
     pub upcast: bool,
-    /// 4-bit matmuls keep their input for backward, as bitsandbytes' MatMul4Bit did in its 2023 to early-2024
+    /// 4-bit matmuls keep their input for backward, as bitsandbytes' MatMul4Bit did up to its 0.44
     /// releases (`ctx.tensors = (A, B)`); current releases keep none.
     pub qlora_saves_input: bool,
     pub gpus: u64,

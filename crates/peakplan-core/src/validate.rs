@@ -521,7 +521,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
             .and_then(|i| date.get(i..i + 7))
             .unwrap_or("");
         plan.qlora_saves_input =
-            !q.contains("torchao") && !year_month.is_empty() && year_month < "2024-07";
+            !q.contains("torchao") && !year_month.is_empty() && year_month < "2025-01";
         let dq = r.lower("double_quant");
         plan.double_quant = dq.starts_with("yes") || (dq.is_empty() && q.contains("torchao"));
     }

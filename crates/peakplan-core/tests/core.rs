@@ -732,6 +732,38 @@ mod levers {
     }
 
     #[test]
+    fn litgpt_unties_the_head_keeps_fp32_logits_and_fuses_qkv_dropout() {
+        // A tied model gets a head of its own under litgpt: V x h x 2 B = 12,800 B more weights.
+        let mut tied = tiny();
+        tied.tied_embeddings = true;
+        let p = |q: &str| {
+            Plan::parse_query_over(
+                plan("method=lora&r=2&targets=q,v&b=1&s=8&gc=0&prec=bf16&adtype=bf16&attn=sdpa"),
+                q,
+            )
+            .plan
+        };
+        let weights = |q: &str| estimate(&tied, &p(q)).component(Kind::BaseWeights);
+        assert_eq!(weights("fw=litgpt") - weights("fw=hf"), 12_800);
+        // n x V = 800 logits: fp32 logits and fp32 log-softmax kept (8 B each) plus one 16-bit chunk of 8 x 100 in
+        // forward; 10 B each at the start of backward. Full fine-tuning's unchunked head: 12 B each.
+        let logits = |q: &str| run(&format!("fw=litgpt&{q}")).component(Kind::Logits);
+        assert_eq!(logits(""), 8_000);
+        assert_eq!(logits("method=full"), 9_600);
+        // One dropout over the fused q|k|v input (mask n x 64 + output 2 B x n x 64 = 1,536 B) instead of one per
+        // adapted module (2 x 1,536 B), plus the adapted outputs zero-padded for the concatenation
+        // (2 B x n x (64 + 64) = 2,048 B).
+        let saved_of = |fw: &str| saved(&run(&format!("fw={fw}&dropout=0.05")));
+        assert_eq!(saved_of("litgpt") - saved_of("hf"), 1_536 + 2_048 - 3_072);
+        // QLoRA: litgpt dequantizes to fp16 and casts to bf16, two dense copies of the largest 4-bit matrix (an MLP
+        // one, 64 x 128): 2 x 2 B x 8,192; transformers makes one.
+        let dequant =
+            |fw: &str| run(&format!("method=qlora&fw={fw}")).component(Kind::DequantBuffer);
+        assert_eq!(dequant("litgpt"), 32_768);
+        assert_eq!(dequant("hf"), 16_384);
+    }
+
+    #[test]
     fn cpu_offload_leaves_the_root_unit_and_one_layer_in_flight() {
         // zero=3 on 2 GPUs, full fine-tuning: the layer shards, gradients and AdamW states wait in CPU memory.
         // The root unit stays gathered: embedding 6,400 + untied head 6,400 + final norm 64 values x 2 B.
