@@ -347,6 +347,7 @@ fn Controls() -> impl IntoView {
             <KeySelect label="Double quantization" key="dq" options=vec![("1", "on"), ("0", "off")] disabled=not_qlora/>
             <KeySelect label="fp32 frozen base" key="upcast" options=vec![("0", "off"), ("1", "on (QLoRA: prepare_model_for_kbit_training; LoRA: fp32 base under autocast)")] disabled=not_peft/>
             <KeySelect label="4-bit layers keep inputs" key="qsave" options=vec![("0", "no (bitsandbytes ≥ 0.45)"), ("1", "yes (bitsandbytes ≤ 0.44)")] disabled=not_qlora/>
+            <KeySelect label="Quantizer at load" key="qload" options=vec![("0", "chunked (torchao ≥ May 2024, bitsandbytes)"), ("1", "wide: weights x 16 compared (torchao before May 2024)")] disabled=not_qlora/>
             <FrameworkSelect/>
             <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>
             <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=single_gpu/>

@@ -128,6 +128,8 @@ components! {
         "token ids and labels (4 B per token each), the RoPE table and the 4-bit code tables, resident on the device (WebGPU runtime)";
     PeftBuffers => "peft_buffers", Other, "PEFT working buffers",
         "DoRA builds the dense W + BA of the largest adapted matrix to take its norm; LoHa its two dense rank-r products; trainable tokens rebuild the whole embedding with the trained rows each forward";
+    LoadTransient => "load_transient", Other, "Quantization at load",
+        "torchao's NF4 quantizer before May 2024 compared every weight of the matrix being quantized with the 16 NF4 values: two (weights x 16) 16-bit tensors beside its 16-bit copy (qload=1)";
     OptimizerTemps => "optimizer_temps", Other, "Optimizer step temporaries",
         "foreach AdamW allocates one state-sized temporary (the sqrt of the second moment); fused and 8-bit kernels update in place";
     ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
@@ -1237,7 +1239,25 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     let bwd_in_layers = bwd_in_layers_acts + backward_work + dequant + gather + step_in_bwd;
     let bwd_end = grads + grad_flow + dequant + gather + step_temps_in_bwd;
-    let load = [weights, 0.0, optimizer, 0.0, other_resident];
+    // Loading a QLoRA model quantizes one weight at a time: its 16-bit copy, and with the wide quantizer two
+    // (weights x 16) 16-bit tensors comparing every weight with the 16 NF4 values.
+    let load_transient = if plan.method == Method::Qlora && plan.quantize_at_load_wide {
+        let largest_linear = linears
+            .iter()
+            .map(|l| l.in_features as Count * l.out_features as Count)
+            .fold(0.0, Count::max);
+        (2.0 + 2.0 * 16.0 * 2.0) * largest_linear
+    } else {
+        0.0
+    };
+    set(&mut comp, Kind::LoadTransient, load_transient);
+    let load = [
+        weights,
+        0.0,
+        optimizer,
+        0.0,
+        other_resident + load_transient,
+    ];
     let fwd = [
         weights,
         0.0,
@@ -1284,6 +1304,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // ---- Reserved and device
     let largest_transient = logits_block
         .max(dequant)
+        .max(load_transient)
         .max(per_layer_scores)
         .max(opt_temps.min(largest_tensor * 4.0));
     let rounded = ceil_div(peak, 2.0 * MIB) * 2.0 * MIB;

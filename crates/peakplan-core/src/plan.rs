@@ -277,6 +277,9 @@ pub struct Plan {
     /// optimizer states, fp32 master weights and reduced gradients live in CPU memory and the optimizer steps
     /// there; under `zero=3` the parameter shards too, each layer fetched to the GPU when it runs.
     pub cpu_offload: bool,
+    /// Quantizing each weight at load builds two (weights x 16) 16-bit comparison tensors, as torchao's NF4
+    /// quantizer did before May 2024 (torchtune's QLoRA then); later ones work in chunks.
+    pub quantize_at_load_wide: bool,
     pub embed: bool,
 }
 
@@ -313,6 +316,7 @@ impl Default for Plan {
             optimizer_in_backward: false,
             offload_activations: false,
             cpu_offload: false,
+            quantize_at_load_wide: false,
             embed: false,
         }
     }
@@ -342,7 +346,7 @@ pub struct Parsed {
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss",
     "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
-    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "embed",
+    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -496,6 +500,7 @@ impl Plan {
             "oib" => self.optimizer_in_backward = parse_bool(key, v)?,
             "aoff" => self.offload_activations = parse_bool(key, v)?,
             "cpuoff" => self.cpu_offload = parse_bool(key, v)?,
+            "qload" => self.quantize_at_load_wide = parse_bool(key, v)?,
             "liger" => self.liger = parse_bool(key, v)?,
             "embed" => self.embed = parse_bool(key, v)?,
             _ => {
@@ -546,6 +551,7 @@ impl Plan {
             "oib" => b(self.optimizer_in_backward),
             "aoff" => b(self.offload_activations),
             "cpuoff" => b(self.cpu_offload),
+            "qload" => b(self.quantize_at_load_wide),
             "liger" => b(self.liger),
             "embed" => b(self.embed),
             _ => return None,
@@ -560,6 +566,7 @@ impl Plan {
             .filter(|k| **k != "oib" || self.optimizer_in_backward)
             .filter(|k| **k != "aoff" || self.offload_activations)
             .filter(|k| **k != "cpuoff" || self.cpu_offload)
+            .filter(|k| **k != "qload" || self.quantize_at_load_wide)
             .filter_map(|k| self.get(k).map(|v| format!("{k}={}", percent_encode(&v))))
             .collect::<Vec<_>>()
             .join("&")

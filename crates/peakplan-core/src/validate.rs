@@ -522,6 +522,9 @@ fn map_row(r: &Rec) -> Result<Case, String> {
             .unwrap_or("");
         plan.qlora_saves_input =
             !q.contains("torchao") && !year_month.is_empty() && year_month < "2025-01";
+        // torchao's NF4 quantizer worked in chunks from May 2024 (its PR #196); torchtune used it for QLoRA.
+        plan.quantize_at_load_wide =
+            framework == Framework::Torchtune && !year_month.is_empty() && year_month < "2024-05";
         let dq = r.lower("double_quant");
         plan.double_quant = dq.starts_with("yes") || (dq.is_empty() && q.contains("torchao"));
     }

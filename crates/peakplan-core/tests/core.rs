@@ -764,6 +764,19 @@ mod levers {
     }
 
     #[test]
+    fn the_wide_nf4_quantizer_peaks_at_load() {
+        // The largest 4-bit matrix (64 x 128 = 8,192 weights): its bf16 copy (2 B) and two (8,192 x 16) bf16
+        // comparison tensors (64 B per weight): 540,672 B on top of the loaded model, which is then the peak.
+        let e = run("method=qlora&fw=torchtune&qload=1");
+        assert_eq!(e.component(Kind::LoadTransient), 540_672);
+        assert_eq!(e.peak_phase, peakplan_core::engine::Phase::Load);
+        assert_eq!(
+            run("method=qlora&fw=torchtune").component(Kind::LoadTransient),
+            0
+        );
+    }
+
+    #[test]
     fn cpu_offload_leaves_the_root_unit_and_one_layer_in_flight() {
         // zero=3 on 2 GPUs, full fine-tuning: the layer shards, gradients and AdamW states wait in CPU memory.
         // The root unit stays gathered: embedding 6,400 + untied head 6,400 + final norm 64 values x 2 B.
