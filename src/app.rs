@@ -332,6 +332,7 @@ fn Controls() -> impl IntoView {
         <TargetPicker disabled=not_peft/>
         <div class="grid2">
             <KeySelect label="Gradient checkpointing" key="gc" options=vec![("1", "on"), ("0", "off")]/>
+            <KeySelect label="Gradient accumulation" key="ga" options=vec![("1", "1 (none)"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("32", "32")]/>
             <KeySelect label="Activation offloading" key="aoff" options=vec![("0", "off"), ("1", "on (torchtune)")]/>
             <KeySelect label="Optimizer in backward" key="oib" options=vec![("0", "off"), ("1", "on (torchtune optimizer_in_bwd)")]/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (keeps s² scores)")]/>

@@ -1258,19 +1258,26 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         0.0,
         other_resident + load_transient,
     ];
+    // With accumulation, the gradients summed so far stay through each later micro-batch's forward and backward
+    // (optimizer-in-backward steps every micro-batch instead).
+    let held_grads = if plan.grad_accumulation > 1 && !plan.optimizer_in_backward {
+        grads
+    } else {
+        0.0
+    };
     let fwd = [
         weights,
-        0.0,
+        held_grads,
         optimizer,
         acts_fwd,
         other_resident + dequant + gather,
     ];
-    let bwd = if bwd_at_loss >= bwd_in_layers && bwd_at_loss >= bwd_end {
-        [weights, 0.0, optimizer, bwd_at_loss, other_resident]
-    } else if bwd_in_layers >= bwd_end {
+    let bwd = if bwd_at_loss >= bwd_in_layers && bwd_at_loss + held_grads >= bwd_end {
+        [weights, held_grads, optimizer, bwd_at_loss, other_resident]
+    } else if bwd_in_layers + held_grads >= bwd_end {
         [
             weights,
-            0.0,
+            held_grads,
             optimizer,
             bwd_in_layers_acts,
             other_resident + backward_work + dequant + gather + step_in_bwd,

@@ -124,6 +124,9 @@ impl Peft {
     }
 }
 
+/// Most gradient accumulation steps accepted.
+pub const MAX_GRAD_ACCUMULATION: u64 = 65_536;
+
 /// Most virtual tokens of prompt or prefix tuning (PEFT examples use 8 to a few hundred).
 pub const MAX_VIRTUAL_TOKENS: u64 = 65_536;
 
@@ -280,6 +283,9 @@ pub struct Plan {
     /// Quantizing each weight at load builds two (weights x 16) 16-bit comparison tensors, as torchao's NF4
     /// quantizer did before May 2024 (torchtune's QLoRA then); later ones work in chunks.
     pub quantize_at_load_wide: bool,
+    /// Micro-batches whose gradients add up before each optimizer step: from the second on, the accumulated
+    /// gradients stay resident through forward and backward.
+    pub grad_accumulation: u64,
     pub embed: bool,
 }
 
@@ -317,6 +323,7 @@ impl Default for Plan {
             offload_activations: false,
             cpu_offload: false,
             quantize_at_load_wide: false,
+            grad_accumulation: 1,
             embed: false,
         }
     }
@@ -344,7 +351,7 @@ pub struct Parsed {
 
 /// Every key of the contract's vocabulary, in the order [`Plan::to_query`] writes them.
 pub const KEYS: &[&str] = &[
-    "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "gc", "attn", "loss",
+    "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "ga", "gc", "attn", "loss",
     "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
     "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "embed",
 ];
@@ -501,6 +508,7 @@ impl Plan {
             "aoff" => self.offload_activations = parse_bool(key, v)?,
             "cpuoff" => self.cpu_offload = parse_bool(key, v)?,
             "qload" => self.quantize_at_load_wide = parse_bool(key, v)?,
+            "ga" => self.grad_accumulation = parse_uint(key, v, 1, MAX_GRAD_ACCUMULATION)?,
             "liger" => self.liger = parse_bool(key, v)?,
             "embed" => self.embed = parse_bool(key, v)?,
             _ => {
@@ -552,6 +560,7 @@ impl Plan {
             "aoff" => b(self.offload_activations),
             "cpuoff" => b(self.cpu_offload),
             "qload" => b(self.quantize_at_load_wide),
+            "ga" => self.grad_accumulation.to_string(),
             "liger" => b(self.liger),
             "embed" => b(self.embed),
             _ => return None,
@@ -567,6 +576,7 @@ impl Plan {
             .filter(|k| **k != "aoff" || self.offload_activations)
             .filter(|k| **k != "cpuoff" || self.cpu_offload)
             .filter(|k| **k != "qload" || self.quantize_at_load_wide)
+            .filter(|k| **k != "ga" || self.grad_accumulation > 1)
             .filter_map(|k| self.get(k).map(|v| format!("{k}={}", percent_encode(&v))))
             .collect::<Vec<_>>()
             .join("&")

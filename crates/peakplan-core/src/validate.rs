@@ -335,6 +335,28 @@ fn targets_of(text: &str) -> Result<Targets, String> {
     Ok(Targets(bits))
 }
 
+/// Gradient accumulation steps named in a row's notes ("GA 16", "gradient accumulation 4",
+/// "gradient_accumulation_steps=1"); 1 when none is named.
+fn grad_accumulation_of(text: &str) -> u64 {
+    for key in [
+        "ga ",
+        "gradient accumulation ",
+        "accumulation_steps=",
+        "accumulation_steps ",
+    ] {
+        if let Some(at) = text.find(key) {
+            let digits: String = text[at + key.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(n) = digits.parse::<u64>() {
+                return n.clamp(1, crate::plan::MAX_GRAD_ACCUMULATION);
+            }
+        }
+    }
+    1
+}
+
 /// The memory of one GPU named like "NVIDIA A100 80GB" (the number before "GB", in 10^9 bytes).
 fn gpu_capacity_bytes(gpu: &str) -> Option<f64> {
     let upper = gpu.to_uppercase();
@@ -589,6 +611,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         0
     };
     let features = r.lower("other_memory_features");
+    plan.grad_accumulation = grad_accumulation_of(&format!("{features} {}", r.lower("framework")));
     plan.compile = features.contains("compile")
         && !features.contains("compile off")
         && !features.contains("no compile");

@@ -764,6 +764,23 @@ mod levers {
     }
 
     #[test]
+    fn accumulated_gradients_stay_through_the_next_forward_and_backward() {
+        // Full fine-tuning in bf16: 2 B per parameter of gradients, held from the second micro-batch on.
+        let grads_in = |q: &str, phase: usize| run(q).phases[phase].gradients;
+        let all = run("method=full").component(Kind::Gradients);
+        assert_eq!(grads_in("method=full&ga=4", 1), all);
+        assert_eq!(grads_in("method=full&ga=4", 2), all);
+        assert_eq!(grads_in("method=full", 1), 0);
+        // Optimizer-in-backward steps every micro-batch, so there is nothing to hold.
+        assert_eq!(grads_in("method=full&ga=4&oib=1", 1), 0);
+        // This model's peak stays the optimizer step, where the gradients were counted already.
+        assert_eq!(
+            run("method=full&ga=4").peak_allocated_bytes,
+            run("method=full").peak_allocated_bytes
+        );
+    }
+
+    #[test]
     fn the_wide_nf4_quantizer_peaks_at_load() {
         // The largest 4-bit matrix (64 x 128 = 8,192 weights): its bf16 copy (2 B) and two (8,192 x 16) bf16
         // comparison tensors (64 B per weight): 540,672 B on top of the loaded model, which is then the peak.

@@ -33,7 +33,8 @@ const PLANS: &[&str] = &[
     "model=llama-3.2-3b&method=full&fw=torchtune&oib=1&aoff=1&compile=1&loss=chunked&prec=bf16&opt=adamw_8bit&b=2&s=4096",
     "model=llama-2-7b&method=lora&fw=torchtune&aoff=1&loss=standard&prec=bf16",
     "model=llama-2-70b&method=qlora&r=64&targets=all-linear&gpus=2&zero=3&cpuoff=1&b=2",
-    "model=llama-2-13b&method=full&gpus=4&zero=2&cpuoff=1",
+    "model=llama-2-13b&method=full&gpus=4&zero=2&cpuoff=1&ga=8",
+    "model=mistral-7b&method=lora&ga=16&b=2&gpus=2&zero=3",
 ];
 
 fn plan(q: &str) -> Plan {
@@ -422,7 +423,12 @@ fn deepspeed_exports_parse_and_round_trip_with_axolotl() {
         );
         assert_eq!(
             v["train_batch_size"].as_u64(),
-            Some(p.micro_batch * p.gpus),
+            Some(p.micro_batch * p.gpus * p.grad_accumulation),
+            "{q}"
+        );
+        assert_eq!(
+            v["gradient_accumulation_steps"].as_u64(),
+            Some(p.grad_accumulation),
             "{q}"
         );
         assert_eq!(
@@ -573,13 +579,13 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
     );
     check(
         &one("training_args.json"),
-        "b=8&gc=1&prec=amp_bf16&opt=adamw_8bit&s=1024&zero=2&compile=0",
+        "b=8&ga=4&gc=1&prec=amp_bf16&opt=adamw_8bit&s=1024&zero=2&compile=0",
         &["auto_find_batch_size"],
     );
     let axo = one("axolotl_qlora.yaml");
     check(
         &axo,
-        "model=llama-2-7b&method=qlora&r=32&targets=all-linear&dropout=0.05&s=4096&b=2&opt=paged_adamw_32bit&prec=amp_bf16&gc=1&attn=flash&peft=lora",
+        "model=llama-2-7b&method=qlora&r=32&targets=all-linear&dropout=0.05&s=4096&b=2&ga=4&opt=paged_adamw_32bit&prec=amp_bf16&gc=1&attn=flash&peft=lora",
         &["lora_on_cpu", "unsloth_lora_mlp"],
     );
     assert!(
@@ -594,12 +600,12 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
     );
     check(
         &one("deepspeed_zero2_4gpu.json"),
-        "zero=2&b=2&gpus=4&prec=amp_bf16",
+        "zero=2&b=2&ga=8&gpus=4&prec=amp_bf16",
         &[],
     );
     check(
         &one("torchtune_qlora.yaml"),
-        "fw=torchtune&model=llama-3.1-8b&method=qlora&r=8&targets=q,v,o,gate,up,down&dropout=0&b=2&gc=1&prec=bf16&adtype=bf16&opt=adamw_torch_fused&compile=0&peft=lora&loss=chunked&aoff=0",
+        "fw=torchtune&model=llama-3.1-8b&method=qlora&r=8&targets=q,v,o,gate,up,down&dropout=0&b=2&ga=8&gc=1&prec=bf16&adtype=bf16&opt=adamw_torch_fused&compile=0&peft=lora&loss=chunked&aoff=0",
         &[],
     );
 }

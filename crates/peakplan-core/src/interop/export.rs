@@ -53,6 +53,7 @@ struct Common {
     reserved: String,
     device: String,
     b: String,
+    ga: String,
     s: String,
     gpus: String,
     query: String,
@@ -77,6 +78,7 @@ fn common(plan: &Plan, arch: &Architecture) -> Common {
         reserved: gib(e.peak_reserved_bytes),
         device: gib(e.device_bytes),
         b: num(plan.micro_batch),
+        ga: num(plan.grad_accumulation),
         s: num(plan.seq_len),
         gpus: num(plan.gpus),
         query: plan.to_query(),
@@ -140,6 +142,7 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
         "model_label" => &c.label,
         "method" => method_label(plan.method),
         "b" => &c.b,
+        "ga" => &c.ga,
         "s" => &c.s,
         "gpus" => &c.gpus,
         "plural" => if plan.gpus == 1 { "" } else { "s" },
@@ -306,6 +309,7 @@ pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
         "model_label" => &c.label,
         "method" => method_label(plan.method),
         "b" => &c.b,
+        "ga" => &c.ga,
         "s" => &c.s,
         "gpus" => &c.gpus,
         "plural" => if plan.gpus == 1 { "" } else { "s" },
@@ -357,12 +361,17 @@ pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
 #[inline(never)]
 pub(crate) fn deepspeed(plan: &Plan) -> String {
     let zero = num(u64::from(plan.zero));
-    let batch = num(plan.micro_batch.saturating_mul(plan.gpus));
+    let batch = num(plan
+        .micro_batch
+        .saturating_mul(plan.gpus)
+        .saturating_mul(plan.grad_accumulation));
+    let ga = num(plan.grad_accumulation);
     let b = num(plan.micro_batch);
     fill!(
         DEEPSPEED, YAML_BOOLS;
         "batch" => &batch,
         "b" => &b,
+        "ga" => &ga,
         "zero" => &zero,
         "offload" => if plan.cpu_offload { "cpu" } else { "none" },
         ;

@@ -1107,7 +1107,7 @@ fn read_hf_config(r: &mut Reader, map: &Map<String, Value>, text: &str) {
 const TRAINING_ARGS_NEUTRAL: &[&str] = &[
     "output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy",
     "evaluation_strategy", "prediction_loss_only", "per_device_eval_batch_size", "per_gpu_train_batch_size",
-    "per_gpu_eval_batch_size", "gradient_accumulation_steps", "eval_accumulation_steps", "eval_delay",
+    "per_gpu_eval_batch_size", "eval_accumulation_steps", "eval_delay",
     "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
     "num_train_epochs", "max_steps", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio", "warmup_steps",
     "log_level", "log_level_replica", "log_on_each_node", "logging_dir", "logging_strategy", "logging_first_step",
@@ -1196,10 +1196,14 @@ fn read_training_args(r: &mut Reader, map: &Map<String, Value>) {
             _ => {}
         }
     }
+    if let Some(v) = get(map, "gradient_accumulation_steps") {
+        r.number_fact("ga", "gradient_accumulation_steps", v);
+    }
     r.rest(
         "",
         map,
         &[
+            "gradient_accumulation_steps",
             "per_device_train_batch_size",
             "gradient_checkpointing",
             "bf16",
@@ -1219,7 +1223,7 @@ fn read_training_args(r: &mut Reader, map: &Map<String, Value>) {
 
 #[rustfmt::skip]
 const DEEPSPEED_NEUTRAL: &[&str] = &[
-    "gradient_accumulation_steps", "gradient_clipping", "steps_per_print", "wall_clock_breakdown",
+    "gradient_clipping", "steps_per_print", "wall_clock_breakdown",
     "zero_allow_untested_optimizer", "scheduler", "prescale_gradients", "gradient_predivide_factor",
     "communication_data_type", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comms_logger",
     "activation_checkpointing", "aio", "data_types", "zero_force_ds_cpu_optimizer", "dump_state",
@@ -1323,10 +1327,14 @@ fn read_deepspeed(r: &mut Reader, prefix: &str, map: &Map<String, Value>) {
             ": DeepSpeed's own optimizer is not modelled; opt stays the Hugging Face optimizer",
         ));
     }
+    if let Some(v) = get(map, "gradient_accumulation_steps") {
+        r.number_fact("ga", &cat(prefix, "gradient_accumulation_steps"), v);
+    }
     r.rest(
         prefix,
         map,
         &[
+            "gradient_accumulation_steps",
             "train_micro_batch_size_per_gpu",
             "zero_optimization",
             "bf16",
@@ -1366,7 +1374,7 @@ const AXOLOTL_NEUTRAL: &[&str] = &[
     "wandb_name", "wandb_run_id", "wandb_log_model", "mlflow_tracking_uri", "special_tokens", "tokens",
     "train_on_inputs", "group_by_length", "strict", "seed", "early_stopping_patience", "resume_from_checkpoint",
     "auto_resume_from_checkpoints", "local_rank", "hub_model_id", "hub_strategy", "chat_template", "debug",
-    "lora_model_dir", "lora_fan_in_fan_out", "sample_packing", "pad_to_sequence_len", "gradient_accumulation_steps",
+    "lora_model_dir", "lora_fan_in_fan_out", "sample_packing", "pad_to_sequence_len",
     "max_grad_norm", "gradient_checkpointing_kwargs", "tf32", "lora_alpha", "fsdp_config", "plugins",
     "shuffle_merged_datasets", "dataset_processes", "remove_unused_columns", "ddp_timeout",
     "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "adam_beta1", "adam_beta2", "adam_epsilon",
@@ -1527,10 +1535,14 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
     if let Some(v) = get(map, "fsdp") {
         r.fsdp("fsdp", v);
     }
+    if let Some(v) = get(map, "gradient_accumulation_steps") {
+        r.number_fact("ga", &String::from("gradient_accumulation_steps"), v);
+    }
     r.rest(
         "",
         map,
         &[
+            "gradient_accumulation_steps",
             "base_model",
             "adapter",
             "load_in_4bit",
@@ -1621,7 +1633,7 @@ fn read_axolotl_precision(r: &mut Reader, map: &Map<String, Value>, full: bool) 
 const TORCHTUNE_NEUTRAL: &[&str] = &[
     "output_dir", "seed", "shuffle", "dataset", "epochs", "max_steps_per_epoch", "checkpointer",
     "resume_from_checkpoint", "lr_scheduler", "metric_logger", "log_every_n_steps", "log_peak_memory_stats",
-    "log_level", "profiler", "device", "clip_grad_norm", "save_adapter_weights_only", "gradient_accumulation_steps",
+    "log_level", "profiler", "device", "clip_grad_norm", "save_adapter_weights_only",
     "custom_sharded_layers", "collate_fn", "run_val_every_n_steps", "dataset_val", "batch_size_val", "tokenizer",
 ];
 
@@ -1708,10 +1720,14 @@ fn read_torchtune(r: &mut Reader, map: &Map<String, Value>) {
             _ => r.unsupported("loss._component_"),
         }
     }
+    if let Some(v) = get(map, "gradient_accumulation_steps") {
+        r.number_fact("ga", &String::from("gradient_accumulation_steps"), v);
+    }
     r.rest(
         "",
         map,
         &[
+            "gradient_accumulation_steps",
             "model",
             "tokenizer",
             "batch_size",

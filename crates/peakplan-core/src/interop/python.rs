@@ -377,7 +377,11 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     let vt = num(plan.virtual_tokens);
     let alpha = num(plan.rank.saturating_mul(2));
     let dropout = float_text(plan.dropout);
-    let ds_batch = num(plan.micro_batch.saturating_mul(plan.gpus));
+    let ds_batch = num(plan
+        .micro_batch
+        .saturating_mul(plan.gpus)
+        .saturating_mul(plan.grad_accumulation));
+    let ga = num(plan.grad_accumulation);
     let targets = plan.targets.key();
     let fw = if plan.framework == Framework::Hf {
         ""
@@ -438,6 +442,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "compute_dtype" => compute_dtype,
         "zero" => &zero,
         "ds_batch" => &ds_batch,
+        "ga" => &ga,
         "device_map" => if ds && plan.zero == 3 { "" } else { "device_map={\"\": LOCAL_RANK}, " },
         "trainer" => if chunked { "ChunkedLossTrainer" } else { "Trainer" },
         ;
