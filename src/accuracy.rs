@@ -4,7 +4,6 @@
 
 use leptos::prelude::*;
 use peakplan_chart::{draw_scatter, ScatterPoint, Theme};
-use plotters_canvas::CanvasBackend;
 
 const TABLE: &str = include_str!("../assets/validation.json");
 
@@ -27,7 +26,7 @@ pub fn Accuracy() -> impl IntoView {
         } else {
             Theme::LIGHT
         };
-        if let Some(mut b) = CanvasBackend::with_canvas_object(el) {
+        if let Some(mut b) = crate::canvas::Canvas2d::new(&el) {
             let _ = draw_scatter(&mut b, points, &theme);
         }
     });

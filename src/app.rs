@@ -1,7 +1,7 @@
 //! The planner page's components. State is one `Plan` signal; every figure comes from [`Computed`].
 
 use crate::browser;
-use crate::canvas::{paint_chart, paint_timeline};
+use crate::canvas::{paint_chart, paint_timeline, watch_size};
 use crate::interop::{CopyAsCode, ImportConfig};
 use crate::planner::{method_label, Computed};
 use crate::scale::{self, Log2Scale};
@@ -558,10 +558,19 @@ impl PeakLabel for peakplan_core::Estimate {
 fn ChartCanvas() -> impl IntoView {
     let c = ctx();
     let canvas = NodeRef::<leptos::html::Canvas>::new();
+    let size = RwSignal::new(None);
+    Effect::new(move |_| {
+        if let Some(el) = canvas.get() {
+            watch_size(&el, size);
+        }
+    });
     Effect::new(move |_| {
         let comp = c.computed.get();
-        if let Some(el) = canvas.get() {
-            paint_chart(&el, &comp.chart, &theme());
+        let Some(size) = size.get() else {
+            return;
+        };
+        if let Some(el) = canvas.get_untracked() {
+            paint_chart(&el, size, &comp.chart, &theme());
             browser::mark_first_paint();
             if let Some(t0) = c.input_started.get_value() {
                 browser::record_timing(browser::now_ms() - t0);
@@ -700,10 +709,19 @@ fn Figures() -> impl IntoView {
 fn Timeline() -> impl IntoView {
     let c = ctx();
     let canvas = NodeRef::<leptos::html::Canvas>::new();
+    let size = RwSignal::new(None);
+    Effect::new(move |_| {
+        if let Some(el) = canvas.get() {
+            watch_size(&el, size);
+        }
+    });
     Effect::new(move |_| {
         let comp = c.computed.get();
-        if let Some(el) = canvas.get() {
-            paint_timeline(&el, &comp.selected, &theme());
+        let Some(size) = size.get() else {
+            return;
+        };
+        if let Some(el) = canvas.get_untracked() {
+            paint_timeline(&el, size, &comp.selected, &theme());
         }
     });
     view! {
