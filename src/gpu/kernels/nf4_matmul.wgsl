@@ -44,6 +44,23 @@ fn hi4(word: u32, s: f32) -> vec4<f32> {
         nf4[(word >> 28u) & 0xfu], nf4[(word >> 24u) & 0xfu]) * s;
 }
 
+// One token's contribution for the 8 weights of each of the 4 features decoded this step.
+fn row(xl: vec4<f32>, xh: vec4<f32>, a0: vec4<f32>, b0: vec4<f32>, a1: vec4<f32>, b1: vec4<f32>,
+       a2: vec4<f32>, b2: vec4<f32>, a3: vec4<f32>, b3: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(xl, a0) + dot(xh, b0), dot(xl, a1) + dot(xh, b1),
+                     dot(xl, a2) + dot(xh, b2), dot(xl, a3) + dot(xh, b3));
+}
+
+fn store(r: u32, o0: u32, v: vec4<f32>) {
+    if (r >= p.m) { return; }
+    for (var j = 0u; j < 4u; j++) {
+        let o = o0 + j;
+        if (o >= p.rows) { return; }
+        let at = p.y_off + r * p.rows + o;
+        if (p.beta == 0.0) { y[at] = p.alpha * v[j]; } else { y[at] = p.alpha * v[j] + p.beta * y[at]; }
+    }
+}
+
 @compute @workgroup_size(8, 8)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let r0 = gid.y * 8u;
@@ -52,19 +69,27 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var i = 0u; i < 16u; i++) {
         nf4[i] = codes[256u + i];
     }
-    // Rows and features past the edge read the last valid one and are not written.
-    var xr: array<u32, 8>;
-    var wr: vec4<u32>;
-    for (var i = 0u; i < 8u; i++) {
-        xr[i] = p.x_off + min(r0 + i, p.m - 1u) * p.cols;
-    }
-    for (var i = 0u; i < 4u; i++) {
-        wr[i] = min(o0 + i, p.rows - 1u) * p.cols;
-    }
-    var acc: array<vec4<f32>, 8>;
-    for (var i = 0u; i < 8u; i++) {
-        acc[i] = vec4<f32>(0.0);
-    }
+    // Rows and features past the edge read the last valid one and are not written. The 8 tokens' rows and
+    // accumulators are named one by one: indexed private arrays would live in memory, not registers.
+    let last = p.m - 1u;
+    let x0 = (p.x_off + min(r0, last) * p.cols) >> 2u;
+    let x1 = (p.x_off + min(r0 + 1u, last) * p.cols) >> 2u;
+    let x2 = (p.x_off + min(r0 + 2u, last) * p.cols) >> 2u;
+    let x3 = (p.x_off + min(r0 + 3u, last) * p.cols) >> 2u;
+    let x4 = (p.x_off + min(r0 + 4u, last) * p.cols) >> 2u;
+    let x5 = (p.x_off + min(r0 + 5u, last) * p.cols) >> 2u;
+    let x6 = (p.x_off + min(r0 + 6u, last) * p.cols) >> 2u;
+    let x7 = (p.x_off + min(r0 + 7u, last) * p.cols) >> 2u;
+    let lastf = p.rows - 1u;
+    let wr = vec4<u32>(min(o0, lastf), min(o0 + 1u, lastf), min(o0 + 2u, lastf), min(o0 + 3u, lastf)) * p.cols;
+    var c0 = vec4<f32>(0.0);
+    var c1 = vec4<f32>(0.0);
+    var c2 = vec4<f32>(0.0);
+    var c3 = vec4<f32>(0.0);
+    var c4 = vec4<f32>(0.0);
+    var c5 = vec4<f32>(0.0);
+    var c6 = vec4<f32>(0.0);
+    var c7 = vec4<f32>(0.0);
     // Each feature's block absmax is decoded when its 64-weight block changes (every 8th step), not every step.
     var blk = vec4<u32>(0xffffffffu);
     var s = vec4<f32>(0.0);
@@ -88,23 +113,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let b2 = hi4(q2, s.z);
         let a3 = lo4(q3, s.w);
         let b3 = hi4(q3, s.w);
-        for (var i = 0u; i < 8u; i++) {
-            let base = (xr[i] + k) >> 2u;
-            let xl = x[base];
-            let xh = x[base + 1u];
-            acc[i] += vec4<f32>(
-                dot(xl, a0) + dot(xh, b0), dot(xl, a1) + dot(xh, b1),
-                dot(xl, a2) + dot(xh, b2), dot(xl, a3) + dot(xh, b3));
-        }
+        let kk = k >> 2u;
+        c0 += row(x[x0 + kk], x[x0 + kk + 1u], a0, b0, a1, b1, a2, b2, a3, b3);
+        c1 += row(x[x1 + kk], x[x1 + kk + 1u], a0, b0, a1, b1, a2, b2, a3, b3);
+        c2 += row(x[x2 + kk], x[x2 + kk + 1u], a0, b0, a1, b1, a2, b2, a3, b3);
+        c3 += row(x[x3 + kk], x[x3 + kk + 1u], a0, b0, a1, b1, a2, b2, a3, b3);
+        c4 += row(x[x4 + kk], x[x4 + kk + 1u], a0, b0, a1, b1, a2, b2, a3, b3);
+        c5 += row(x[x5 + kk], x[x5 + kk + 1u], a0, b0, a1, b1, a2, b2, a3, b3);
+        c6 += row(x[x6 + kk], x[x6 + kk + 1u], a0, b0, a1, b1, a2, b2, a3, b3);
+        c7 += row(x[x7 + kk], x[x7 + kk + 1u], a0, b0, a1, b1, a2, b2, a3, b3);
     }
-    for (var i = 0u; i < 8u; i++) {
-        let r = r0 + i;
-        if (r >= p.m) { break; }
-        for (var j = 0u; j < 4u; j++) {
-            let o = o0 + j;
-            if (o >= p.rows) { break; }
-            let at = p.y_off + r * p.rows + o;
-            if (p.beta == 0.0) { y[at] = p.alpha * acc[i][j]; } else { y[at] = p.alpha * acc[i][j] + p.beta * y[at]; }
-        }
-    }
+    store(r0, o0, c0);
+    store(r0 + 1u, o0, c1);
+    store(r0 + 2u, o0, c2);
+    store(r0 + 3u, o0, c3);
+    store(r0 + 4u, o0, c4);
+    store(r0 + 5u, o0, c5);
+    store(r0 + 6u, o0, c6);
+    store(r0 + 7u, o0, c7);
 }
