@@ -1142,6 +1142,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     let backward_work = grad_flow + recompute;
     set(&mut comp, Kind::BackwardWork, backward_work);
+    // Weights of the largest linear of a layer: what one dequantization or one load-time quantization handles.
+    let largest_linear = linears
+        .iter()
+        .map(|l| l.in_features as Count * l.out_features as Count)
+        .fold(0.0, Count::max);
     // The WebGPU runtime's fused dequantize-matmul kernels never materialize a dense weight.
     let dequant = if plan.method == Method::Qlora && plan.framework != Framework::Webgpu {
         let head = if head_quantized {
@@ -1156,13 +1161,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         } else {
             1.0
         };
-        copies
-            * d.c
-            * linears
-                .iter()
-                .map(|l| l.in_features as Count * l.out_features as Count)
-                .fold(0.0, Count::max)
-                .max(head)
+        copies * d.c * largest_linear.max(head)
     } else {
         0.0
     };
@@ -1242,10 +1241,6 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // Loading a QLoRA model quantizes one weight at a time: its 16-bit copy, and with the wide quantizer two
     // (weights x 16) 16-bit tensors comparing every weight with the 16 NF4 values.
     let load_transient = if plan.method == Method::Qlora && plan.quantize_at_load_wide {
-        let largest_linear = linears
-            .iter()
-            .map(|l| l.in_features as Count * l.out_features as Count)
-            .fold(0.0, Count::max);
         (2.0 + 2.0 * 16.0 * 2.0) * largest_linear
     } else {
         0.0

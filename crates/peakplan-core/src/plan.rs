@@ -570,16 +570,25 @@ impl Plan {
     /// The whole plan as a query string (without `?`); `embed` only when set. Parses back to an equal plan.
     pub fn to_query(&self) -> String {
         KEYS.iter()
-            .filter(|k| **k != "embed" || self.embed)
-            .filter(|k| **k != "vt" || self.peft.uses_virtual_tokens())
-            .filter(|k| **k != "oib" || self.optimizer_in_backward)
-            .filter(|k| **k != "aoff" || self.offload_activations)
-            .filter(|k| **k != "cpuoff" || self.cpu_offload)
-            .filter(|k| **k != "qload" || self.quantize_at_load_wide)
-            .filter(|k| **k != "ga" || self.grad_accumulation > 1)
+            .filter(|k| self.writes(k))
             .filter_map(|k| self.get(k).map(|v| format!("{k}={}", percent_encode(&v))))
             .collect::<Vec<_>>()
             .join("&")
+    }
+
+    /// Whether [`Plan::to_query`] writes `key`: keys added after the first links are written only when they
+    /// matter, so those links stay what they were.
+    fn writes(&self, key: &str) -> bool {
+        match key {
+            "embed" => self.embed,
+            "vt" => self.peft.uses_virtual_tokens(),
+            "oib" => self.optimizer_in_backward,
+            "aoff" => self.offload_activations,
+            "cpuoff" => self.cpu_offload,
+            "qload" => self.quantize_at_load_wide,
+            "ga" => self.grad_accumulation > 1,
+            _ => true,
+        }
     }
 
     /// Parses a query string (`?` optional) over the defaults.
