@@ -553,17 +553,23 @@ impl PeakLabel for peakplan_core::Estimate {
     }
 }
 
-/// The stacked bars, repainted whenever the plan changes.
-#[component]
-fn ChartCanvas() -> impl IntoView {
-    let c = ctx();
-    let canvas = NodeRef::<leptos::html::Canvas>::new();
+/// The laid-out size of `canvas`, kept by a `ResizeObserver` once the element exists (see `watch_size`).
+fn watched_size(canvas: NodeRef<leptos::html::Canvas>) -> RwSignal<Option<(u32, u32)>> {
     let size = RwSignal::new(None);
     Effect::new(move |_| {
         if let Some(el) = canvas.get() {
             watch_size(&el, size);
         }
     });
+    size
+}
+
+/// The stacked bars, repainted whenever the plan changes.
+#[component]
+fn ChartCanvas() -> impl IntoView {
+    let c = ctx();
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    let size = watched_size(canvas);
     Effect::new(move |_| {
         let comp = c.computed.get();
         let Some(size) = size.get() else {
@@ -709,12 +715,7 @@ fn Figures() -> impl IntoView {
 fn Timeline() -> impl IntoView {
     let c = ctx();
     let canvas = NodeRef::<leptos::html::Canvas>::new();
-    let size = RwSignal::new(None);
-    Effect::new(move |_| {
-        if let Some(el) = canvas.get() {
-            watch_size(&el, size);
-        }
-    });
+    let size = watched_size(canvas);
     Effect::new(move |_| {
         let comp = c.computed.get();
         let Some(size) = size.get() else {

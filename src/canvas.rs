@@ -75,6 +75,18 @@ impl Canvas2d {
         }
     }
 
+    /// Starts a path through `points`, each coordinate placed by `at`.
+    fn trace(&self, points: impl IntoIterator<Item = BackendCoord>, at: impl Fn(i32) -> f64) {
+        self.ctx.begin_path();
+        for (i, p) in points.into_iter().enumerate() {
+            if i == 0 {
+                self.ctx.move_to(at(p.0), at(p.1));
+            } else {
+                self.ctx.line_to(at(p.0), at(p.1));
+            }
+        }
+    }
+
     fn set_stroke(&mut self, c: BackendColor, width: u32) {
         let k = key(c);
         let s = (k.0, k.1, k.2, k.3, width);
@@ -174,14 +186,7 @@ impl DrawingBackend for Canvas2d {
         }
         let w = style.stroke_width();
         self.set_stroke(style.color(), w);
-        self.ctx.begin_path();
-        for (i, p) in path.into_iter().enumerate() {
-            if i == 0 {
-                self.ctx.move_to(half(p.0, w), half(p.1, w));
-            } else {
-                self.ctx.line_to(half(p.0, w), half(p.1, w));
-            }
-        }
+        self.trace(path, |v| half(v, w));
         self.ctx.stroke();
         Ok(())
     }
@@ -195,14 +200,7 @@ impl DrawingBackend for Canvas2d {
             return Ok(());
         }
         self.set_fill(style.color());
-        self.ctx.begin_path();
-        for (i, p) in vert.into_iter().enumerate() {
-            if i == 0 {
-                self.ctx.move_to(f64::from(p.0), f64::from(p.1));
-            } else {
-                self.ctx.line_to(f64::from(p.0), f64::from(p.1));
-            }
-        }
+        self.trace(vert, f64::from);
         self.ctx.close_path();
         self.ctx.fill();
         Ok(())
@@ -219,8 +217,7 @@ impl DrawingBackend for Canvas2d {
             return Ok(());
         }
         self.ctx.begin_path();
-        if self
-            .ctx
+        self.ctx
             .arc(
                 f64::from(center.0),
                 f64::from(center.1),
@@ -228,10 +225,7 @@ impl DrawingBackend for Canvas2d {
                 0.0,
                 std::f64::consts::TAU,
             )
-            .is_err()
-        {
-            return Err(DrawingErrorKind::DrawingError(CanvasError));
-        }
+            .or_else(fail)?;
         if fill {
             self.set_fill(style.color());
             self.ctx.fill();
