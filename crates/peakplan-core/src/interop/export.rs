@@ -6,8 +6,8 @@
 
 use super::yaml::scalar_text;
 use super::{
-    embedding_modules, fill, gib, hf_repo, method_label, num, preset_of, table,
-    target_module_names, YAML_BOOLS,
+    axolotl_peft_without_key, embedding_modules, fill, gib, hf_repo, method_label, num, preset_of,
+    table, target_module_names, PEFT_WITHOUT_KEY, YAML_BOOLS,
 };
 use crate::arch::{Architecture, Target};
 use crate::engine::estimate;
@@ -127,10 +127,10 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
     let ds_file = deepspeed_file_name(plan);
     let fused = plan.loss == Loss::Fused;
     // PEFT kinds axolotl has no key for.
-    let peft_no_key = if matches!(plan.peft, Peft::Lora | Peft::Rslora | Peft::Dora) {
-        ""
-    } else {
+    let peft_no_key = if axolotl_peft_without_key().contains(&plan.peft.key()) {
         plan.peft.key()
+    } else {
+        ""
     };
     let attn_key = match plan.attn {
         Attn::Flash => "flash_attention",
@@ -294,10 +294,10 @@ pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
         String::new()
     };
     // PEFT kinds torchtune has no key for.
-    let peft_no_key = if matches!(plan.peft, Peft::Dora | Peft::Lora) {
-        ""
-    } else {
+    let peft_no_key = if PEFT_WITHOUT_KEY.contains(&plan.peft.key()) {
         plan.peft.key()
+    } else {
+        ""
     };
     let prec_note = if original_precision == plan.precision {
         ""

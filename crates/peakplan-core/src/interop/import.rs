@@ -6,7 +6,9 @@
 
 use super::export::{torchtune_optimizer, PLAN_COMMENT, TORCHTUNE_MODELS};
 use super::yaml;
-use super::{consistent_targets, module_targets, num, table};
+use super::{
+    axolotl_peft_without_key, consistent_targets, module_targets, num, table, PEFT_WITHOUT_KEY,
+};
 use crate::arch::Target;
 use crate::hf::{import_config, quote};
 use crate::plan::{Method, Optimizer, Plan, Targets, KEYS};
@@ -882,12 +884,6 @@ const PEFT_NEUTRAL: &[&str] = &[
     "prefix_projection",
 ];
 
-/// PEFT kinds that axolotl and torchtune configs cannot state (axolotl has rsLoRA, the first): a `lora` adapter
-/// there is consistent with each, and the peakplan line says which.
-const PEFT_WITHOUT_KEY: &[&str] = &[
-    "rslora", "lorafa", "ia3", "vera", "loha", "oft", "ln", "prompt", "prefix",
-];
-
 #[inline(never)]
 fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError> {
     // PEFT's peft_type names, and the peft key each one sets.
@@ -1430,7 +1426,7 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
         } else if r.on(map, "peft_use_rslora") {
             r.fact("peft", "rslora", "peft_use_rslora");
         } else {
-            r.fact_also("peft", "lora", &PEFT_WITHOUT_KEY[1..], "adapter");
+            r.fact_also("peft", "lora", axolotl_peft_without_key(), "adapter");
         }
         if let Some(v) = get(map, "lora_modules_to_save") {
             r.modules_to_save("lora_modules_to_save", v);

@@ -149,6 +149,17 @@ pub(crate) enum Family {
     Gpt2,
 }
 
+/// PEFT kinds that torchtune configs cannot state: a `lora` adapter there is consistent with each, and the
+/// peakplan line says which.
+pub(crate) const PEFT_WITHOUT_KEY: &[&str] = &[
+    "rslora", "lorafa", "ia3", "vera", "loha", "oft", "ln", "prompt", "prefix",
+];
+
+/// The PEFT kinds axolotl configs cannot state: torchtune's less rsLoRA, which axolotl has a key for.
+pub(crate) fn axolotl_peft_without_key() -> &'static [&'static str] {
+    &PEFT_WITHOUT_KEY[1..]
+}
+
 pub(crate) fn family(arch: &Architecture) -> Family {
     match arch.model_type.as_str() {
         "mixtral" => Family::Mixtral,
