@@ -406,6 +406,9 @@ impl Reader {
     fn rank(&mut self, field: &str, v: &Value) {
         self.number_fact("r", field, v);
     }
+    fn accumulation(&mut self, field: &str, v: &Value) {
+        self.number_fact("ga", field, v);
+    }
     #[inline(never)]
     fn dropout(&mut self, field: &str, v: &Value) {
         if let Some(p) = self.float(field, v) {
@@ -1193,7 +1196,7 @@ fn read_training_args(r: &mut Reader, map: &Map<String, Value>) {
         }
     }
     if let Some(v) = get(map, "gradient_accumulation_steps") {
-        r.number_fact("ga", "gradient_accumulation_steps", v);
+        r.accumulation("gradient_accumulation_steps", v);
     }
     r.rest(
         "",
@@ -1324,7 +1327,7 @@ fn read_deepspeed(r: &mut Reader, prefix: &str, map: &Map<String, Value>) {
         ));
     }
     if let Some(v) = get(map, "gradient_accumulation_steps") {
-        r.number_fact("ga", &cat(prefix, "gradient_accumulation_steps"), v);
+        r.accumulation(&cat(prefix, "gradient_accumulation_steps"), v);
     }
     r.rest(
         prefix,
@@ -1532,7 +1535,7 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
         r.fsdp("fsdp", v);
     }
     if let Some(v) = get(map, "gradient_accumulation_steps") {
-        r.number_fact("ga", &String::from("gradient_accumulation_steps"), v);
+        r.accumulation("gradient_accumulation_steps", v);
     }
     r.rest(
         "",
@@ -1717,7 +1720,7 @@ fn read_torchtune(r: &mut Reader, map: &Map<String, Value>) {
         }
     }
     if let Some(v) = get(map, "gradient_accumulation_steps") {
-        r.number_fact("ga", &String::from("gradient_accumulation_steps"), v);
+        r.accumulation("gradient_accumulation_steps", v);
     }
     r.rest(
         "",
