@@ -155,6 +155,9 @@ struct Dtypes {
     w: Count,
     /// Mixed precision (autocast casts matmul inputs to 16-bit).
     amp: bool,
+    /// An fp32 LoRA base sharded by FSDP under mixed precision: the shards stay fp32, and each layer is gathered
+    /// already cast to the compute dtype, so the gathered layer is the 16-bit copy and the activations are 16-bit.
+    sharded_cast: bool,
 }
 
 fn dtypes(plan: &Plan) -> Dtypes {
@@ -170,9 +173,12 @@ fn dtypes(plan: &Plan) -> Dtypes {
         Method::Qlora if plan.upcast => 4.0,
         Method::Qlora => 2.0,
     };
+    let sharded_cast = amp && w == 4.0 && plan.method == Method::Lora && plan.zero >= 3;
     // With fp32 master weights the model itself is fp32 under HF AMP: the residual stream follows the embeddings.
     let r = if plan.method == Method::Full && amp {
         4.0
+    } else if sharded_cast {
+        c
     } else {
         w.max(c)
     };
@@ -182,6 +188,7 @@ fn dtypes(plan: &Plan) -> Dtypes {
         a: plan.adapter_dtype.bytes() as Count,
         w,
         amp,
+        sharded_cast,
     }
 }
 
@@ -1008,7 +1015,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // An fp32 frozen base under autocast: each matmul casts its weight to 16-bit, and the linear keeps that copy
     // for its input's gradient (autocast caches only casts of weights that train). Checkpointing recomputes them
     // one layer at a time.
-    let copies_per_layer = if d.amp && d.w == 4.0 && plan.method == Method::Lora {
+    // Sharded, the gathered layer is that copy (see ShardBuffers).
+    let copies_per_layer = if d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast {
         d.c * arch.layer_linear_weight_params() as Count
     } else {
         0.0
@@ -1193,6 +1201,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         let layer_bytes = arch.layer_params() as Count
             * if plan.method == Method::Qlora {
                 1.0
+            } else if d.sharded_cast {
+                d.c
             } else {
                 d.w
             };

@@ -510,7 +510,12 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         || mixed.starts_with("bf16 (hf")
         || mixed.contains("accelerate")
         || mixed.starts_with("bf16: true");
-    if base.starts_with("fp32") {
+    // PEFT's examples/sft/train.py loads with `torch_dtype=float32` unless a 4-bit storage dtype is set
+    // (utils.py); DeepSpeed then casts the module to bf16, while FSDP keeps fp32 shards.
+    let sft_script_fp32 = framework_text.contains("examples/sft/train.py")
+        && method == Method::Lora
+        && !r.lower("parallelism").contains("deepspeed");
+    if base.starts_with("fp32") || sft_script_fp32 {
         if method == Method::Qlora && amp {
             return Err(
                 "an fp32 base beside 4-bit weights under autocast is not expressible".into(),
@@ -610,10 +615,14 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     }
     plan.gpus = gpus;
     // ZeRO-3 with offload runs on one GPU as well; without offload one GPU has nothing to shard.
+    // FSDP's NO_SHARD ("ddp") keeps a full replica per GPU, which is plain data parallelism for memory.
+    let replicated = par.contains("no_shard") || par.contains("ddp");
     plan.zero = if (gpus > 1 || plan.cpu_offload)
-        && (par.contains("full")
+        && !replicated
+        && (par.contains("full_shard")
+            || par.contains("full shard")
             || par.contains("zero-3")
-            || (par.contains("fsdp") && !par.contains("no_shard")))
+            || par.contains("fsdp"))
     {
         3
     } else {

@@ -732,6 +732,23 @@ mod levers {
     }
 
     #[test]
+    fn fsdp_keeps_an_fp32_base_sharded_and_gathers_it_in_16_bit() {
+        // FSDP's mixed precision casts each shard before the all-gather: the two gathered layers are the 16-bit
+        // copies and the activations stay 16-bit, so only the resident shards differ from a bf16 base.
+        let fp32 = run("upcast=1&prec=amp_bf16&gpus=2&zero=3");
+        let bf16 = run("prec=amp_bf16&gpus=2&zero=3");
+        // Shards: total params x 4 B / 2 GPUs; the bf16 base's: x 2 B / 2.
+        assert_eq!(fp32.component(Kind::BaseWeights), 2 * fp32.total_params);
+        assert_eq!(bf16.component(Kind::BaseWeights), fp32.total_params);
+        // Two layers of 41,088 parameters (7 linears, 2 norms) gathered at 2 B each.
+        assert_eq!(fp32.component(Kind::ShardBuffers), 2 * 41_088 * 2);
+        assert_eq!(fp32.component(Kind::WeightCopies), 0);
+        for k in [Kind::ShardBuffers, Kind::SavedActivations, Kind::Logits, Kind::BackwardWork] {
+            assert_eq!(fp32.component(k), bf16.component(k), "{k:?}");
+        }
+    }
+
+    #[test]
     fn litgpt_unties_the_head_keeps_fp32_logits_and_fuses_qkv_dropout() {
         // A tied model gets a head of its own under litgpt: V x h x 2 B = 12,800 B more weights.
         let mut tied = tiny();
