@@ -237,12 +237,15 @@ fn KeySelect(
     key: &'static str,
     options: Vec<(&'static str, &'static str)>,
     #[prop(optional, into)] disabled: Option<Signal<Option<&'static str>>>,
+    /// What the choice means, shown as a tooltip so the option texts can stay short.
+    #[prop(optional)]
+    hint: Option<&'static str>,
 ) -> impl IntoView {
     let c = ctx();
     let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
     let id = format!("sel-{key}");
     view! {
-        <div class="field" class:disabled=move || disabled.get().is_some()>
+        <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
             <label for=id.clone()>{label}</label>
             <select
                 id=id
@@ -334,25 +337,31 @@ fn Controls() -> impl IntoView {
             <KeySelect label="Gradient checkpointing" key="gc" options=vec![("1", "on"), ("0", "off")]/>
             <KeySelect label="Gradient accumulation" key="ga" options=vec![("1", "1 (none)"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("32", "32")]/>
             <KeySelect label="Activation offloading" key="aoff" options=vec![("0", "off"), ("1", "on (torchtune)")]/>
-            <KeySelect label="Optimizer in backward" key="oib" options=vec![("0", "off"), ("1", "on (torchtune optimizer_in_bwd)")]/>
-            <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (keeps s² scores)")]/>
-            <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard (full logits)"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE")]/>
+            <KeySelect label="Optimizer in backward" key="oib" options=vec![("0", "off"), ("1", "on (torchtune)")]
+                hint="torchtune optimizer_in_bwd: each parameter steps as soon as its gradient is ready, and the gradient is freed."/>
+            <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
+            <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE")]/>
             <ChunkInput disabled=not_chunked/>
             <KeySelect label="Optimizer" key="opt" options=kw(opts)/>
-            <KeySelect label="Precision" key="prec" options=vec![(Precision::AmpBf16.key(), "AMP bf16 (fp32 master)"), (Precision::AmpFp16.key(), "AMP fp16 (fp32 master)"), (Precision::Bf16.key(), "pure bf16"), (Precision::Fp16.key(), "pure fp16"), (Precision::Fp32.key(), "fp32")]/>
+            <KeySelect label="Precision" key="prec" options=vec![(Precision::AmpBf16.key(), "AMP bf16"), (Precision::AmpFp16.key(), "AMP fp16"), (Precision::Bf16.key(), "pure bf16"), (Precision::Fp16.key(), "pure fp16"), (Precision::Fp32.key(), "fp32")]
+                hint="AMP: autocast over fp32 master weights for a full fine-tune. Pure: everything in 16-bit."/>
             <KeySelect label="PEFT method" key="peft" options=vec![(Peft::Lora.key(), "LoRA"), (Peft::Rslora.key(), "rsLoRA"), (Peft::Dora.key(), "DoRA"), (Peft::Lorafa.key(), "LoRA-FA (A frozen)"), (Peft::Ia3.key(), "(IA)³"), (Peft::Vera.key(), "VeRA"), (Peft::Loha.key(), "LoHa"), (Peft::Oft.key(), "OFT (r blocks)"), (Peft::Ln.key(), "LayerNorm tuning"), (Peft::Prompt.key(), "Prompt tuning"), (Peft::Prefix.key(), "Prefix tuning")] disabled=not_peft/>
             <KeySelect label="Virtual tokens" key="vt" options=vec![("8", "8"), ("20", "20"), ("50", "50"), ("100", "100"), ("200", "200")] disabled=not_virtual/>
-            <KeySelect label="Adapter dtype" key="adtype" options=vec![(DType::Fp32.key(), "fp32 (PEFT default)"), (DType::Bf16.key(), "bf16"), (DType::Fp16.key(), "fp16")] disabled=not_peft/>
+            <KeySelect label="Adapter dtype" key="adtype" options=vec![(DType::Fp32.key(), "fp32 (PEFT)"), (DType::Bf16.key(), "bf16"), (DType::Fp16.key(), "fp16")] disabled=not_peft/>
             <KeySelect label="LoRA dropout" key="dropout" options=vec![("0", "0"), ("0.05", "0.05"), ("0.1", "0.1")] disabled=not_peft/>
             <KeySelect label="4-bit type" key="quant" options=vec![(Quant::Nf4.key(), "NF4"), (Quant::Fp4.key(), "FP4")] disabled=not_qlora/>
             <KeySelect label="Double quantization" key="dq" options=vec![("1", "on"), ("0", "off")] disabled=not_qlora/>
-            <KeySelect label="fp32 frozen base" key="upcast" options=vec![("0", "off"), ("1", "on (QLoRA: prepare_model_for_kbit_training; LoRA: fp32 base under autocast)")] disabled=not_peft/>
-            <KeySelect label="4-bit layers keep inputs" key="qsave" options=vec![("0", "no (bitsandbytes ≥ 0.45)"), ("1", "yes (bitsandbytes ≤ 0.44)")] disabled=not_qlora/>
-            <KeySelect label="Quantizer at load" key="qload" options=vec![("0", "chunked (torchao ≥ May 2024, bitsandbytes)"), ("1", "wide: weights x 16 compared (torchao before May 2024)")] disabled=not_qlora/>
+            <KeySelect label="fp32 frozen base" key="upcast" options=vec![("0", "off"), ("1", "on")] disabled=not_peft
+                hint="QLoRA: prepare_model_for_kbit_training casts the non-quantized parameters to fp32. LoRA: the whole base stays fp32 under autocast; with ZeRO-3 its shards stay fp32 and layers are gathered in 16-bit."/>
+            <KeySelect label="4-bit layers keep inputs" key="qsave" options=vec![("0", "no (bnb ≥ 0.45)"), ("1", "yes (bnb ≤ 0.44)")] disabled=not_qlora
+                hint="bitsandbytes up to 0.44 kept each 4-bit matmul's input for backward; later releases keep none."/>
+            <KeySelect label="Quantizer at load" key="qload" options=vec![("0", "chunked"), ("1", "wide (torchao < 5/2024)")] disabled=not_qlora
+                hint="Chunked: bitsandbytes and torchao from May 2024. Wide: torchao's earlier NF4 quantizer compared every weight of a matrix with the 16 NF4 values at once."/>
             <FrameworkSelect/>
             <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>
             <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=single_gpu/>
-            <KeySelect label="CPU offload" key="cpuoff" options=vec![("0", "off"), ("1", "on (optimizer; weights too at stage 3)")]/>
+            <KeySelect label="CPU offload" key="cpuoff" options=vec![("0", "off"), ("1", "on")]
+                hint="Optimizer states (and the weights at stage 3) wait in CPU memory."/>
             <KeySelect label="GPU" key="gpu" options=gpus/>
         </div>
         <ConfigPaste/>

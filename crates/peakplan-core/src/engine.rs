@@ -1016,7 +1016,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // for its input's gradient (autocast caches only casts of weights that train). Checkpointing recomputes them
     // one layer at a time.
     // Sharded, the gathered layer is that copy (see ShardBuffers).
-    let copies_per_layer = if d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast {
+    let copies_per_layer = if d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast
+    {
         d.c * arch.layer_linear_weight_params() as Count
     } else {
         0.0

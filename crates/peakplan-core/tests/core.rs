@@ -743,7 +743,12 @@ mod levers {
         // Two layers of 41,088 parameters (7 linears, 2 norms) gathered at 2 B each.
         assert_eq!(fp32.component(Kind::ShardBuffers), 2 * 41_088 * 2);
         assert_eq!(fp32.component(Kind::WeightCopies), 0);
-        for k in [Kind::ShardBuffers, Kind::SavedActivations, Kind::Logits, Kind::BackwardWork] {
+        for k in [
+            Kind::ShardBuffers,
+            Kind::SavedActivations,
+            Kind::Logits,
+            Kind::BackwardWork,
+        ] {
             assert_eq!(fp32.component(k), bf16.component(k), "{k:?}");
         }
     }
