@@ -291,6 +291,11 @@ fn Controls() -> impl IntoView {
             .with(|p| p.loss != Loss::Chunked)
             .then_some("Applies to the chunked loss only")
     });
+    let not_standard_loss = Signal::derive(move || {
+        c.plan
+            .with(|p| p.loss != Loss::Standard || p.framework != Framework::Hf)
+            .then_some("Applies to the HF profile's standard loss only")
+    });
     let single_gpu = Signal::derive(move || {
         c.plan
             .with(|p| p.gpus == 1)
@@ -339,6 +344,8 @@ fn Controls() -> impl IntoView {
             <KeySelect label="Activation offloading" key="aoff" options=vec![("0", "off"), ("1", "on (torchtune)")]/>
             <KeySelect label="Optimizer in backward" key="oib" options=vec![("0", "off"), ("1", "on (torchtune)")]
                 hint="torchtune optimizer_in_bwd: each parameter steps as soon as its gradient is ready, and the gradient is freed."/>
+            <KeySelect label="Logits kept through the step" key="hold" options=vec![("0", "no (Trainer)"), ("16", "16-bit"), ("32", "fp32")] disabled=not_standard_loss
+                hint="A training loop that keeps the model's output until after the optimizer step (fsdp_qlora's) holds its logits through backward: fp32 under transformers 4.36 to 4.44."/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
             <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE")]/>
             <ChunkInput disabled=not_chunked/>

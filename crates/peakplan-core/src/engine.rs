@@ -905,9 +905,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         set(&mut comp, Kind::BaseWeights, root as Count * d.w);
     } else {
         set(&mut comp, Kind::BaseWeights, shard_w(base));
-        set(&mut comp, Kind::QuantConstants, shard_w(constants));
         set(&mut comp, Kind::AdapterWeights, shard_w(adapter_bytes));
     }
+    // bitsandbytes keeps a 4-bit weight's quantization state (absmax, scales) beside the parameter, not in it:
+    // FSDP and DeepSpeed shard and offload the packed weights, and every GPU holds all the constants. torchao's
+    // NF4 tensor (torchtune) carries its constants inside, so they are sharded and offloaded with it.
+    let constants = match plan.framework {
+        Framework::Torchtune if params_offloaded => 0.0,
+        Framework::Torchtune => shard_w(constants),
+        _ => constants,
+    };
+    set(&mut comp, Kind::QuantConstants, constants);
 
     // ---- Gradients: same dtype as their parameters.
     let largest_tensor = tensors
@@ -1124,6 +1132,14 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     set(&mut comp, Kind::SavedActivations, saved_all);
     set(&mut comp, Kind::AttentionScores, scores_all);
     set(&mut comp, Kind::Checkpoints, ckpt);
+    // A loop that keeps the model's output until after the optimizer step (fsdp_qlora's `output`) holds the
+    // returned logits through backward and the step; the Trainer, torchtune and litgpt profiles decide their own.
+    let held_logits = if plan.framework == Framework::Hf && plan.loss == Loss::Standard {
+        plan.hold_logits_bits as Count / 8.0 * n * v
+    } else {
+        0.0
+    };
+    let logits_bwd = logits_bwd + held_logits;
     set(&mut comp, Kind::Logits, logits_fwd.max(logits_bwd));
 
     // ---- Working memory of backward: one layer's activation gradients, and one recomputed layer under checkpointing.
@@ -1235,7 +1251,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let acts_fwd = saved_all + weight_copies + scores_all + ckpt + logits_fwd;
     // Backward starts at the loss with everything saved; its layers then trade activations for gradients.
     let bwd_at_loss = saved_all + weight_copies + scores_all + ckpt + logits_bwd;
-    let bwd_in_layers_acts = saved_all + weight_copies + scores_all + ckpt;
+    let bwd_in_layers_acts = saved_all + weight_copies + scores_all + ckpt + held_logits;
     // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
     let step_temps_in_bwd = if plan.optimizer_in_backward {
         opt_temps
@@ -1248,7 +1264,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         0.0
     };
     let bwd_in_layers = bwd_in_layers_acts + backward_work + dequant + gather + step_in_bwd;
-    let bwd_end = grads + grad_flow + dequant + gather + step_temps_in_bwd;
+    let bwd_end = grads + grad_flow + dequant + gather + step_temps_in_bwd + held_logits;
     // Loading a QLoRA model quantizes one weight at a time: its 16-bit copy, and with the wide quantizer two
     // (weights x 16) 16-bit tensors comparing every weight with the 16 NF4 values.
     let load_transient = if plan.method == Method::Qlora && plan.quantize_at_load_wide {
@@ -1293,11 +1309,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             weights,
             grads,
             optimizer,
-            0.0,
+            held_logits,
             other_resident + grad_flow + dequant + gather + step_temps_in_bwd,
         ]
     };
-    let opt = [weights, grads, optimizer, 0.0, other_resident + opt_temps];
+    let opt = [
+        weights,
+        grads,
+        optimizer,
+        held_logits,
+        other_resident + opt_temps,
+    ];
     let to_phase = |a: [Count; 5], sat: &mut bool| PhaseMemory {
         weights: clamp(a[0], sat),
         gradients: clamp(a[1], sat),

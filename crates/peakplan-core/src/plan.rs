@@ -286,6 +286,10 @@ pub struct Plan {
     /// Micro-batches whose gradients add up before each optimizer step: from the second on, the accumulated
     /// gradients stay resident through forward and backward.
     pub grad_accumulation: u64,
+    /// Bits per logit of the model output a training loop keeps until after the optimizer step (0, 16 or 32):
+    /// fsdp_qlora's loop holds `output` (fp32 logits under transformers 4.36 to 4.44); the Trainer drops it
+    /// before backward.
+    pub hold_logits_bits: u64,
     pub embed: bool,
 }
 
@@ -324,6 +328,7 @@ impl Default for Plan {
             cpu_offload: false,
             quantize_at_load_wide: false,
             grad_accumulation: 1,
+            hold_logits_bits: 0,
             embed: false,
         }
     }
@@ -353,7 +358,7 @@ pub struct Parsed {
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "ga", "gc", "attn", "loss",
     "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
-    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "embed",
+    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "hold", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -509,6 +514,19 @@ impl Plan {
             "cpuoff" => self.cpu_offload = parse_bool(key, v)?,
             "qload" => self.quantize_at_load_wide = parse_bool(key, v)?,
             "ga" => self.grad_accumulation = parse_uint(key, v, 1, MAX_GRAD_ACCUMULATION)?,
+            "hold" => {
+                self.hold_logits_bits = match v {
+                    "0" => 0,
+                    "16" => 16,
+                    "32" => 32,
+                    _ => {
+                        return Err(format!(
+                            "hold must be 0, 16 or 32 (bits per logit the loop keeps through backward), got {}",
+                            quote(v)
+                        ))
+                    }
+                }
+            }
             "liger" => self.liger = parse_bool(key, v)?,
             "embed" => self.embed = parse_bool(key, v)?,
             _ => {
@@ -561,6 +579,7 @@ impl Plan {
             "cpuoff" => b(self.cpu_offload),
             "qload" => b(self.quantize_at_load_wide),
             "ga" => self.grad_accumulation.to_string(),
+            "hold" => self.hold_logits_bits.to_string(),
             "liger" => b(self.liger),
             "embed" => b(self.embed),
             _ => return None,
@@ -587,6 +606,7 @@ impl Plan {
             "cpuoff" => self.cpu_offload,
             "qload" => self.quantize_at_load_wide,
             "ga" => self.grad_accumulation > 1,
+            "hold" => self.hold_logits_bits > 0,
             _ => true,
         }
     }

@@ -646,6 +646,18 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         // litgpt's config_hub LoRA/QLoRA recipes set lora_dropout: 0.05.
         plan.dropout = 0.05;
     }
+    if framework_text.contains("fsdp_qlora") {
+        // Its train.py: `lora_dropout` defaults to 0.1; its own 4-bit loading builds bitsandbytes `Linear4bit`s,
+        // whose `compress_statistics` (double quantization) defaults to on; and its loop keeps `output` until
+        // after the optimizer step, the fp32 logits LlamaForCausalLM returned in transformers 4.36 to 4.44.
+        if method != Method::Full {
+            plan.dropout = 0.1;
+        }
+        if method == Method::Qlora {
+            plan.double_quant = true;
+        }
+        plan.hold_logits_bits = 32;
+    }
     Ok(Case {
         id,
         arch,

@@ -5,6 +5,7 @@
 use peakplan_core::plan::{Method, Optimizer, Plan, Precision};
 use peakplan_core::{
     estimate, import_config, preset_arch, presets, solve, Architecture, Category, Estimate, Kind,
+    Phase,
 };
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -754,6 +755,46 @@ mod levers {
     }
 
     #[test]
+    fn a_loop_holding_its_output_keeps_the_logits_through_the_step() {
+        // 8 tokens x 100 vocabulary = 800 logits. The Trainer's standard loss peaks at 12 B per logit in
+        // backward; fp32 logits held by the loop add 4 B per logit there, and stay through the optimizer step.
+        let e = run("hold=32");
+        assert_eq!(run("hold=0").component(Kind::Logits), 12 * 800);
+        assert_eq!(e.component(Kind::Logits), 16 * 800);
+        assert_eq!(e.phase(Phase::Optimizer).activations, 4 * 800);
+        assert_eq!(run("hold=16").phase(Phase::Optimizer).activations, 2 * 800);
+        // torchtune's and litgpt's profiles decide what their loops keep.
+        assert_eq!(
+            run("hold=32&fw=torchtune").component(Kind::Logits),
+            run("hold=0&fw=torchtune").component(Kind::Logits)
+        );
+        assert!(Plan::parse_query("hold=8").diagnostics[0]
+            .message
+            .contains("0, 16 or 32"));
+    }
+
+    #[test]
+    fn bitsandbytes_constants_stay_whole_on_every_gpu_and_torchao_s_are_sharded() {
+        let q = "method=qlora&dq=0&gpus=2&zero=3";
+        let one = run("method=qlora&dq=0").component(Kind::QuantConstants);
+        // 40,960 4-bit weights in 640 blocks of 64, an fp32 absmax each: 2,560 B, on each of the two GPUs.
+        assert_eq!(one, 2_560);
+        assert_eq!(run(q).component(Kind::QuantConstants), one);
+        assert_eq!(
+            run(&format!("{q}&cpuoff=1")).component(Kind::QuantConstants),
+            one
+        );
+        assert_eq!(
+            run(&format!("{q}&fw=torchtune")).component(Kind::QuantConstants),
+            one / 2
+        );
+        assert_eq!(
+            run(&format!("{q}&fw=torchtune&cpuoff=1")).component(Kind::QuantConstants),
+            0
+        );
+    }
+
+    #[test]
     fn litgpt_unties_the_head_keeps_fp32_logits_and_fuses_qkv_dropout() {
         // A tied model gets a head of its own under litgpt: V x h x 2 B = 12,800 B more weights.
         let mut tied = tiny();
@@ -808,7 +849,7 @@ mod levers {
         // comparison tensors (64 B per weight): 540,672 B on top of the loaded model, which is then the peak.
         let e = run("method=qlora&fw=torchtune&qload=1");
         assert_eq!(e.component(Kind::LoadTransient), 540_672);
-        assert_eq!(e.peak_phase, peakplan_core::engine::Phase::Load);
+        assert_eq!(e.peak_phase, Phase::Load);
         assert_eq!(
             run("method=qlora&fw=torchtune").component(Kind::LoadTransient),
             0

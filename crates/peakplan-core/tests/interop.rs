@@ -127,6 +127,7 @@ fn python_exports_compile_and_name_the_plan() {
         // The Trainer has neither of torchtune's optimizer-in-backward or activation offloading.
         hf.optimizer_in_backward = false;
         hf.offload_activations = false;
+        hf.hold_logits_bits = 0;
         let e = estimate(preset_arch(&p), &hf);
         assert_eq!(
             c("PREDICTED_PEAK_ALLOCATED_BYTES"),

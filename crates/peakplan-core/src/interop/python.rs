@@ -274,6 +274,8 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     hf_plan.framework = Framework::Hf;
     hf_plan.optimizer_in_backward = false;
     hf_plan.offload_activations = false;
+    // The Trainer drops the model's output before backward.
+    hf_plan.hold_logits_bits = 0;
     let e = estimate(arch, &hf_plan);
     let preset = preset_of(plan, arch);
     let repo = preset.and_then(hf_repo);
