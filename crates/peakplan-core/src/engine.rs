@@ -840,7 +840,12 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let linears = arch.layer_linears();
     let layers = arch.layers as Count;
     let gpus = plan.gpus.max(1) as Count;
-    let zero = if plan.gpus > 1 { plan.zero } else { 0 };
+    // One GPU has nothing to shard, except that ZeRO-3 offload still fetches each layer from CPU memory.
+    let zero = if plan.gpus > 1 || (plan.cpu_offload && plan.zero >= 3) {
+        plan.zero
+    } else {
+        0
+    };
     let total_params = arch.total_params() as Count;
     let mut comp = [0.0; Kind::COUNT];
     let set = |comp: &mut [Count; Kind::COUNT], k: Kind, v: Count| comp[k as usize] = v;

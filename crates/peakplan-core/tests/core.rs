@@ -864,13 +864,18 @@ mod levers {
         assert_eq!(e.component(Kind::BaseWeights), 25_728);
         assert_eq!(e.component(Kind::OptimizerStates), 0);
         assert_eq!(e.component(Kind::OptimizerTemps), 0);
-        // ZeRO-3 still gathers two layers at a time (1 layer of 65,664 values x 2 B, twice).
+        // ZeRO-3 still gathers two layers at a time (2 x 41,088 values x 2 B).
         let kept = run("method=full&gpus=2&zero=3");
         assert_eq!(
             e.component(Kind::ShardBuffers),
             kept.component(Kind::ShardBuffers)
         );
         assert!(e.peak_allocated_bytes < kept.peak_allocated_bytes);
+        assert_eq!(e.component(Kind::ShardBuffers), 164_352);
+        // On one GPU the layers come from CPU memory all the same.
+        let one = run("method=full&gpus=1&zero=3&cpuoff=1");
+        assert_eq!(one.component(Kind::ShardBuffers), 164_352);
+        assert_eq!(one.component(Kind::BaseWeights), 25_728);
     }
 
     #[test]
