@@ -284,7 +284,7 @@ fn Controls() -> impl IntoView {
             .then_some("Applies to prompt and prefix tuning only")
     });
     let not_qlora = Signal::derive(move || {
-        (method.get() != Method::Qlora).then_some("4-bit settings apply to QLoRA only")
+        (method.get() != Method::Qlora).then_some("Quantization settings apply to QLoRA only")
     });
     let not_chunked = Signal::derive(move || {
         c.plan
@@ -295,6 +295,13 @@ fn Controls() -> impl IntoView {
         c.plan
             .with(|p| p.loss != Loss::Standard || p.framework != Framework::Hf)
             .then_some("Applies to the HF profile's standard loss only")
+    });
+    let not_four_bit = Signal::derive(move || {
+        not_qlora.get().or_else(|| {
+            c.plan
+                .with(|p| p.quant == Quant::Int8)
+                .then_some("LLM.int8 has one scale per row, nothing to quantize twice")
+        })
     });
     let single_gpu = Signal::derive(move || {
         c.plan
@@ -356,8 +363,9 @@ fn Controls() -> impl IntoView {
             <KeySelect label="Virtual tokens" key="vt" options=vec![("8", "8"), ("20", "20"), ("50", "50"), ("100", "100"), ("200", "200")] disabled=not_virtual/>
             <KeySelect label="Adapter dtype" key="adtype" options=vec![(DType::Fp32.key(), "fp32 (PEFT)"), (DType::Bf16.key(), "bf16"), (DType::Fp16.key(), "fp16")] disabled=not_peft/>
             <KeySelect label="LoRA dropout" key="dropout" options=vec![("0", "0"), ("0.05", "0.05"), ("0.1", "0.1")] disabled=not_peft/>
-            <KeySelect label="4-bit type" key="quant" options=vec![(Quant::Nf4.key(), "NF4"), (Quant::Fp4.key(), "FP4")] disabled=not_qlora/>
-            <KeySelect label="Double quantization" key="dq" options=vec![("1", "on"), ("0", "off")] disabled=not_qlora/>
+            <KeySelect label="Quantized base" key="quant" options=vec![(Quant::Nf4.key(), "4-bit NF4"), (Quant::Fp4.key(), "4-bit FP4"), (Quant::Int8.key(), "8-bit LLM.int8")] disabled=not_qlora
+                hint="bitsandbytes 4-bit (load_in_4bit) or LLM.int8 (load_in_8bit) base weights under the adapters."/>
+            <KeySelect label="Double quantization" key="dq" options=vec![("1", "on"), ("0", "off")] disabled=not_four_bit/>
             <KeySelect label="fp32 frozen base" key="upcast" options=vec![("0", "off"), ("1", "on")] disabled=not_peft
                 hint="QLoRA: prepare_model_for_kbit_training casts the non-quantized parameters to fp32. LoRA: the whole base stays fp32 under autocast; with ZeRO-3 its shards stay fp32 and layers are gathered in 16-bit."/>
             <KeySelect label="4-bit layers keep inputs" key="qsave" options=vec![("0", "no (bnb ≥ 0.45)"), ("1", "yes (bnb ≤ 0.44)")] disabled=not_qlora

@@ -5,7 +5,9 @@
 //! absurd plans report "beyond arithmetic" instead of wrapping.
 
 use crate::arch::{Architecture, Linear, LinearInput, Norm, Target};
-use crate::plan::{Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, TokenTraining};
+use crate::plan::{
+    Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, TokenTraining,
+};
 use serde::Serialize;
 
 /// The four bars of the chart, plus everything else.
@@ -99,9 +101,9 @@ macro_rules! components {
 
 components! {
     BaseWeights => "base_weights", Weights, "Base weights",
-        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA; the rest in the weight dtype)";
+        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA, 1 B under LLM.int8; the rest in the weight dtype)";
     QuantConstants => "quant_constants", Weights, "Quantization constants",
-        "per 64-weight block: an fp32 absmax (0.5 bit/param), or with double quantization an 8-bit absmax plus an fp32 scale per 256 blocks (0.127 bit/param)";
+        "per 64-weight block: an fp32 absmax (0.5 bit/param), or with double quantization an 8-bit absmax plus an fp32 scale per 256 blocks (0.127 bit/param); LLM.int8: an fp32 absmax per output row";
     AdapterWeights => "adapter_weights", Weights, "Adapter weights",
         "rank x (in + out) per adapted matrix x adapter dtype bytes";
     Gradients => "gradients", Gradients, "Gradients",
@@ -123,7 +125,7 @@ components! {
     BackwardWork => "backward_work", Other, "Backward working memory",
         "gradients of one layer's activations in flight (hidden and MLP-width), plus one recomputed layer under checkpointing";
     DequantBuffer => "dequant_buffer", Other, "Dequantization buffer",
-        "QLoRA dequantizes the largest 4-bit linear to the compute dtype for each matmul, forward and backward";
+        "QLoRA dequantizes the largest 4-bit linear to the compute dtype for each matmul, forward and backward; LLM.int8 quantizes each matmul's input and accumulates in int32 instead, and dequantizes only in backward";
     InputBuffers => "input_buffers", Other, "Batch and tables",
         "token ids and labels (4 B per token each), the RoPE table and the 4-bit code tables, resident on the device (WebGPU runtime)";
     PeftBuffers => "peft_buffers", Other, "PEFT working buffers",
@@ -298,8 +300,14 @@ fn ceil_div(a: Count, b: Count) -> Count {
     }
 }
 
-/// Quantized bytes of one 4-bit tensor of `n` weights: packed nibbles plus its constants.
-fn quantized_tensor_bytes(n: Count, double_quant: bool) -> (Count, Count) {
+/// Quantized bytes of one weight matrix of `rows` outputs by `cols` inputs: its packed weights and its constants.
+fn quantized_tensor_bytes(rows: Count, cols: Count, plan: &Plan) -> (Count, Count) {
+    let n = rows * cols;
+    if plan.quant == Quant::Int8 {
+        // LLM.int8: one int8 per weight and an fp32 absmax per output row (`SCB`).
+        return (n, 4.0 * rows);
+    }
+    let double_quant = plan.double_quant;
     let packed = ceil_div(n, 2.0);
     let blocks = ceil_div(n, QUANT_BLOCK);
     let constants = if double_quant {
@@ -784,6 +792,10 @@ fn layer_saved(
                 } else {
                     bytes += d.c * rows * w;
                 }
+                // Its MatMul8bitLt kept the input's transposed int8 copy (`CAt`) beside it.
+                if plan.quant == Quant::Int8 {
+                    bytes += rows * w;
+                }
             }
         }
         if shared_saved {
@@ -860,10 +872,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let (base, constants) = if plan.method == Method::Qlora {
         let (mut packed, mut consts) = (0.0, 0.0);
         for l in linears.iter() {
-            let (p, c) = quantized_tensor_bytes(
-                l.in_features as Count * l.out_features as Count,
-                plan.double_quant,
-            );
+            let (p, c) =
+                quantized_tensor_bytes(l.out_features as Count, l.in_features as Count, plan);
             packed += p * l.copies as Count * layers;
             consts += c * l.copies as Count * layers;
         }
@@ -873,7 +883,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         let head_w = arch.vocab as Count * arch.hidden as Count;
         let mut rest = total_params - lin_weights;
         if head_quantized {
-            let (p, c) = quantized_tensor_bytes(head_w, plan.double_quant);
+            let (p, c) = quantized_tensor_bytes(arch.vocab as Count, arch.hidden as Count, plan);
             packed += p;
             consts += c;
             if !arch.tied_embeddings {
@@ -1191,7 +1201,18 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         } else {
             1.0
         };
-        copies * d.c * largest_linear.max(head)
+        let backward = copies * d.c * largest_linear.max(head);
+        if plan.quant == Quant::Int8 {
+            // LLM.int8's forward multiplies in int8: each matmul quantizes its input row- and column-wise (two int8
+            // copies) and accumulates an int32 output before scaling it back; its backward dequantizes the weight.
+            let forward = linears
+                .iter()
+                .map(|l| n * (2.0 * l.in_features as Count + 4.0 * l.out_features as Count))
+                .fold(0.0, Count::max);
+            backward.max(forward)
+        } else {
+            backward
+        }
     } else {
         0.0
     };

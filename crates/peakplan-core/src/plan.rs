@@ -143,8 +143,8 @@ pub enum TokenTraining {
 }
 
 keyword_enum!(
-    /// 4-bit data type of QLoRA.
-    Quant { Nf4 = "nf4", Fp4 = "fp4" }
+    /// Data type of QLoRA's quantized base: bitsandbytes 4-bit NF4 or FP4, or LLM.int8 (`load_in_8bit`).
+    Quant { Nf4 = "nf4", Fp4 = "fp4", Int8 = "int8" }
 );
 
 impl DType {

@@ -442,7 +442,8 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         "full" => Method::Full,
         "lora" | "dora" => Method::Lora,
         "other" if peft != Peft::Lora => Method::Lora,
-        "qlora" => Method::Qlora,
+        // LoRA over an LLM.int8 base: the quantized-base method with 8-bit weights.
+        "qlora" | "lora-int8" => Method::Qlora,
         "other" => {
             return Err(format!(
                 "PEFT method `{}` is not modeled yet",
@@ -541,10 +542,12 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     }
     if method == Method::Qlora {
         let q = r.lower("quantization") + &base;
-        if q.contains("gptq") || q.contains("int8") || q.contains("hqq") {
-            return Err("only bitsandbytes-style NF4/FP4 bases are modeled".into());
+        if q.contains("gptq") || q.contains("hqq") {
+            return Err("only bitsandbytes bases (NF4, FP4, LLM.int8) are modeled".into());
         }
-        plan.quant = if q.contains("fp4") {
+        plan.quant = if q.contains("int8") || q.contains("8-bit") || q.contains("8bit") {
+            Quant::Int8
+        } else if q.contains("fp4") {
             Quant::Fp4
         } else {
             Quant::Nf4

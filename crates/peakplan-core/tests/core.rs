@@ -795,6 +795,27 @@ mod levers {
     }
 
     #[test]
+    fn llm_int8_bases_keep_a_byte_per_weight_and_a_scale_per_row() {
+        let e = run("method=qlora&quant=int8&qsave=0");
+        // 40,960 linear weights at 1 B; the embedding, untied head and norms (12,992 values) at 2 B.
+        assert_eq!(e.component(Kind::BaseWeights), 40_960 + 25_984);
+        // An fp32 absmax per output row: q, k, v, o (64 each), gate and up (128 each), down (64).
+        assert_eq!(e.component(Kind::QuantConstants), 4 * 576);
+        // Backward dequantizes the largest weight (gate, 8,192 values) to 16-bit.
+        assert_eq!(e.component(Kind::DequantBuffer), 16_384);
+        // At 64 tokens the forward's int8 copies of gate's input (2 x 64 B per token) and its int32 output
+        // (4 x 128 B per token) outweigh that: 64 x 640 B.
+        let long = run("method=qlora&quant=int8&qsave=0&s=64");
+        assert_eq!(long.component(Kind::DequantBuffer), 40_960);
+        // bitsandbytes up to 0.44 kept each int8 matmul's input and its int8 transpose: one byte per input
+        // value more than a 4-bit matmul kept (8 tokens x 512 input features of the seven linears).
+        assert_eq!(
+            saved(&run("method=qlora&quant=int8&qsave=1")) - saved(&run("method=qlora&qsave=1")),
+            8 * 512
+        );
+    }
+
+    #[test]
     fn litgpt_unties_the_head_keeps_fp32_logits_and_fuses_qkv_dropout() {
         // A tied model gets a head of its own under litgpt: V x h x 2 B = 12,800 B more weights.
         let mut tied = tiny();

@@ -35,6 +35,7 @@ const PLANS: &[&str] = &[
     "model=llama-2-70b&method=qlora&r=64&targets=all-linear&gpus=2&zero=3&cpuoff=1&b=2",
     "model=llama-2-13b&method=full&gpus=4&zero=2&cpuoff=1&ga=8",
     "model=mistral-7b&method=lora&ga=16&b=2&gpus=2&zero=3",
+    "model=llama-2-7b&method=qlora&quant=int8&r=32&targets=all-linear&b=2&s=4096&prec=amp_fp16&opt=adamw_8bit",
 ];
 
 fn plan(q: &str) -> Plan {
@@ -250,7 +251,13 @@ fn python_exports_compile_and_name_the_plan() {
             ),
             _ => {}
         }
-        if p.method == Method::Qlora {
+        if p.method == Method::Qlora && p.quant == peakplan_core::plan::Quant::Int8 {
+            assert!(
+                src.contains("BitsAndBytesConfig(load_in_8bit=True)")
+                    && !src.contains("load_in_4bit=True"),
+                "{q}: int8"
+            );
+        } else if p.method == Method::Qlora {
             assert!(
                 src.contains(&format!("bnb_4bit_quant_type=\"{}\"", p.quant.key())),
                 "{q}: quant"
@@ -571,6 +578,12 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
     check(
         &one("quantization_config.json"),
         "method=qlora&quant=fp4&dq=0&prec=amp_fp16",
+        &[],
+    );
+    // LLM.int8 (`load_in_8bit`): LoRA over an 8-bit base.
+    check(
+        &one("quantization_config_int8.json"),
+        "method=qlora&quant=int8",
         &[],
     );
     check(

@@ -169,7 +169,8 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
         "custom" => c.custom,
         "multi" => plan.gpus > 1,
         "lora" => plan.method == Method::Lora,
-        "qlora" => plan.method == Method::Qlora,
+        "qlora" => plan.method == Method::Qlora && plan.quant != crate::plan::Quant::Int8,
+        "int8" => plan.method == Method::Qlora && plan.quant == crate::plan::Quant::Int8,
         "dq" => plan.double_quant,
         "adapter" => plan.method != Method::Full,
         "all_linear" => all_linear,
@@ -235,6 +236,8 @@ const TORCHTUNE_ATTN: &[(Target, &str)] = &[
 pub(crate) fn torchtune_plan(plan: &Plan) -> Plan {
     let mut p = plan.clone();
     Framework::Torchtune.apply_defaults(&mut p);
+    // torchtune quantizes its QLoRA base to NF4 only.
+    p.quant = crate::plan::Quant::Nf4;
     if p.precision != Precision::Fp32 {
         p.precision = Precision::Bf16;
     }
@@ -250,6 +253,7 @@ pub(crate) fn torchtune_plan(plan: &Plan) -> Plan {
 #[inline(never)]
 pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
     let original_precision = plan.precision;
+    let original_quant = plan.quant;
     let tp = torchtune_plan(plan);
     let plan = &tp;
     let c = common(plan, arch);
@@ -327,6 +331,11 @@ pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
         "dropout" => &dropout,
         "peft_no_key" => peft_no_key,
         "prec_note" => prec_note,
+        "quant_note" => if plan.method == Method::Qlora && original_quant != plan.quant {
+            original_quant.key()
+        } else {
+            ""
+        },
         "dtype" => if plan.precision == Precision::Fp32 { "fp32" } else { "bf16" },
         "opt" => opt,
         "loss_component" => match plan.loss {

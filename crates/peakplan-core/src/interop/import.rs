@@ -1001,12 +1001,10 @@ fn read_quant(r: &mut Reader, prefix: &str, map: &Map<String, Value>) {
     if four == Some(true) {
         r.fact("method", "qlora", &f("load_in_4bit"));
     } else if eight == Some(true) {
+        // LoRA over an LLM.int8 base: peakplan's quantized-base method with 8-bit weights.
         let field = f("load_in_8bit");
-        r.unsupported(&field);
-        r.note(&cat(
-            &field,
-            ": 8-bit (LLM.int8) base weights are not modelled; method unchanged",
-        ));
+        r.fact("method", "qlora", &field);
+        r.fact("quant", "int8", &field);
     }
     if let Some(v) = get(map, "bnb_4bit_quant_type") {
         let field = f("bnb_4bit_quant_type");
@@ -1402,6 +1400,11 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
             r.note("adapter is lora with load_in_4bit: true, which is QLoRA");
             Some(Method::Qlora)
         }
+        Some(Value::String(s)) if s == "lora" && eight => {
+            r.note("adapter is lora with load_in_8bit: true: LoRA over an LLM.int8 base (method=qlora&quant=int8)");
+            r.fact("quant", "int8", "load_in_8bit");
+            Some(Method::Qlora)
+        }
         Some(Value::String(s)) if s == "lora" => Some(Method::Lora),
         Some(other) => {
             r.unsupported_value("adapter", other.as_str().unwrap_or("?"));
@@ -1449,9 +1452,9 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
         let on = liger_keys.iter().any(|k| r.on(map, k));
         r.fact_bool("liger", on, "liger_rms_norm");
     }
-    if eight {
+    if eight && method == Some(Method::Full) {
         r.unsupported("load_in_8bit");
-        r.note("load_in_8bit: 8-bit base weights are not modelled; planned with 16-bit weights");
+        r.note("load_in_8bit without an adapter: a full fine-tune cannot train 8-bit weights; planned with 16-bit weights");
     }
     if let Some(Value::Object(kw)) = get(map, "bnb_config_kwargs") {
         if let Some(v) = get(kw, "bnb_4bit_quant_type") {

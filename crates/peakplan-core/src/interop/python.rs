@@ -452,6 +452,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "ds" => ds,
         "qsave" => plan.qlora_saves_input && qlora,
         "qlora" => qlora,
+        "int8" => qlora && plan.quant == crate::plan::Quant::Int8,
         "adapter" => peft,
         "gc" => plan.grad_checkpointing,
         "bf16" => amp_bf16,
