@@ -323,13 +323,23 @@ fn validate_cmd(path: &str) -> Result<String> {
                 r.error_pct().unwrap_or(0.0)
             )),
             Outcome::Fits {
-                capacity_bytes,
-                fits,
+                capacity_bytes: bytes,
+                fits: claim,
+            }
+            | Outcome::Bound {
+                bytes,
+                upper: claim,
+                ..
             } => out.push_str(&format!(
                 "{:<48} {:>9} {:>8.2} G {:>8.2} G {:>8}\n",
                 r.id.chars().take(48).collect::<String>(),
-                if fits { "fits" } else { "oom" },
-                gib(capacity_bytes),
+                match (r.outcome, claim) {
+                    (Outcome::Fits { .. }, true) => "fits",
+                    (Outcome::Fits { .. }, false) => "oom",
+                    (_, true) => "at most",
+                    (_, false) => "at least",
+                },
+                gib(bytes),
                 gib(r.predicted),
                 if r.outcome_right() == Some(true) {
                     "right"

@@ -40,6 +40,12 @@ pub enum Outcome {
     Peak { bytes: u64, metric: Metric },
     /// The run did (true) or did not (false) fit a GPU of this capacity.
     Fits { capacity_bytes: u64, fits: bool },
+    /// A stated bound on a figure: "below 10 GB allocated" (`upper`), "more than 780 GB" (not `upper`).
+    Bound {
+        bytes: u64,
+        metric: Metric,
+        upper: bool,
+    },
 }
 
 /// A row turned into something the engine can answer.
@@ -78,6 +84,11 @@ impl RowResult {
                 capacity_bytes,
                 fits,
             } => Some((self.predicted <= capacity_bytes) == fits),
+            Outcome::Bound { bytes, upper, .. } => Some(if upper {
+                self.predicted <= bytes
+            } else {
+                self.predicted >= bytes
+            }),
             Outcome::Peak { .. } => None,
         }
     }
@@ -118,7 +129,7 @@ impl Report {
                 .iter()
                 .filter_map(|r| match r.outcome {
                     Outcome::Peak { bytes, .. } => Some([bytes, r.predicted]),
-                    Outcome::Fits { .. } => None,
+                    Outcome::Fits { .. } | Outcome::Bound { .. } => None,
                 })
                 .collect(),
         }
@@ -383,37 +394,55 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         Err(_) => return Err("no measured bytes".into()),
     };
     let metric_text = r.lower("metric");
-    let outcome = match kind.as_str() {
-        "measured_peak" => {
-            let metric = if metric_text.contains("max_memory_allocated")
-                || metric_text.contains("active_bytes")
-                || metric_text.contains("memory allocated")
-            {
-                Metric::Allocated
-            } else if metric_text.contains("nvidia-smi")
-                || metric_text.contains("screenshot")
-                || metric_text.contains("gram")
-                || metric_text.contains("vram")
-            {
-                Metric::Device
-            } else {
-                Metric::Reserved
-            };
-            Outcome::Peak {
-                bytes: bytes as u64,
-                metric,
+    let outcome =
+        match kind.as_str() {
+            "measured_peak" => {
+                let metric = if metric_text.contains("max_memory_allocated")
+                    || metric_text.contains("active_bytes")
+                    || metric_text.contains("memory allocated")
+                {
+                    Metric::Allocated
+                } else if metric_text.contains("nvidia-smi")
+                    || metric_text.contains("screenshot")
+                    || metric_text.contains("gram")
+                    || metric_text.contains("vram")
+                {
+                    Metric::Device
+                } else {
+                    Metric::Reserved
+                };
+                Outcome::Peak {
+                    bytes: bytes as u64,
+                    metric,
+                }
             }
-        }
-        "oom_lower_bound" => Outcome::Fits {
-            capacity_bytes: bytes as u64,
-            fits: false,
-        },
-        "fits_upper_bound" => Outcome::Fits {
-            capacity_bytes: bytes as u64,
-            fits: true,
-        },
-        other => return Err(format!("`{other}` is a round claim, not one run")),
-    };
+            "oom_lower_bound" => Outcome::Fits {
+                capacity_bytes: bytes as u64,
+                fits: false,
+            },
+            "fits_upper_bound" => Outcome::Fits {
+                capacity_bytes: bytes as u64,
+                fits: true,
+            },
+            // The QLoRA paper's "more than 780 GB" for 16-bit full fine-tuning of 65B counts 12 B per parameter
+            // (16-bit weights and gradients, fp32 Adam states); the row states neither the precision regime nor the
+            // states' dtype, and the plausible ones need 8 or 16 B per parameter, so the claim decides nothing.
+            "lower_bound_claim" => return Err(
+                "a paper's lower bound with no precision regime or optimizer-state dtype stated"
+                    .into(),
+            ),
+            // A stated bound: on allocated memory where the claim names it, else on the whole (aggregate) footprint.
+            "upper_bound" => Outcome::Bound {
+                bytes: bytes as u64,
+                metric: if metric_text.contains("allocated") {
+                    Metric::Allocated
+                } else {
+                    Metric::Device
+                },
+                upper: true,
+            },
+            other => return Err(format!("`{other}` is a round claim, not one run")),
+        };
     let detail = r.lower("peft_detail");
     let peft = if detail.contains("dora") || r.lower("method") == "dora" {
         Peft::Dora
@@ -475,8 +504,11 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     plan.peft = peft;
     // A "fits" claim that names no batch (the QLoRA paper's 65B on one 48 GB GPU) says some run fits: it is read
     // at its least demanding, one sequence of 512 tokens with checkpointing.
-    let existence_claim = matches!(outcome, Outcome::Fits { fits: true, .. })
-        && r.get("micro_batch_size").trim().is_empty();
+    // A "needs more than" claim without a batch holds if even that least demanding run needs more.
+    let existence_claim = matches!(
+        outcome,
+        Outcome::Fits { fits: true, .. } | Outcome::Bound { upper: false, .. }
+    ) && r.get("micro_batch_size").trim().is_empty();
     plan.micro_batch = match r.uint("micro_batch_size") {
         Some(b) => b.max(1),
         None if existence_claim => 1,
@@ -699,20 +731,14 @@ pub fn validate(text: &str) -> Result<Report, String> {
         .into_iter()
         .map(|case| {
             let e = estimate(&case.arch, &case.plan);
-            let predicted = match case.outcome {
-                Outcome::Peak {
-                    metric: Metric::Allocated,
-                    ..
-                } => e.peak_allocated_bytes,
-                Outcome::Peak {
-                    metric: Metric::Reserved,
-                    ..
-                } => e.peak_reserved_bytes,
-                Outcome::Peak {
-                    metric: Metric::Device,
-                    ..
-                }
-                | Outcome::Fits { .. } => e.device_bytes,
+            let metric = match case.outcome {
+                Outcome::Peak { metric, .. } | Outcome::Bound { metric, .. } => metric,
+                Outcome::Fits { .. } => Metric::Device,
+            };
+            let predicted = match metric {
+                Metric::Allocated => e.peak_allocated_bytes,
+                Metric::Reserved => e.peak_reserved_bytes,
+                Metric::Device => e.device_bytes,
             };
             RowResult {
                 id: case.id,
