@@ -35,7 +35,7 @@ pub fn Accuracy() -> impl IntoView {
             <summary>"How far to trust the number: predictions against measured runs"</summary>
             {move || summary.get().map(|s| view! {
                 <p data-testid="accuracy-median">{format!(
-                    "Over {} measured peaks from published runs (PEFT, litgpt, torchtune, ms-swift, fsdp_qlora, LLaMA-Factory), the median error is {:.1}%, and {:.0}% of runs are within 10%. {} of {} fits, out-of-memory and stated-bound outcomes are right; {} rows are skipped (GPTQ bases, model splitting, papers' round claims). Leave headroom.",
+                    "Over {} measured peaks from published runs (PEFT, litgpt, torchtune, ms-swift, fsdp_qlora, LLaMA-Factory), the median error is {:.1}%, and {:.0}% of runs are within 10%. {} of {} fits, out-of-memory and stated-bound outcomes are right; {} rows are skipped, each with its reason in peakplan validate. Leave headroom.",
                     s.points.len(), s.median_abs_pct, s.within_10_share * 100.0, s.outcomes_right, s.outcomes_total, s.skipped
                 )}</p>
             })}
