@@ -293,8 +293,11 @@ fn Controls() -> impl IntoView {
     });
     let not_standard_loss = Signal::derive(move || {
         c.plan
-            .with(|p| p.loss != Loss::Standard || p.framework != Framework::Hf)
-            .then_some("Applies to the HF profile's standard loss only")
+            .with(|p| {
+                p.loss != Loss::Standard
+                    || !matches!(p.framework, Framework::Hf | Framework::Torchtune)
+            })
+            .then_some("Applies to the HF and torchtune profiles' standard loss only")
     });
     let not_four_bit = Signal::derive(move || {
         not_qlora.get().or_else(|| {
@@ -352,7 +355,7 @@ fn Controls() -> impl IntoView {
             <KeySelect label="Optimizer in backward" key="oib" options=vec![("0", "off"), ("1", "on (torchtune)")]
                 hint="torchtune optimizer_in_bwd: each parameter steps as soon as its gradient is ready, and the gradient is freed."/>
             <KeySelect label="Logits kept through the step" key="hold" options=vec![("0", "no (Trainer)"), ("16", "16-bit"), ("32", "fp32")] disabled=not_standard_loss
-                hint="A training loop that keeps the model's output until after the optimizer step (fsdp_qlora's) holds its logits through backward: fp32 under transformers 4.36 to 4.44."/>
+                hint="A training loop that keeps the model's output until after the optimizer step holds its logits through backward: fsdp_qlora's (fp32 under transformers 4.36 to 4.44), and torchtune's recipes before mid-2024 (fp32)."/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
             <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE")]/>
             <ChunkInput disabled=not_chunked/>

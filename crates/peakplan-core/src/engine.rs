@@ -1147,9 +1147,12 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     set(&mut comp, Kind::SavedActivations, saved_all);
     set(&mut comp, Kind::AttentionScores, scores_all);
     set(&mut comp, Kind::Checkpoints, ckpt);
-    // A loop that keeps the model's output until after the optimizer step (fsdp_qlora's `output`) holds the
-    // returned logits through backward and the step; the Trainer, torchtune and litgpt profiles decide their own.
-    let held_logits = if plan.framework == Framework::Hf && plan.loss == Loss::Standard {
+    // A loop that keeps the model's output until after the optimizer step holds the returned logits through
+    // backward and the step: fsdp_qlora's `output`, and torchtune's recipes before they learned to `del logits`
+    // (mid-2024). litgpt's profile keeps its logits already; chunked and fused losses return none.
+    let held_logits = if matches!(plan.framework, Framework::Hf | Framework::Torchtune)
+        && plan.loss == Loss::Standard
+    {
         plan.hold_logits_bits as Count / 8.0 * n * v
     } else {
         0.0

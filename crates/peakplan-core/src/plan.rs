@@ -319,7 +319,7 @@ impl Default for Plan {
             gpu: "rtx-4090".into(),
             framework: Framework::Hf,
             peft: Peft::Lora,
-            virtual_tokens: 20,
+            virtual_tokens: DEFAULT_VIRTUAL_TOKENS,
             tokens: TokenTraining::Frozen,
             compile: false,
             liger: false,
@@ -353,6 +353,9 @@ pub struct Parsed {
     pub plan: Plan,
     pub diagnostics: Vec<Diagnostic>,
 }
+
+/// Virtual tokens of prompt and prefix tuning unless the plan says otherwise.
+pub const DEFAULT_VIRTUAL_TOKENS: u64 = 20;
 
 /// Every key of the contract's vocabulary, in the order [`Plan::to_query`] writes them.
 pub const KEYS: &[&str] = &[
@@ -600,7 +603,10 @@ impl Plan {
     fn writes(&self, key: &str) -> bool {
         match key {
             "embed" => self.embed,
-            "vt" => self.peft.uses_virtual_tokens(),
+            // A count set under another PEFT kind is still part of the plan (switching back restores it).
+            "vt" => {
+                self.peft.uses_virtual_tokens() || self.virtual_tokens != DEFAULT_VIRTUAL_TOKENS
+            }
             "oib" => self.optimizer_in_backward,
             "aoff" => self.offload_activations,
             "cpuoff" => self.cpu_offload,

@@ -572,6 +572,12 @@ fn map_row(r: &Rec) -> Result<Case, String> {
             (false, true) => Precision::Fp16,
         };
     }
+    // The row's date stands in for the versions where the row does not name them.
+    let date = r.get("source_date");
+    let year_month = date
+        .find("20")
+        .and_then(|i| date.get(i..i + 7))
+        .unwrap_or("");
     if method == Method::Qlora {
         let q = r.lower("quantization") + &base;
         if q.contains("gptq") || q.contains("hqq") {
@@ -584,13 +590,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         } else {
             Quant::Nf4
         };
-        // bitsandbytes kept each 4-bit matmul's input until its mid-2024 releases; the row's date stands in for
-        // the version where the row does not name one.
-        let date = r.get("source_date");
-        let year_month = date
-            .find("20")
-            .and_then(|i| date.get(i..i + 7))
-            .unwrap_or("");
+        // bitsandbytes kept each 4-bit matmul's input until its mid-2024 releases.
         plan.qlora_saves_input =
             !q.contains("torchao") && !year_month.is_empty() && year_month < "2025-01";
         // torchao's NF4 quantizer worked in chunks from May 2024 (its PR #196); torchtune used it for QLoRA.
@@ -671,6 +671,20 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     // torchtune's CEWithChunkedOutputLoss (the recipes' default from late 2024); earlier, a plain cross-entropy.
     if framework == Framework::Torchtune && features.contains("chunked") {
         plan.loss = Loss::Chunked;
+    }
+    // torchtune's recipes kept their (fp32, shifted) `logits` through backward until they deleted them after
+    // the loss: the distributed LoRA recipe from June 2024 (PR #1046), the others from late July (PR #1235).
+    let logits_deleted_from = if method != Method::Full && gpus > 1 {
+        "2024-06"
+    } else {
+        "2024-08"
+    };
+    if framework == Framework::Torchtune
+        && plan.loss == Loss::Standard
+        && !year_month.is_empty()
+        && year_month < logits_deleted_from
+    {
+        plan.hold_logits_bits = 32;
     }
     plan.adapter_dtype = if framework == Framework::Hf {
         DType::Fp32
