@@ -313,8 +313,14 @@ fn Controls() -> impl IntoView {
     });
     let models: Vec<(&'static str, &'static str)> =
         presets::MODELS.iter().map(|m| (m.id, m.name)).collect();
-    let gpus: Vec<(&'static str, &'static str)> =
-        presets::GPUS.iter().map(|g| (g.id, g.name)).collect();
+    // The vendor prefix is the same for most cards; the narrow grid column shows the model name instead.
+    let gpus: Vec<(&'static str, &'static str)> = presets::GPUS
+        .iter()
+        .map(|g| {
+            let short = g.name.strip_prefix("NVIDIA ").unwrap_or(g.name);
+            (g.id, short.strip_prefix("GeForce ").unwrap_or(short))
+        })
+        .collect();
     let kw = |all: &'static [&'static str]| all.iter().map(|k| (*k, *k)).collect::<Vec<_>>();
     let opts: Vec<&'static str> = Optimizer::ALL.iter().map(|o| o.key()).collect();
     let opts: &'static [&'static str] = Box::leak(opts.into_boxed_slice());
@@ -402,7 +408,7 @@ fn FrameworkSelect() -> impl IntoView {
                     }
                 }
                 prop:value=move || c.plan.with(|p| p.framework.key().to_string())>
-                {[(Framework::Hf, "HF Trainer + PEFT"), (Framework::Torchtune, "torchtune"), (Framework::Litgpt, "litgpt")]
+                {[(Framework::Hf, "HF + PEFT"), (Framework::Torchtune, "torchtune"), (Framework::Litgpt, "litgpt")]
                     .into_iter()
                     .map(|(f, label)| view! { <option value=f.key() selected=move || c.plan.with(|p| p.framework == f)>{label}</option> })
                     .collect_view()}

@@ -68,7 +68,7 @@ impl ExportFormat {
     /// A label for the page.
     pub fn label(self) -> &'static str {
         match self {
-            ExportFormat::Python => "Python (transformers + PEFT)",
+            ExportFormat::Python => "Python script (HF)",
             ExportFormat::Axolotl => "axolotl YAML",
             ExportFormat::Torchtune => "torchtune override",
             ExportFormat::Deepspeed => "DeepSpeed JSON",
