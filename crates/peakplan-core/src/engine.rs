@@ -1109,7 +1109,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
                 (8.0 * n * v + d.c * chunk, 10.0 * n * v, 4.0 * chunk)
             }
         }
-        (Loss::Standard, Framework::Webgpu) => {
+        // The WebGPU runtime computes its whole loss one way, whatever kernel the plan names.
+        (Loss::Standard | Loss::Kernel, Framework::Webgpu) => {
             // All logits in f32, kept; backward adds their gradient beside them while the per-row log-sum-exp waits.
             (
                 (4.0 * v + (4.0 * h).max(8.0)) * n,
@@ -1135,6 +1136,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
                 head_copy + 16.0 * chunk * v,
                 4.0 * chunk * v,
             )
+        }
+        (Loss::Kernel, _) => {
+            // unsloth's cross-entropy kernel reads the 16-bit logits and keeps a log-sum-exp per token; its
+            // backward writes the logits' gradient into their own buffer.
+            (d.c * n * v + 4.0 * n, d.c * n * v + 4.0 * n, d.c * n * v)
         }
         (Loss::Fused, _) => {
             // Liger's fused linear cross-entropy: chunks sized so a chunk of logits is about the input's size,

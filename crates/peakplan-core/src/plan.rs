@@ -48,8 +48,10 @@ keyword_enum!(
     Attn { Eager = "eager", Sdpa = "sdpa", Flash = "flash" }
 );
 keyword_enum!(
-    /// Loss implementation.
-    Loss { Standard = "standard", Chunked = "chunked", Fused = "fused" }
+    /// Loss implementation: the full logits upcast for a plain cross-entropy; chunked; Liger's fused linear
+    /// cross-entropy (no full logits); or a cross-entropy kernel over the 16-bit logits that writes their
+    /// gradient in place (unsloth's).
+    Loss { Standard = "standard", Chunked = "chunked", Fused = "fused", Kernel = "kernel" }
 );
 keyword_enum!(
     /// Optimizer, named as in `TrainingArguments.optim`.

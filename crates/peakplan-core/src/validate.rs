@@ -672,6 +672,10 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     if framework == Framework::Torchtune && features.contains("chunked") {
         plan.loss = Loss::Chunked;
     }
+    // unsloth patches the model's loss with its cross-entropy kernel over the 16-bit logits.
+    if framework_text.contains("unsloth") {
+        plan.loss = Loss::Kernel;
+    }
     // torchtune's recipes kept their (fp32, shifted) `logits` through backward until they deleted them after
     // the loss: the distributed LoRA recipe from June 2024 (PR #1046), the others from late July (PR #1235).
     let logits_deleted_from = if method != Method::Full && gpus > 1 {

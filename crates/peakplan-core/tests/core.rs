@@ -837,6 +837,14 @@ mod levers {
     }
 
     #[test]
+    fn a_cross_entropy_kernel_keeps_the_16_bit_logits_and_writes_their_gradient_in_place() {
+        // 800 logits at 2 B and an fp32 log-sum-exp for each of the 8 tokens, in forward and in backward.
+        let e = run("loss=kernel");
+        assert_eq!(e.component(Kind::Logits), 2 * 800 + 4 * 8);
+        assert!(e.component(Kind::Logits) < run("loss=standard").component(Kind::Logits) / 5);
+    }
+
+    #[test]
     fn litgpt_unties_the_head_keeps_fp32_logits_and_fuses_qkv_dropout() {
         // A tied model gets a head of its own under litgpt: V x h x 2 B = 12,800 B more weights.
         let mut tied = tiny();

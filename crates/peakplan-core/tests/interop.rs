@@ -36,6 +36,7 @@ const PLANS: &[&str] = &[
     "model=llama-2-13b&method=full&gpus=4&zero=2&cpuoff=1&ga=8",
     "model=mistral-7b&method=lora&ga=16&b=2&gpus=2&zero=3",
     "model=llama-2-7b&method=qlora&quant=int8&r=32&targets=all-linear&b=2&s=4096&prec=amp_fp16&opt=adamw_8bit",
+    "model=llama-2-7b&method=qlora&r=8&targets=q,v&b=4&s=1024&gc=1&loss=kernel&attn=flash",
 ];
 
 fn plan(q: &str) -> Plan {

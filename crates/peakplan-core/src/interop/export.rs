@@ -184,6 +184,7 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
         "aoff" => plan.offload_activations,
         "liger" => plan.liger,
         "fused" => fused,
+        "kernel" => plan.loss == Loss::Kernel,
         "compile" => plan.compile,
         "chunked" => plan.loss == Loss::Chunked,
         "full_amp" => plan.method == Method::Full && plan.precision.is_amp(),
@@ -236,8 +237,11 @@ const TORCHTUNE_ATTN: &[(Target, &str)] = &[
 pub(crate) fn torchtune_plan(plan: &Plan) -> Plan {
     let mut p = plan.clone();
     Framework::Torchtune.apply_defaults(&mut p);
-    // torchtune quantizes its QLoRA base to NF4 only.
+    // torchtune quantizes its QLoRA base to NF4 only, and has no cross-entropy kernel like unsloth's.
     p.quant = crate::plan::Quant::Nf4;
+    if p.loss == Loss::Kernel {
+        p.loss = Loss::Standard;
+    }
     if p.precision != Precision::Fp32 {
         p.precision = Precision::Bf16;
     }
@@ -254,6 +258,7 @@ pub(crate) fn torchtune_plan(plan: &Plan) -> Plan {
 pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
     let original_precision = plan.precision;
     let original_quant = plan.quant;
+    let original_loss = plan.loss;
     let tp = torchtune_plan(plan);
     let plan = &tp;
     let c = common(plan, arch);
@@ -331,6 +336,7 @@ pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
         "dropout" => &dropout,
         "peft_no_key" => peft_no_key,
         "prec_note" => prec_note,
+        "loss_note" => if original_loss != plan.loss { original_loss.key() } else { "" },
         "quant_note" => if plan.method == Method::Qlora && original_quant != plan.quant {
             original_quant.key()
         } else {
@@ -339,7 +345,8 @@ pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
         "dtype" => if plan.precision == Precision::Fp32 { "fp32" } else { "bf16" },
         "opt" => opt,
         "loss_component" => match plan.loss {
-            Loss::Standard => "torch.nn.CrossEntropyLoss",
+            // torchtune_plan has made a kernel loss standard.
+            Loss::Standard | Loss::Kernel => "torch.nn.CrossEntropyLoss",
             Loss::Chunked => "torchtune.modules.loss.CEWithChunkedOutputLoss",
             Loss::Fused => "torchtune.modules.loss.LinearCrossEntropyLoss",
         },

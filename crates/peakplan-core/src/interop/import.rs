@@ -419,11 +419,9 @@ impl Reader {
     fn gc(&mut self, field: &str, v: &Value) {
         match v {
             Value::String(s) if matches!(s.as_str(), "unsloth" | "offload") => {
+                // Checkpointing whose kept layer inputs wait in CPU memory: activation offloading.
                 self.fact("gc", "1", field);
-                self.unsupported_value(field, s);
-                self.note_fmt(format_args!(
-                    "{field} = {s} also offloads checkpoints to CPU memory; planned as plain checkpointing"
-                ));
+                self.fact("aoff", "1", field);
             }
             _ => {
                 if let Some(b) = self.flag(field, v) {
@@ -1524,6 +1522,8 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
     } else if r.on(map, "cut_cross_entropy") {
         r.fact("loss", "fused", "cut_cross_entropy");
         r.note("cut_cross_entropy keeps no full logits: planned as the fused loss");
+    } else if r.on(map, "unsloth_cross_entropy_loss") {
+        r.fact("loss", "kernel", "unsloth_cross_entropy_loss");
     }
     if let Some(v) = get(map, "optimizer") {
         r.optimizer("optimizer", v);
@@ -1563,6 +1563,7 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
             "xformers_attention",
             "liger_fused_linear_cross_entropy",
             "cut_cross_entropy",
+            "unsloth_cross_entropy_loss",
             "optimizer",
             "bf16",
             "fp16",

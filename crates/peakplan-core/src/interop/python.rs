@@ -446,12 +446,19 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "ds_batch" => &ds_batch,
         "ga" => &ga,
         "device_map" => if ds && plan.zero == 3 { "" } else { "device_map={\"\": LOCAL_RANK}, " },
-        "trainer" => if chunked { "ChunkedLossTrainer" } else { "Trainer" },
+        "trainer" => if chunked {
+            "ChunkedLossTrainer"
+        } else if plan.loss == Loss::Kernel {
+            "KernelLossTrainer"
+        } else {
+            "Trainer"
+        },
         ;
         "multi" => multi,
         "ds" => ds,
         "qsave" => plan.qlora_saves_input && qlora,
         "qlora" => qlora,
+        "kernel" => plan.loss == Loss::Kernel,
         "int8" => qlora && plan.quant == crate::plan::Quant::Int8,
         "adapter" => peft,
         "gc" => plan.grad_checkpointing,

@@ -154,7 +154,7 @@ impl MicroConfig {
             Attn::Sdpa | Attn::Flash => MicroAttention::Tiled,
         };
         let loss = match plan.loss {
-            Loss::Standard => MicroLoss::Whole,
+            Loss::Standard | Loss::Kernel => MicroLoss::Whole,
             Loss::Chunked | Loss::Fused => MicroLoss::Chunked(clampu(plan.chunk / 8, 1, 4096)),
         };
         MicroConfig {
