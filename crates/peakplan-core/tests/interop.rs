@@ -626,6 +626,17 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
 }
 
 #[test]
+fn unsloth_switches_import_as_their_mechanisms() {
+    let got = import_one(
+        "axolotl.yaml",
+        "base_model: meta-llama/Llama-2-7b-hf\nadapter: lora\nload_in_4bit: true\nunsloth_cross_entropy_loss: true\ngradient_checkpointing: unsloth\n",
+    );
+    assert_eq!(got.plan.loss.key(), "kernel", "{:?}", got.notes);
+    assert!(got.plan.grad_checkpointing && got.plan.offload_activations);
+    assert!(got.unsupported.is_empty(), "{:?}", got.unsupported);
+}
+
+#[test]
 fn several_files_merge_and_later_ones_override_with_a_note() {
     // An adapter and a 4-bit config together are QLoRA: the quantization refines the method, without a note.
     let q = import(&[
