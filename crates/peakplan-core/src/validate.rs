@@ -634,7 +634,10 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         framework_text.contains("llama-factory") || r.lower("source").contains("llama-factory")
     };
     let attn = r.lower("attention_impl");
-    plan.attn = if attn.contains("eager") {
+    // transformers gave its models an SDPA path in 4.36 (December 2023); before, attention was eager, and a row
+    // of that time that names no attention ran it.
+    let eager_era = framework == Framework::Hf && !year_month.is_empty() && year_month < "2023-12";
+    plan.attn = if attn.contains("eager") || (attn.trim().is_empty() && eager_era) {
         Attn::Eager
     } else if attn.contains("flash") || attn.contains("xformers") {
         Attn::Flash
