@@ -522,6 +522,8 @@ fn validation_replays_every_row_and_holds_its_ground() {
     // Regression floor while the accuracy work goes on: today's median is 8.3%.
     let median = report.median_abs_pct().unwrap();
     assert!(median < 9.0, "median absolute error {median:.1}%");
+    let (right, total) = report.outcomes();
+    assert!(right >= 16, "{right} of {total} outcomes right");
     // Mechanisms pinned by single well-documented runs.
     let err = |id: &str| {
         report
