@@ -738,11 +738,48 @@ pub fn cases(text: &str) -> Result<(Vec<Case>, Skipped), String> {
     for values in rows.iter().filter(|v| v.iter().any(|f| !f.is_empty())) {
         let rec = Rec { header, values };
         match map_row(&rec) {
-            Ok(case) => ok.push(case),
+            Ok(case) => {
+                let second = secondary_peak(&rec.lower("secondary_metrics"), &case);
+                ok.push(case);
+                ok.extend(second);
+            }
             Err(reason) => skipped.push((rec.get("id").to_string(), reason)),
         }
     }
     Ok((ok, skipped))
+}
+
+/// A second peak the row's run measured in another metric ("peak allocated 8.28 GiB" beside a reserved peak),
+/// as a case of its own: `<id>#allocated`.
+fn secondary_peak(text: &str, case: &Case) -> Option<Case> {
+    let Outcome::Peak { metric: first, .. } = case.outcome else {
+        return None;
+    };
+    let (metric, rest) = [
+        ("peak allocated ", Metric::Allocated),
+        ("peak reserved ", Metric::Reserved),
+    ]
+    .into_iter()
+    .find_map(|(label, m)| text.find(label).map(|i| (m, &text[i + label.len()..])))?;
+    if metric == first {
+        return None;
+    }
+    let mut words = rest.split_whitespace();
+    let value: f64 = words.next()?.parse().ok()?;
+    let unit = match words.next()?.trim_end_matches([',', ';', '.']) {
+        "gib" => (1u64 << 30) as f64,
+        "gb" => 1e9,
+        "mib" => (1u64 << 20) as f64,
+        _ => return None,
+    };
+    Some(Case {
+        id: format!("{}#{}", case.id, metric.label()),
+        outcome: Outcome::Peak {
+            bytes: (value * unit).round() as u64,
+            metric,
+        },
+        ..case.clone()
+    })
 }
 
 /// Replays every row of a validation CSV.

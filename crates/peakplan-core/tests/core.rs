@@ -517,7 +517,10 @@ fn validation_replays_every_row_and_holds_its_ground() {
     let text = data("measured.csv");
     let report = peakplan_core::validate::validate(&text).unwrap();
     let records = peakplan_core::validate::parse_csv(&text).unwrap().len() - 1;
-    assert_eq!(report.rows.len() + report.skipped.len(), records);
+    // Every record is answered or skipped; a second peak of another metric is a row of its own (`id#metric`).
+    let seconds = report.rows.iter().filter(|r| r.id.contains('#')).count();
+    assert_eq!(seconds, 2);
+    assert_eq!(report.rows.len() - seconds + report.skipped.len(), records);
     assert!(report.skipped.iter().all(|(_, why)| !why.is_empty()));
     // Regression floor while the accuracy work goes on: today's median is 8.3%.
     let median = report.median_abs_pct().unwrap();
@@ -539,6 +542,9 @@ fn validation_replays_every_row_and_holds_its_ground() {
     assert!(err("peft-mmqa-full-finetuning-lr_0.00001").abs() < 3.0);
     // fsdp_qlora's loop holds fp32 logits through backward (655M logits at batch 10 x 2048 tokens).
     assert!(err("aai-7b-qlora-bs10-c2048").abs() < 3.0);
+    // fsdp_qlora's doc also gives the allocated peaks of its LoRA batch-1 runs.
+    assert!(err("aai-7b-lora-bs1-c512#allocated").abs() < 3.0);
+    assert!(err("aai-7b-lora-bs1-c2048#allocated").abs() < 3.0);
     // FSDP NO_SHARD ("ddp") keeps a whole replica per GPU.
     assert!(err("aai-7b-lora-ddp-bs4-c2048").abs() < 3.0);
     // PEFT's sft script loads LoRA bases in fp32; FSDP keeps fp32 shards and gathers 16-bit layers.
@@ -550,6 +556,42 @@ fn validation_replays_every_row_and_holds_its_ground() {
         .find(|r| r.id == "tt-llama3tut-llama3-8b-qlora-bs2-upper")
         .unwrap();
     assert_eq!(bound.outcome_right(), Some(true));
+}
+
+#[test]
+fn a_second_peak_in_another_metric_is_a_row_of_its_own() {
+    let text = data("measured.csv");
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let row = lines
+        .find(|l| l.starts_with("aai-7b-lora-bs1-c512,"))
+        .unwrap();
+    let with = |secondary: &str| {
+        let r = row.replace("peak allocated 8.28 GiB", secondary);
+        peakplan_core::validate::validate(&format!("{header}\n{r}\n")).unwrap()
+    };
+    let ids = |secondary: &str| -> Vec<String> {
+        with(secondary).rows.into_iter().map(|r| r.id).collect()
+    };
+    assert_eq!(
+        ids("peak allocated 8.28 GiB"),
+        ["aai-7b-lora-bs1-c512", "aai-7b-lora-bs1-c512#allocated"]
+    );
+    // The same metric again, an unknown unit, or no number adds nothing.
+    for s in [
+        "peak reserved 9 GiB",
+        "peak allocated 8.28 parsecs",
+        "peak allocated lots",
+    ] {
+        assert_eq!(ids(s), ["aai-7b-lora-bs1-c512"], "{s}");
+    }
+    assert!(matches!(
+        with("peak allocated 8 GB").rows[1].outcome,
+        peakplan_core::validate::Outcome::Peak {
+            bytes: 8_000_000_000,
+            ..
+        }
+    ));
 }
 
 #[test]
