@@ -311,6 +311,18 @@ fn Controls() -> impl IntoView {
             .with(|p| p.gpus == 1)
             .then_some("Sharding needs more than one GPU")
     });
+    let not_sharded = Signal::derive(move || {
+        single_gpu.get().or_else(|| {
+            c.plan
+                .with(|p| p.split_layers)
+                .then_some("The layers are split across the GPUs: nothing is sharded")
+        })
+    });
+    let no_split = Signal::derive(move || {
+        c.plan
+            .with(|p| p.gpus == 1)
+            .then_some("Splitting needs more than one GPU")
+    });
     let models: Vec<(&'static str, &'static str)> =
         presets::MODELS.iter().map(|m| (m.id, m.name)).collect();
     // The vendor prefix is the same for most cards; the narrow grid column shows the model name instead.
@@ -383,7 +395,9 @@ fn Controls() -> impl IntoView {
                 hint="Chunked: bitsandbytes and torchao from May 2024. Wide: torchao's earlier NF4 quantizer compared every weight of a matrix with the 16 NF4 values at once."/>
             <FrameworkSelect/>
             <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>
-            <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=single_gpu/>
+            <KeySelect label="Layers split across GPUs" key="split" options=vec![("0", "no"), ("1", "yes (device_map)")] disabled=no_split
+                hint="device_map=\"auto\" puts a slice of the layers on each GPU, and they run one after another: no data parallelism, no sharding. The last GPU also holds the head and the logits."/>
+            <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=not_sharded/>
             <KeySelect label="CPU offload" key="cpuoff" options=vec![("0", "off"), ("1", "on")]
                 hint="Optimizer states (and the weights at stage 3) wait in CPU memory."/>
             <KeySelect label="GPU" key="gpu" options=gpus/>

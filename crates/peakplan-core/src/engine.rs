@@ -289,6 +289,28 @@ const OPT8_BLOCK: Count = 2048.0;
 /// bitsandbytes keeps tensors under this size in 32-bit state (`min_8bit_size`).
 const OPT8_MIN_NUMEL: Count = 4096.0;
 
+/// Layers split across the GPUs (`device_map="auto"` balances them): each GPU runs its slice in turn, and the
+/// last one also holds the final norm and the head and computes the logits, which makes it the fullest. It is
+/// planned as a one-GPU run of its slice of layers, which also counts the input embedding (on the first GPU in
+/// fact: a small overcount for an untied model).
+fn estimate_split(arch: &Architecture, plan: &Plan) -> Estimate {
+    let whole = Plan {
+        split_layers: false,
+        gpus: 1,
+        zero: 0,
+        ..plan.clone()
+    };
+    let slice = Architecture {
+        layers: arch.layers.div_ceil(plan.gpus.max(1)),
+        ..arch.clone()
+    };
+    let mut e = estimate(&slice, &whole);
+    let all = estimate(arch, &whole);
+    e.total_params = all.total_params;
+    e.trainable_params = all.trainable_params;
+    e
+}
+
 /// `ceil(a / b)` for whole `a` and `b`, exact below 2^53 whatever way `a / b` rounded.
 fn ceil_div(a: Count, b: Count) -> Count {
     let b = b.max(1.0);
@@ -848,6 +870,9 @@ fn layer_saved(
 
 /// Computes the memory of one training step of `plan` on `arch`.
 pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
+    if plan.split_layers && plan.gpus > 1 {
+        return estimate_split(arch, plan);
+    }
     let d = dtypes(plan);
     let linears = arch.layer_linears();
     let layers = arch.layers as Count;

@@ -292,6 +292,9 @@ pub struct Plan {
     /// fsdp_qlora's loop holds `output` (fp32 logits under transformers 4.36 to 4.44); the Trainer drops it
     /// before backward.
     pub hold_logits_bits: u64,
+    /// The layers are split across the GPUs (`device_map="auto"`), which run one after another: no data
+    /// parallelism and no sharding.
+    pub split_layers: bool,
     pub embed: bool,
 }
 
@@ -331,6 +334,7 @@ impl Default for Plan {
             quantize_at_load_wide: false,
             grad_accumulation: 1,
             hold_logits_bits: 0,
+            split_layers: false,
             embed: false,
         }
     }
@@ -363,7 +367,7 @@ pub const DEFAULT_VIRTUAL_TOKENS: u64 = 20;
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "ga", "gc", "attn", "loss",
     "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
-    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "hold", "embed",
+    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "hold", "split", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -519,6 +523,7 @@ impl Plan {
             "cpuoff" => self.cpu_offload = parse_bool(key, v)?,
             "qload" => self.quantize_at_load_wide = parse_bool(key, v)?,
             "ga" => self.grad_accumulation = parse_uint(key, v, 1, MAX_GRAD_ACCUMULATION)?,
+            "split" => self.split_layers = parse_bool(key, v)?,
             "hold" => {
                 self.hold_logits_bits = match v {
                     "0" => 0,
@@ -585,6 +590,7 @@ impl Plan {
             "qload" => b(self.quantize_at_load_wide),
             "ga" => self.grad_accumulation.to_string(),
             "hold" => self.hold_logits_bits.to_string(),
+            "split" => b(self.split_layers),
             "liger" => b(self.liger),
             "embed" => b(self.embed),
             _ => return None,
@@ -615,6 +621,7 @@ impl Plan {
             "qload" => self.quantize_at_load_wide,
             "ga" => self.grad_accumulation > 1,
             "hold" => self.hold_logits_bits > 0,
+            "split" => self.split_layers,
             _ => true,
         }
     }

@@ -394,6 +394,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         Err(_) => return Err("no measured bytes".into()),
     };
     let metric_text = r.lower("metric");
+    let gpus_listed = r.uint("num_gpus").unwrap_or(1).max(1) as f64;
     let outcome =
         match kind.as_str() {
             "measured_peak" => {
@@ -416,12 +417,13 @@ fn map_row(r: &Rec) -> Result<Case, String> {
                     metric,
                 }
             }
+            // An outcome's value is the listed hardware's whole memory; the engine answers for one GPU.
             "oom_lower_bound" => Outcome::Fits {
-                capacity_bytes: bytes as u64,
+                capacity_bytes: (bytes / gpus_listed) as u64,
                 fits: false,
             },
             "fits_upper_bound" => Outcome::Fits {
-                capacity_bytes: bytes as u64,
+                capacity_bytes: (bytes / gpus_listed) as u64,
                 fits: true,
             },
             // The QLoRA paper's "more than 780 GB" for 16-bit full fine-tuning of 65B counts 12 B per parameter
@@ -648,9 +650,13 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     let par = r.lower("parallelism");
     plan.cpu_offload =
         par.contains("offload") && !par.contains("no cpu offload") && !par.contains("no offload");
-    if par.contains("split") || par.contains("pipeline") {
-        return Err("model/pipeline splitting is not modeled".into());
+    if par.contains("pipeline") {
+        return Err(
+            "pipeline parallelism (micro-batches in flight on every stage) is not modeled".into(),
+        );
     }
+    // A model split across the GPUs by `device_map`: each runs its slice of layers in turn.
+    plan.split_layers = gpus > 1 && (par.contains("split") || par.contains("device_map"));
     plan.gpus = gpus;
     // ZeRO-3 with offload runs on one GPU as well; without offload one GPU has nothing to shard.
     // FSDP's NO_SHARD ("ddp") keeps a full replica per GPU, which is plain data parallelism for memory.

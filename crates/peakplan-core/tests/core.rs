@@ -889,6 +889,32 @@ mod levers {
     }
 
     #[test]
+    fn layers_split_across_gpus_leave_each_its_slice() {
+        // 5 layers on 2 GPUs: the fuller GPU runs 3 of them, with the head and the logits, on its own.
+        let five = Architecture::llama("tiny5", 5, 64, 128, 4, 4, 100);
+        let three = Architecture::llama("tiny3", 3, 64, 128, 4, 4, 100);
+        let p = |q: &str| {
+            Plan::parse_query(&format!(
+                "method=lora&r=2&targets=q,v&b=1&s=8&prec=bf16&{q}"
+            ))
+            .plan
+        };
+        let split = estimate(&five, &p("gpus=2&split=1&zero=3"));
+        let slice = estimate(&three, &p("gpus=1"));
+        assert_eq!(split.components, slice.components);
+        assert_eq!(split.device_bytes, slice.device_bytes);
+        // The counts shown are still the whole model's.
+        assert_eq!(
+            split.total_params,
+            estimate(&five, &p("gpus=1")).total_params
+        );
+        // Without the split, two GPUs hold a replica each.
+        assert!(
+            estimate(&five, &p("gpus=2&zero=0")).peak_allocated_bytes > split.peak_allocated_bytes
+        );
+    }
+
+    #[test]
     fn litgpt_unties_the_head_keeps_fp32_logits_and_fuses_qkv_dropout() {
         // A tied model gets a head of its own under litgpt: V x h x 2 B = 12,800 B more weights.
         let mut tied = tiny();

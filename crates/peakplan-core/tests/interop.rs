@@ -37,6 +37,8 @@ const PLANS: &[&str] = &[
     "model=mistral-7b&method=lora&ga=16&b=2&gpus=2&zero=3",
     "model=llama-2-7b&method=qlora&quant=int8&r=32&targets=all-linear&b=2&s=4096&prec=amp_fp16&opt=adamw_8bit",
     "model=llama-2-7b&method=qlora&r=8&targets=q,v&b=4&s=1024&gc=1&loss=kernel&attn=flash",
+    "model=llama-2-13b&method=qlora&quant=int8&r=8&targets=q,v&gpus=2&split=1&b=1&s=512&gc=1",
+    "model=mistral-7b&method=lora&r=16&gpus=4&split=1&prec=bf16",
 ];
 
 fn plan(q: &str) -> Plan {
@@ -302,13 +304,19 @@ fn python_exports_compile_and_name_the_plan() {
             p.loss.key() == "chunked",
             "{q}: chunked loss"
         );
-        if p.gpus > 1 {
+        if p.gpus > 1 && p.split_layers {
+            // One process spreads the layers; the fullest GPU's peaks are compared.
+            assert!(
+                src.contains("device_map=\"auto\"") && !src.contains("torchrun"),
+                "{q}: split"
+            );
+        } else if p.gpus > 1 {
             assert!(
                 src.contains(&format!("torchrun --nproc_per_node {}", p.gpus)),
                 "{q}: launcher"
             );
         }
-        if p.gpus > 1 && p.zero > 0 {
+        if p.gpus > 1 && p.zero > 0 && !p.split_layers {
             assert!(
                 src.contains(&format!("\"stage\": {},", p.zero)),
                 "{q}: DeepSpeed stage"

@@ -32,7 +32,7 @@ pub(crate) fn deepspeed_file_name(plan: &Plan) -> String {
 
 /// Whether the plan shards with DeepSpeed (several GPUs and a ZeRO stage).
 pub(crate) fn uses_deepspeed(plan: &Plan) -> bool {
-    plan.gpus > 1 && plan.zero > 0
+    plan.gpus > 1 && plan.zero > 0 && !plan.split_layers
 }
 
 /// `0.05`, `0`: the shortest decimal that reads back as the same float.

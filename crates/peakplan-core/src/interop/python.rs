@@ -283,7 +283,9 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     let peft = plan.method != Method::Full;
     let qlora = plan.method == Method::Qlora;
     let ds = uses_deepspeed(plan);
-    let multi = plan.gpus > 1;
+    // Layers split by device_map run in one process.
+    let split = plan.gpus > 1 && plan.split_layers;
+    let multi = plan.gpus > 1 && !split;
     let fused = plan.loss == Loss::Fused;
     let chunked = plan.loss == Loss::Chunked;
 
@@ -445,7 +447,19 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "zero" => &zero,
         "ds_batch" => &ds_batch,
         "ga" => &ga,
-        "device_map" => if ds && plan.zero == 3 { "" } else { "device_map={\"\": LOCAL_RANK}, " },
+        "device_map" => if split {
+            "device_map=\"auto\", "
+        } else if ds && plan.zero == 3 {
+            ""
+        } else {
+            "device_map={\"\": LOCAL_RANK}, "
+        },
+        // The GPUs whose peaks count: all of them when the layers are split, else this process's.
+        "devices" => if split {
+            "range(torch.cuda.device_count())"
+        } else {
+            "[torch.cuda.current_device()]"
+        },
         "trainer" => if chunked {
             "ChunkedLossTrainer"
         } else if plan.loss == Loss::Kernel {
@@ -455,6 +469,8 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         },
         ;
         "multi" => multi,
+        "split" => split,
+        "checkpoint" => qlora || split,
         "ds" => ds,
         "qsave" => plan.qlora_saves_input && qlora,
         "qlora" => qlora,
