@@ -121,7 +121,7 @@ components! {
     WeightCopies => "weight_copies", Activations, "16-bit weight copies",
         "an fp32 frozen base under autocast: each matmul casts its weight to 16-bit and the linear keeps the copy for backward, so each layer holds one of its linear weights until its backward";
     Logits => "logits", Activations, "Logits and loss",
-        "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit); chunked and fused losses bound it";
+        "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit), plus what a loop holds through backward; chunked and fused losses bound it, and a cross-entropy kernel keeps only the 16-bit logits";
     BackwardWork => "backward_work", Other, "Backward working memory",
         "gradients of one layer's activations in flight (hidden and MLP-width), plus one recomputed layer under checkpointing";
     DequantBuffer => "dequant_buffer", Other, "Dequantization buffer",
