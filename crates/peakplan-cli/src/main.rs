@@ -19,8 +19,7 @@ const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FIL
        peakplan validate FILE.csv [--row ID | --format json]
        peakplan export --query 'QUERY' [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]
        peakplan import FILE...
-       peakplan presets
-Plan keys (the page's URL vocabulary): model method r targets dropout adtype b s gc attn loss chunk opt prec quant dq upcast gpus zero gpu";
+       peakplan presets";
 
 /// Largest config file read from disk; the importer refuses anything above its own smaller limit with a clear message.
 const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -131,7 +130,10 @@ fn run(args: &[String]) -> Result<String> {
             }
             Ok(out)
         }
-        Some("--help" | "-h" | "help") => Ok(format!("{USAGE}\n")),
+        Some("--help" | "-h" | "help") => Ok(format!(
+            "{USAGE}\nPlan keys (the page's URL vocabulary; README has each one's values): {}\n",
+            peakplan_core::plan::KEYS.join(" ")
+        )),
         Some(other) => bail!(
             "unknown command {other:?}; {}",
             USAGE.lines().next().unwrap_or_default()
