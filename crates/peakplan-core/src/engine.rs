@@ -120,6 +120,8 @@ components! {
         "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
     WeightCopies => "weight_copies", Activations, "16-bit weight copies",
         "an fp32 frozen base under autocast: each matmul casts its weight to 16-bit and the linear keeps the copy for backward, so each layer holds one of its linear weights until its backward";
+    PreviousInputs => "previous_inputs", Activations, "Previous micro-batch's 4-bit inputs",
+        "bitsandbytes up to 0.44 kept each 4-bit matmul's input on its autograd node, which backward does not free; litgpt's loop holds the graph until the next forward returns, so those inputs are still there at its end";
     Logits => "logits", Activations, "Logits and loss",
         "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit), plus what a loop holds through backward; chunked and fused losses bound it, and a cross-entropy kernel keeps only the 16-bit logits";
     BackwardWork => "backward_work", Other, "Backward working memory",
@@ -1040,6 +1042,24 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let h = arch.hidden as Count;
     let v = arch.vocab as Count;
     let (per_layer, per_layer_scores) = layer_saved(arch, plan, d, &linears, n);
+    // bitsandbytes up to 0.44 kept a 4-bit matmul's input as an attribute of its autograd node (`ctx.tensors`),
+    // which backward does not free: it lives as long as the graph. litgpt's `fit()` holds the graph through its
+    // logits until the next forward returns, so the previous micro-batch's inputs are still allocated at the end
+    // of the next forward. (Checkpointed layers keep theirs in a graph of their own.)
+    let previous_inputs = if plan.framework == Framework::Litgpt
+        && plan.method == Method::Qlora
+        && plan.qlora_saves_input
+        && !plan.grad_checkpointing
+    {
+        let without = Plan {
+            qlora_saves_input: false,
+            ..plan.clone()
+        };
+        layers * (per_layer - layer_saved(arch, &without, d, &linears, n).0)
+    } else {
+        0.0
+    };
+    set(&mut comp, Kind::PreviousInputs, previous_inputs);
     // Eager attention with a padding-capable mask builds one 4D causal mask per forward.
     let mask = if plan.attn == Attn::Eager && plan.framework != Framework::Webgpu {
         d.c * plan.micro_batch as Count * positions(plan) * key_positions(plan)
@@ -1308,7 +1328,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     set(&mut comp, Kind::InputBuffers, inputs);
     let other_resident = ddp_buckets + inputs;
-    let acts_fwd = saved_all + weight_copies + scores_all + ckpt + logits_fwd;
+    let acts_fwd = saved_all + weight_copies + scores_all + ckpt + logits_fwd + previous_inputs;
     // Backward starts at the loss with everything saved; its layers then trade activations for gradients.
     let bwd_at_loss = saved_all + weight_copies + scores_all + ckpt + logits_bwd;
     let bwd_in_layers_acts = saved_all + weight_copies + scores_all + ckpt + held_logits;

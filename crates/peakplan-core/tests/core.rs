@@ -522,9 +522,9 @@ fn validation_replays_every_row_and_holds_its_ground() {
     assert_eq!(seconds, 2);
     assert_eq!(report.rows.len() - seconds + report.skipped.len(), records);
     assert!(report.skipped.iter().all(|(_, why)| !why.is_empty()));
-    // Regression floor while the accuracy work goes on: today's median is 8.3%.
+    // Regression floor while the accuracy work goes on: today's median is 6.4%.
     let median = report.median_abs_pct().unwrap();
-    assert!(median < 9.0, "median absolute error {median:.1}%");
+    assert!(median < 7.0, "median absolute error {median:.1}%");
     let (right, total) = report.outcomes();
     assert!(right >= 16, "{right} of {total} outcomes right");
     // Mechanisms pinned by single well-documented runs.
@@ -911,6 +911,28 @@ mod levers {
         // Without the split, two GPUs hold a replica each.
         assert!(
             estimate(&five, &p("gpus=2&zero=0")).peak_allocated_bytes > split.peak_allocated_bytes
+        );
+    }
+
+    #[test]
+    fn litgpt_keeps_the_previous_micro_batch_s_4_bit_inputs_into_the_next_forward() {
+        // bitsandbytes <= 0.44 kept each 4-bit matmul's input on its autograd node; litgpt's loop holds the graph
+        // until the next forward returns. What the previous micro-batch kept is exactly what qsave adds.
+        let q = |x: &str| run(&format!("method=qlora&fw=litgpt&{x}"));
+        let (kept, not) = (q("qsave=1"), q("qsave=0"));
+        let extra = saved(&kept) - saved(&not);
+        assert!(extra > 0);
+        assert_eq!(kept.component(Kind::PreviousInputs) as i64, extra);
+        assert_eq!(
+            kept.phase(Phase::Forward).activations - not.phase(Phase::Forward).activations,
+            2 * extra as u64
+        );
+        // Nothing under checkpointing, with current bitsandbytes, or in the Trainer's loop.
+        assert_eq!(q("qsave=1&gc=1").component(Kind::PreviousInputs), 0);
+        assert_eq!(not.component(Kind::PreviousInputs), 0);
+        assert_eq!(
+            run("method=qlora&qsave=1").component(Kind::PreviousInputs),
+            0
         );
     }
 
