@@ -326,20 +326,15 @@ fn validate_cmd(path: &str) -> Result<String> {
             )),
             Outcome::Fits {
                 capacity_bytes: bytes,
-                fits: claim,
-            }
-            | Outcome::Bound {
-                bytes,
-                upper: claim,
                 ..
-            } => out.push_str(&format!(
+            }
+            | Outcome::AtMost { bytes, .. } => out.push_str(&format!(
                 "{:<48} {:>9} {:>8.2} G {:>8.2} G {:>8}\n",
                 r.id.chars().take(48).collect::<String>(),
-                match (r.outcome, claim) {
-                    (Outcome::Fits { .. }, true) => "fits",
-                    (Outcome::Fits { .. }, false) => "oom",
-                    (_, true) => "at most",
-                    (_, false) => "at least",
+                match r.outcome {
+                    Outcome::Fits { fits: true, .. } => "fits",
+                    Outcome::Fits { fits: false, .. } => "oom",
+                    _ => "at most",
                 },
                 gib(bytes),
                 gib(r.predicted),

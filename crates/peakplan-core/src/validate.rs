@@ -40,12 +40,8 @@ pub enum Outcome {
     Peak { bytes: u64, metric: Metric },
     /// The run did (true) or did not (false) fit a GPU of this capacity.
     Fits { capacity_bytes: u64, fits: bool },
-    /// A stated bound on a figure: "below 10 GB allocated" (`upper`), "more than 780 GB" (not `upper`).
-    Bound {
-        bytes: u64,
-        metric: Metric,
-        upper: bool,
-    },
+    /// A stated upper bound on a figure ("peak allocated memory below 10 GB").
+    AtMost { bytes: u64, metric: Metric },
 }
 
 /// A row turned into something the engine can answer.
@@ -84,11 +80,7 @@ impl RowResult {
                 capacity_bytes,
                 fits,
             } => Some((self.predicted <= capacity_bytes) == fits),
-            Outcome::Bound { bytes, upper, .. } => Some(if upper {
-                self.predicted <= bytes
-            } else {
-                self.predicted >= bytes
-            }),
+            Outcome::AtMost { bytes, .. } => Some(self.predicted <= bytes),
             Outcome::Peak { .. } => None,
         }
     }
@@ -129,7 +121,7 @@ impl Report {
                 .iter()
                 .filter_map(|r| match r.outcome {
                     Outcome::Peak { bytes, .. } => Some([bytes, r.predicted]),
-                    Outcome::Fits { .. } | Outcome::Bound { .. } => None,
+                    Outcome::Fits { .. } | Outcome::AtMost { .. } => None,
                 })
                 .collect(),
         }
@@ -394,7 +386,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         Err(_) => return Err("no measured bytes".into()),
     };
     let metric_text = r.lower("metric");
-    let gpus_listed = r.uint("num_gpus").unwrap_or(1).max(1) as f64;
+    let gpus = r.uint("num_gpus").unwrap_or(1).max(1);
     let outcome =
         match kind.as_str() {
             "measured_peak" => {
@@ -419,11 +411,11 @@ fn map_row(r: &Rec) -> Result<Case, String> {
             }
             // An outcome's value is the listed hardware's whole memory; the engine answers for one GPU.
             "oom_lower_bound" => Outcome::Fits {
-                capacity_bytes: (bytes / gpus_listed) as u64,
+                capacity_bytes: (bytes / gpus as f64) as u64,
                 fits: false,
             },
             "fits_upper_bound" => Outcome::Fits {
-                capacity_bytes: (bytes / gpus_listed) as u64,
+                capacity_bytes: (bytes / gpus as f64) as u64,
                 fits: true,
             },
             // The QLoRA paper's "more than 780 GB" for 16-bit full fine-tuning of 65B counts 12 B per parameter
@@ -434,14 +426,13 @@ fn map_row(r: &Rec) -> Result<Case, String> {
                     .into(),
             ),
             // A stated bound: on allocated memory where the claim names it, else on the whole (aggregate) footprint.
-            "upper_bound" => Outcome::Bound {
+            "upper_bound" => Outcome::AtMost {
                 bytes: bytes as u64,
                 metric: if metric_text.contains("allocated") {
                     Metric::Allocated
                 } else {
                     Metric::Device
                 },
-                upper: true,
             },
             other => return Err(format!("`{other}` is a round claim, not one run")),
         };
@@ -506,11 +497,8 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     plan.peft = peft;
     // A "fits" claim that names no batch (the QLoRA paper's 65B on one 48 GB GPU) says some run fits: it is read
     // at its least demanding, one sequence of 512 tokens with checkpointing.
-    // A "needs more than" claim without a batch holds if even that least demanding run needs more.
-    let existence_claim = matches!(
-        outcome,
-        Outcome::Fits { fits: true, .. } | Outcome::Bound { upper: false, .. }
-    ) && r.get("micro_batch_size").trim().is_empty();
+    let existence_claim = matches!(outcome, Outcome::Fits { fits: true, .. })
+        && r.get("micro_batch_size").trim().is_empty();
     plan.micro_batch = match r.uint("micro_batch_size") {
         Some(b) => b.max(1),
         None if existence_claim => 1,
@@ -646,7 +634,6 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     } else {
         Attn::Sdpa
     };
-    let gpus = r.uint("num_gpus").unwrap_or(1).max(1);
     let par = r.lower("parallelism");
     plan.cpu_offload =
         par.contains("offload") && !par.contains("no cpu offload") && !par.contains("no offload");
@@ -796,7 +783,7 @@ pub fn validate(text: &str) -> Result<Report, String> {
         .map(|case| {
             let e = estimate(&case.arch, &case.plan);
             let metric = match case.outcome {
-                Outcome::Peak { metric, .. } | Outcome::Bound { metric, .. } => metric,
+                Outcome::Peak { metric, .. } | Outcome::AtMost { metric, .. } => metric,
                 Outcome::Fits { .. } => Metric::Device,
             };
             let predicted = match metric {
