@@ -307,9 +307,9 @@ fn estimate_split(arch: &Architecture, plan: &Plan) -> Estimate {
         ..arch.clone()
     };
     let mut e = estimate(&slice, &whole);
-    let all = estimate(arch, &whole);
-    e.total_params = all.total_params;
-    e.trainable_params = all.trainable_params;
+    // The counts shown stay the whole model's.
+    e.total_params = arch.total_params();
+    e.trainable_params = trainable_tensors(arch, &whole, &arch.layer_linears()).params() as u64;
     e
 }
 
@@ -358,15 +358,18 @@ fn adapted(plan: &Plan, l: &Linear) -> bool {
         && l.selected_by & plan.targets.0 != 0
 }
 
+/// The virtual tokens of an adapter plan whose PEFT kind is `kind` (prompt or prefix tuning), else 0.
+fn virtual_tokens_of(plan: &Plan, kind: Peft) -> Count {
+    if matches!(plan.method, Method::Lora | Method::Qlora) && plan.peft == kind {
+        plan.virtual_tokens as Count
+    } else {
+        0.0
+    }
+}
+
 /// Positions each sequence runs through the model: prompt tuning prepends its virtual tokens.
 fn positions(plan: &Plan) -> Count {
-    let prompt = matches!(plan.method, Method::Lora | Method::Qlora) && plan.peft == Peft::Prompt;
-    plan.seq_len as Count
-        + if prompt {
-            plan.virtual_tokens as Count
-        } else {
-            0.0
-        }
+    plan.seq_len as Count + virtual_tokens_of(plan, Peft::Prompt)
 }
 
 /// Key positions each query attends over: prefix tuning prepends its virtual keys and values in every layer.
@@ -375,12 +378,7 @@ fn key_positions(plan: &Plan) -> Count {
 }
 
 fn prefix_tokens(plan: &Plan) -> Count {
-    let prefix = matches!(plan.method, Method::Lora | Method::Qlora) && plan.peft == Peft::Prefix;
-    if prefix {
-        plan.virtual_tokens as Count
-    } else {
-        0.0
-    }
+    virtual_tokens_of(plan, Peft::Prefix)
 }
 
 /// litgpt never ties the head to the embedding: its checkpoint converter copies the embedding into a head of
@@ -426,6 +424,10 @@ impl Shapes {
             self.items[self.len] = t;
             self.len += 1;
         }
+    }
+    /// Parameters in all the shapes.
+    fn params(&self) -> Count {
+        self.iter().map(|t| t.rows * t.cols * t.count).sum()
     }
     fn iter(&self) -> impl Iterator<Item = &TensorShape> {
         self.items[..self.len].iter()
@@ -927,7 +929,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         ((total_params + own_head) * d.w, 0.0)
     };
     let tensors = trainable_tensors(arch, plan, &linears);
-    let trainable: Count = tensors.iter().map(|t| t.rows * t.cols * t.count).sum();
+    let trainable = tensors.params();
     let (adapter_bytes, param_bytes) = match plan.method {
         Method::Full => (0.0, d.w),
         _ => (
