@@ -289,8 +289,8 @@ pub struct Plan {
     /// gradients stay resident through forward and backward.
     pub grad_accumulation: u64,
     /// Bits per logit of the model output a training loop keeps until after the optimizer step (0, 16 or 32):
-    /// fsdp_qlora's loop holds `output` (fp32 logits under transformers 4.36 to 4.44); the Trainer drops it
-    /// before backward.
+    /// fsdp_qlora's loop holds `output` (fp32 logits under transformers 4.36 to 4.44), and torchtune's recipes
+    /// kept their fp32 logits until mid-2024; the Trainer drops it before backward.
     pub hold_logits_bits: u64,
     /// The layers are split across the GPUs (`device_map="auto"`), which run one after another: no data
     /// parallelism and no sharding.

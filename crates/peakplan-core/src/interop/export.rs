@@ -12,7 +12,7 @@ use super::{
 use crate::arch::{Architecture, Target};
 use crate::engine::estimate;
 use crate::plan::{
-    Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Targets, TokenTraining,
+    Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets, TokenTraining,
 };
 
 const AXOLOTL: &str = include_str!("axolotl.yaml.tmpl");
@@ -169,8 +169,8 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
         "custom" => c.custom,
         "multi" => plan.gpus > 1,
         "lora" => plan.method == Method::Lora,
-        "qlora" => plan.method == Method::Qlora && plan.quant != crate::plan::Quant::Int8,
-        "int8" => plan.method == Method::Qlora && plan.quant == crate::plan::Quant::Int8,
+        "qlora" => plan.method == Method::Qlora && plan.quant != Quant::Int8,
+        "int8" => plan.method == Method::Qlora && plan.quant == Quant::Int8,
         "dq" => plan.double_quant,
         "adapter" => plan.method != Method::Full,
         "all_linear" => all_linear,
@@ -238,7 +238,7 @@ pub(crate) fn torchtune_plan(plan: &Plan) -> Plan {
     let mut p = plan.clone();
     Framework::Torchtune.apply_defaults(&mut p);
     // torchtune quantizes its QLoRA base to NF4 only, and has no cross-entropy kernel like unsloth's.
-    p.quant = crate::plan::Quant::Nf4;
+    p.quant = Quant::Nf4;
     if p.loss == Loss::Kernel {
         p.loss = Loss::Standard;
     }

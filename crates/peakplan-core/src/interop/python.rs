@@ -12,7 +12,8 @@ use super::{
 use crate::arch::{Architecture, Mlp, Target};
 use crate::engine::estimate;
 use crate::plan::{
-    Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Targets, TokenTraining,
+    Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
+    TokenTraining,
 };
 
 const SCRIPT: &str = include_str!("script.py.tmpl");
@@ -475,7 +476,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "qsave" => plan.qlora_saves_input && qlora,
         "qlora" => qlora,
         "kernel" => plan.loss == Loss::Kernel,
-        "int8" => qlora && plan.quant == crate::plan::Quant::Int8,
+        "int8" => qlora && plan.quant == Quant::Int8,
         "adapter" => peft,
         "gc" => plan.grad_checkpointing,
         "bf16" => amp_bf16,
