@@ -456,6 +456,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
             "device_map={\"\": LOCAL_RANK}, "
         },
         // The GPUs whose peaks count: all of them when the layers are split, else this process's.
+        "quantization_arg" => if qlora { "quantization_config=QUANTIZATION, " } else { "" },
         "devices" => if split {
             "range(torch.cuda.device_count())"
         } else {
