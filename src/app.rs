@@ -293,10 +293,7 @@ fn Controls() -> impl IntoView {
     });
     let not_standard_loss = Signal::derive(move || {
         c.plan
-            .with(|p| {
-                p.loss != Loss::Standard
-                    || !matches!(p.framework, Framework::Hf | Framework::Torchtune)
-            })
+            .with(|p| !p.returns_full_logits())
             .then_some("Applies to the HF and torchtune profiles' standard loss only")
     });
     let not_four_bit = Signal::derive(move || {

@@ -1203,9 +1203,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // A loop that keeps the model's output until after the optimizer step holds the returned logits through
     // backward and the step: fsdp_qlora's `output`, and torchtune's recipes before they learned to `del logits`
     // (mid-2024). litgpt's profile keeps its logits already; chunked and fused losses return none.
-    let held_logits = if matches!(plan.framework, Framework::Hf | Framework::Torchtune)
-        && plan.loss == Loss::Standard
-    {
+    let held_logits = if plan.returns_full_logits() {
         plan.hold_logits_bits as Count / 8.0 * n * v
     } else {
         0.0

@@ -446,6 +446,13 @@ fn keyword<T>(
 }
 
 impl Plan {
+    /// Whether the model hands its loop full logits a loop could hold (`hold`): the standard loss under the
+    /// Hugging Face and torchtune profiles; litgpt's profile holds its own, and the other losses return none.
+    pub fn returns_full_logits(&self) -> bool {
+        matches!(self.framework, Framework::Hf | Framework::Torchtune)
+            && self.loss == Loss::Standard
+    }
+
     /// Applies one key; on error the plan is unchanged and the message names the key and accepted values.
     pub fn set(&mut self, key: &str, v: &str) -> Result<(), String> {
         match key {
