@@ -387,6 +387,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     };
     let metric_text = r.lower("metric");
     let gpus = r.uint("num_gpus").unwrap_or(1).max(1);
+    let par = r.lower("parallelism");
     let outcome =
         match kind.as_str() {
             "measured_peak" => {
@@ -537,7 +538,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     // (utils.py); DeepSpeed then casts the module to bf16, while FSDP keeps fp32 shards.
     let sft_script_fp32 = framework_text.contains("examples/sft/train.py")
         && method == Method::Lora
-        && !r.lower("parallelism").contains("deepspeed");
+        && !par.contains("deepspeed");
     if base.starts_with("fp32") || sft_script_fp32 {
         if method == Method::Qlora && amp {
             return Err(
@@ -634,7 +635,6 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     } else {
         Attn::Sdpa
     };
-    let par = r.lower("parallelism");
     plan.cpu_offload =
         par.contains("offload") && !par.contains("no cpu offload") && !par.contains("no offload");
     if par.contains("pipeline") {
