@@ -372,7 +372,7 @@ fn Controls() -> impl IntoView {
             <KeySelect label="Logits kept through the step" key="hold" options=vec![("0", "no (Trainer)"), ("16", "16-bit"), ("32", "fp32")] disabled=not_standard_loss
                 hint="A training loop that keeps the model's output until after the optimizer step holds its logits through backward: fsdp_qlora's (fp32 under transformers 4.36 to 4.44), and torchtune's recipes before mid-2024 (fp32)."/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
-            <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE"), (Loss::Kernel.key(), "CE kernel (unsloth)")]/>
+            <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE"), (Loss::Kernel.key(), "kernel (unsloth)")]/>
             <ChunkInput disabled=not_chunked/>
             <KeySelect label="Optimizer" key="opt" options=kw(opts)/>
             <KeySelect label="Precision" key="prec" options=vec![(Precision::AmpBf16.key(), "AMP bf16"), (Precision::AmpFp16.key(), "AMP fp16"), (Precision::Bf16.key(), "pure bf16"), (Precision::Fp16.key(), "pure fp16"), (Precision::Fp32.key(), "fp32")]
