@@ -8,7 +8,7 @@ use crate::scale::{self, Log2Scale};
 use leptos::prelude::*;
 use peakplan_chart::{chart_svg, Theme};
 use peakplan_core::plan::{
-    Attn, DType, Framework, Loss, Method, Optimizer, Peft, Precision, Quant, Targets,
+    Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Precision, Quant, Targets,
 };
 use peakplan_core::units::{format_bytes, format_count};
 use peakplan_core::{
@@ -371,6 +371,8 @@ fn Controls() -> impl IntoView {
                 hint="torchtune optimizer_in_bwd: each parameter steps as soon as its gradient is ready, and the gradient is freed."/>
             <KeySelect label="Logits kept through the step" key="hold" options=vec![("0", "no (Trainer)"), ("16", "16-bit"), ("32", "fp32")] disabled=not_standard_loss
                 hint="A training loop that keeps the model's output until after the optimizer step holds its logits through backward: fsdp_qlora's (fp32 under transformers 4.36 to 4.44), and torchtune's recipes before mid-2024 (fp32)."/>
+            <KeySelect label="Allocator cache" key="alloc" options=vec![(Alloc::Cached.key(), "warm (default)"), (Alloc::Emptied.key(), "emptied"), (Alloc::Expandable.key(), "expandable")]
+                hint="What PyTorch's caching allocator holds at the peak step, which sets reserved memory (and nvidia-smi) against allocated. Warm: blocks freed by earlier steps stay cached, and about one largest transient block cannot serve the peak. Emptied: torch.cuda.empty_cache() just before the peak step. Expandable: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reuses freed memory instead of stranding it."/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
             <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE"), (Loss::Kernel.key(), "kernel (unsloth)")]/>
             <ChunkInput disabled=not_chunked/>

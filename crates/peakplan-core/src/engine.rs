@@ -6,7 +6,7 @@
 
 use crate::arch::{Architecture, Linear, LinearInput, Norm, Target};
 use crate::plan::{
-    Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, TokenTraining,
+    Alloc, Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, TokenTraining,
 };
 use serde::Serialize;
 
@@ -358,6 +358,16 @@ fn adapted(plan: &Plan, l: &Linear) -> bool {
         && l.selected_by & plan.targets.0 != 0
 }
 
+/// Norm weights train under full fine-tuning and LayerNorm tuning. A trainable norm weight multiplies the
+/// normalized input, and that product keeps the 16-bit normalized copy for the weight's gradient; a frozen one
+/// keeps nothing more than its fp32 input and statistics.
+fn norms_trainable(plan: &Plan) -> bool {
+    match plan.method {
+        Method::Full => true,
+        Method::Lora | Method::Qlora => plan.peft == Peft::Ln,
+    }
+}
+
 /// The virtual tokens of an adapter plan whose PEFT kind is `kind` (prompt or prefix tuning), else 0.
 fn virtual_tokens_of(plan: &Plan, kind: Peft) -> Count {
     if matches!(plan.method, Method::Lora | Method::Qlora) && plan.peft == kind {
@@ -686,7 +696,11 @@ fn layer_saved(
         Norm::RmsNorm if fused => d.r * n * h + 4.0 * n,
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => (if d.amp { 4.0 } else { d.r }) * n * h + 8.0 * n,
-    } + if full { d.r * n * h } else { 0.0 };
+    } + if norms_trainable(plan) {
+        d.r * n * h
+    } else {
+        0.0
+    };
     bytes += per_norm * arch.norms_per_layer as Count;
 
     // Inputs of linear modules: a trainable weight (full) or an adapter (LoRA) needs the module's input for backward.
@@ -748,13 +762,13 @@ fn layer_saved(
                 }
             } else if adapted(plan, l) && plan.peft == Peft::Ia3 {
                 // (IA)^3 multiplies the output by its vector (the input, for the feed-forward `down`), and the
-                // product keeps the other factor for the vector's gradient.
-                let scaled = if l.input == LinearInput::MlpInner {
-                    w
+                // product keeps the other factor for the vector's gradient. PEFT first casts a feed-forward input
+                // to the vector's dtype, so that factor is kept in the adapter dtype (fp32 by default).
+                bytes += if l.input == LinearInput::MlpInner {
+                    d.a * rows * w
                 } else {
-                    l.out_features as Count
+                    d.c * rows * l.out_features as Count
                 };
-                bytes += d.c * rows * scaled;
             } else if adapted(plan, l) && plan.peft == Peft::Vera {
                 // VeRA's projections are frozen, so neither keeps its input: lambda_d keeps A·x (rank-wide) and
                 // lambda_b keeps B's output (output-wide) for their gradients; dropout keeps only its mask.
@@ -1071,6 +1085,10 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let final_norm = match arch.norm {
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => 4.0 * n * h + 8.0 * n,
+    } + if norms_trainable(plan) {
+        d.r * n * h
+    } else {
+        0.0
     };
     let head_trainable = plan.method == Method::Full
         || plan.targets.contains(Target::LmHead)
@@ -1417,11 +1435,18 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     }
 
     // ---- Reserved and device
-    let largest_transient = logits_block
-        .max(dequant)
-        .max(load_transient)
-        .max(per_layer_scores)
-        .max(opt_temps.min(largest_tensor * 4.0));
+    // A warm cache strands about one largest transient block; an emptied cache or expandable segments do not:
+    // the step's frees serve its own later allocations (the backward's fp32 gradients land in the blocks the
+    // forward's upcast freed), so only block rounding stays.
+    let largest_transient = if plan.allocator == Alloc::Cached {
+        logits_block
+            .max(dequant)
+            .max(load_transient)
+            .max(per_layer_scores)
+            .max(opt_temps.min(largest_tensor * 4.0))
+    } else {
+        0.0
+    };
     let rounded = ceil_div(peak, 2.0 * MIB) * 2.0 * MIB;
     let slack = rounded - peak + largest_transient;
     set(&mut comp, Kind::AllocatorSlack, slack);

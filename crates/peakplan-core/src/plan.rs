@@ -145,6 +145,21 @@ pub enum TokenTraining {
 }
 
 keyword_enum!(
+    /// The state of PyTorch's CUDA caching allocator at the peak step, which sets reserved against allocated.
+    Alloc {
+        /// The default allocator, warm from earlier steps: blocks freed by them stay cached, and about one
+        /// largest transient block is held but cannot serve the peak.
+        Cached = "cached",
+        /// The peak step starts from an emptied cache (`torch.cuda.empty_cache()` before it): only the step's
+        /// own blocks are reserved, and its frees serve its later allocations.
+        Emptied = "emptied",
+        /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`: segments grow page by page, so freed blocks
+        /// are reused instead of stranded.
+        Expandable = "expandable",
+    }
+);
+
+keyword_enum!(
     /// Data type of QLoRA's quantized base: bitsandbytes 4-bit NF4 or FP4, or LLM.int8 (`load_in_8bit`).
     Quant { Nf4 = "nf4", Fp4 = "fp4", Int8 = "int8" }
 );
@@ -295,6 +310,8 @@ pub struct Plan {
     /// The layers are split across the GPUs (`device_map="auto"`), which run one after another: no data
     /// parallelism and no sharding.
     pub split_layers: bool,
+    /// The caching allocator's state at the peak step (reserved against allocated).
+    pub allocator: Alloc,
     pub embed: bool,
 }
 
@@ -335,6 +352,7 @@ impl Default for Plan {
             grad_accumulation: 1,
             hold_logits_bits: 0,
             split_layers: false,
+            allocator: Alloc::Cached,
             embed: false,
         }
     }
@@ -367,7 +385,8 @@ pub const DEFAULT_VIRTUAL_TOKENS: u64 = 20;
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "ga", "gc", "attn", "loss",
     "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
-    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "hold", "split", "embed",
+    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "hold", "split", "alloc",
+    "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -531,6 +550,7 @@ impl Plan {
             "qload" => self.quantize_at_load_wide = parse_bool(key, v)?,
             "ga" => self.grad_accumulation = parse_uint(key, v, 1, MAX_GRAD_ACCUMULATION)?,
             "split" => self.split_layers = parse_bool(key, v)?,
+            "alloc" => self.allocator = keyword(key, v, Alloc::from_key, Alloc::accepted())?,
             "hold" => {
                 self.hold_logits_bits = match v {
                     "0" => 0,
@@ -598,6 +618,7 @@ impl Plan {
             "ga" => self.grad_accumulation.to_string(),
             "hold" => self.hold_logits_bits.to_string(),
             "split" => b(self.split_layers),
+            "alloc" => self.allocator.key().into(),
             "liger" => b(self.liger),
             "embed" => b(self.embed),
             _ => return None,
@@ -629,6 +650,7 @@ impl Plan {
             "ga" => self.grad_accumulation > 1,
             "hold" => self.hold_logits_bits > 0,
             "split" => self.split_layers,
+            "alloc" => self.allocator != Alloc::Cached,
             _ => true,
         }
     }

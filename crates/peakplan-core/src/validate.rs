@@ -8,7 +8,7 @@ use crate::arch::{Architecture, Target};
 use crate::engine::estimate;
 use crate::hf::import_config;
 use crate::plan::{
-    Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
+    Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
 };
 use serde_json::json;
 
@@ -706,6 +706,17 @@ fn map_row(r: &Rec) -> Result<Case, String> {
             plan.double_quant = true;
         }
         plan.hold_logits_bits = 32;
+    }
+    if features.contains("expandable_segments") {
+        plan.allocator = Alloc::Expandable;
+    }
+    if framework_text.contains("method_comparison") {
+        // PEFT's MetaMathQA loop (`run.py`) keeps `outputs` until the next step's forward returns, so the
+        // 16-bit logits transformers returns (it upcasts only inside the loss) live through backward. It
+        // empties the cache every 10 steps, and its 20-batch length buckets run longest first: the longest
+        // batch of each bucket, and so the run's peak, comes right after an `empty_cache()`.
+        plan.hold_logits_bits = 16;
+        plan.allocator = Alloc::Emptied;
     }
     Ok(Case {
         id,

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use peakplan_core::interop::{export, import, import_over, yaml, ExportFormat, Imported};
-use peakplan_core::plan::{Method, Peft, Plan, Precision, TokenTraining};
+use peakplan_core::plan::{Alloc, Method, Peft, Plan, Precision, TokenTraining};
 use peakplan_core::{estimate, preset_arch, presets, Target};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -39,6 +39,8 @@ const PLANS: &[&str] = &[
     "model=llama-2-7b&method=qlora&r=8&targets=q,v&b=4&s=1024&gc=1&loss=kernel&attn=flash",
     "model=llama-2-13b&method=qlora&quant=int8&r=8&targets=q,v&gpus=2&split=1&b=1&s=512&gc=1",
     "model=mistral-7b&method=lora&r=16&gpus=4&split=1&prec=bf16",
+    "model=llama-3.2-3b&method=lora&peft=ia3&targets=k,v,down&b=4&s=768&prec=bf16&gc=0&alloc=emptied",
+    "model=llama-3.1-8b&method=qlora&b=2&s=4096&alloc=expandable",
 ];
 
 fn plan(q: &str) -> Plan {
@@ -316,6 +318,27 @@ fn python_exports_compile_and_name_the_plan() {
                 "{q}: launcher"
             );
         }
+        // The allocator state: expandable segments are configured before torch starts CUDA; an emptied cache
+        // is emptied before every step.
+        let env =
+            src.find("os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"expandable_segments:True\"");
+        assert_eq!(
+            env.is_some(),
+            p.allocator == Alloc::Expandable,
+            "{q}: expandable"
+        );
+        if let Some(at) = env {
+            assert!(
+                at < src.find("import torch").unwrap(),
+                "{q}: set after torch loads"
+            );
+        }
+        assert_eq!(
+            src.contains("callbacks=[EmptyCacheBeforeEachStep()]")
+                && src.contains("torch.cuda.empty_cache()\n"),
+            p.allocator == Alloc::Emptied,
+            "{q}: emptied"
+        );
         if p.gpus > 1 && p.zero > 0 && !p.split_layers {
             assert!(
                 src.contains(&format!("\"stage\": {},", p.zero)),

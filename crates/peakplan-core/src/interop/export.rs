@@ -12,7 +12,8 @@ use super::{
 use crate::arch::{Architecture, Target};
 use crate::engine::estimate;
 use crate::plan::{
-    Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets, TokenTraining,
+    Alloc, Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
+    TokenTraining,
 };
 
 const AXOLOTL: &str = include_str!("axolotl.yaml.tmpl");
@@ -191,6 +192,8 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
         "bf16" => bf16,
         "fp16" => fp16,
         "ds" => uses_deepspeed(plan),
+        "expandable" => plan.allocator == Alloc::Expandable,
+        "emptied" => plan.allocator == Alloc::Emptied,
     )
 }
 
@@ -369,6 +372,8 @@ pub(crate) fn torchtune(plan: &Plan, arch: &Architecture) -> String {
         "adafactor" => plan.optimizer == Optimizer::Adafactor,
         "compile" => plan.compile,
         "liger" => plan.liger,
+        "expandable" => plan.allocator == Alloc::Expandable,
+        "emptied" => plan.allocator == Alloc::Emptied,
     )
 }
 

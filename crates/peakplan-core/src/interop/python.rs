@@ -12,7 +12,7 @@ use super::{
 use crate::arch::{Architecture, Mlp, Target};
 use crate::engine::estimate;
 use crate::plan::{
-    Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
+    Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
     TokenTraining,
 };
 
@@ -462,6 +462,11 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         } else {
             "[torch.cuda.current_device()]"
         },
+        "callbacks" => if plan.allocator == Alloc::Emptied {
+            ", callbacks=[EmptyCacheBeforeEachStep()]"
+        } else {
+            ""
+        },
         "trainer" => if chunked {
             "ChunkedLossTrainer"
         } else if plan.loss == Loss::Kernel {
@@ -510,5 +515,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "aoff" => plan.offload_activations,
         "fused" => fused,
         "compile" => plan.compile,
+        "expandable" => plan.allocator == Alloc::Expandable,
+        "emptied" => plan.allocator == Alloc::Emptied,
     )
 }
