@@ -2,7 +2,7 @@
 
 use crate::arch::Architecture;
 use crate::engine::estimate;
-use crate::plan::{Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining};
+use crate::plan::{Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining};
 use crate::solve;
 use serde::Serialize;
 
@@ -140,6 +140,15 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
             "Compile the model (torch.compile)",
             Cost::Speed,
             "a compilation pause at start; fused kernels keep fewer intermediates",
+        ));
+    }
+    if plan.allocator == Alloc::Cached {
+        c.push(change(
+            "alloc",
+            "expandable",
+            "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+            Cost::Free,
+            "freed blocks are reused instead of stranded: reserved memory stays near allocated",
         ));
     }
     if plan.optimizer == Optimizer::AdamwTorch {

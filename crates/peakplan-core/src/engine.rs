@@ -139,7 +139,7 @@ components! {
     ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
         "ZeRO-3 gathers the full parameters of two layers at a time (prefetch); DDP keeps gradient buckets the size of the gradients";
     AllocatorSlack => "allocator_slack", Other, "Allocator cache (reserved - allocated)",
-        "PyTorch's caching allocator rounds blocks to 2 MiB and keeps freed blocks; about one largest transient block is cached but unusable";
+        "PyTorch's caching allocator rounds blocks to 2 MiB; warm from earlier steps (alloc=cached) it also keeps about one largest transient block it cannot reuse, which an emptied cache or expandable segments avoid";
     CudaContext => "cuda_context", Other, "CUDA context",
         "CUDA context, cuBLAS workspace and loaded kernels: about 0.5 GiB, seen by nvidia-smi but not by torch";
     PagedStates => "paged_states", Other, "Paged optimizer states",
