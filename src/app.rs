@@ -298,9 +298,20 @@ fn Controls() -> impl IntoView {
     });
     let not_four_bit = Signal::derive(move || {
         not_qlora.get().or_else(|| {
+            c.plan.with(|p| match p.quant {
+                Quant::Int8 => Some("LLM.int8 has one scale per row, nothing to quantize twice"),
+                Quant::Gptq4 | Quant::Gptq8 => {
+                    Some("GPTQ keeps fp16 scales per group of 128 inputs, quantized once")
+                }
+                Quant::Nf4 | Quant::Fp4 => None,
+            })
+        })
+    });
+    let not_bnb = Signal::derive(move || {
+        not_qlora.get().or_else(|| {
             c.plan
-                .with(|p| p.quant == Quant::Int8)
-                .then_some("LLM.int8 has one scale per row, nothing to quantize twice")
+                .with(|p| p.quant.gptq_bits().is_some())
+                .then_some("A bitsandbytes/torchao setting: a GPTQ checkpoint comes quantized and keeps its dequantized weight, not its input")
         })
     });
     let single_gpu = Signal::derive(move || {
@@ -383,14 +394,14 @@ fn Controls() -> impl IntoView {
             <KeySelect label="Virtual tokens" key="vt" options=vec![("8", "8"), ("20", "20"), ("50", "50"), ("100", "100"), ("200", "200")] disabled=not_virtual/>
             <KeySelect label="Adapter dtype" key="adtype" options=vec![(DType::Fp32.key(), "fp32 (PEFT)"), (DType::Bf16.key(), "bf16"), (DType::Fp16.key(), "fp16")] disabled=not_peft/>
             <KeySelect label="LoRA dropout" key="dropout" options=vec![("0", "0"), ("0.05", "0.05"), ("0.1", "0.1")] disabled=not_peft/>
-            <KeySelect label="Quantized base" key="quant" options=vec![(Quant::Nf4.key(), "4-bit NF4"), (Quant::Fp4.key(), "4-bit FP4"), (Quant::Int8.key(), "8-bit LLM.int8")] disabled=not_qlora
-                hint="bitsandbytes 4-bit (load_in_4bit) or LLM.int8 (load_in_8bit) base weights under the adapters."/>
+            <KeySelect label="Quantized base" key="quant" options=vec![(Quant::Nf4.key(), "4-bit NF4"), (Quant::Fp4.key(), "4-bit FP4"), (Quant::Int8.key(), "8-bit LLM.int8"), (Quant::Gptq4.key(), "GPTQ 4-bit"), (Quant::Gptq8.key(), "GPTQ 8-bit")] disabled=not_qlora
+                hint="bitsandbytes 4-bit (load_in_4bit) or LLM.int8 (load_in_8bit) base weights under the adapters, or a GPTQ checkpoint (auto-gptq, groups of 128), which dequantizes each weight to 16-bit for its matmul and keeps that copy for backward."/>
             <KeySelect label="Double quantization" key="dq" options=vec![("1", "on"), ("0", "off")] disabled=not_four_bit/>
             <KeySelect label="fp32 frozen base" key="upcast" options=vec![("0", "off"), ("1", "on")] disabled=not_peft
                 hint="QLoRA: prepare_model_for_kbit_training casts the non-quantized parameters to fp32. LoRA: the whole base stays fp32 under autocast; with ZeRO-3 its shards stay fp32 and layers are gathered in 16-bit."/>
-            <KeySelect label="4-bit layers keep inputs" key="qsave" options=vec![("0", "no (bnb ≥ 0.45)"), ("1", "yes (bnb ≤ 0.44)")] disabled=not_qlora
+            <KeySelect label="4-bit layers keep inputs" key="qsave" options=vec![("0", "no (bnb ≥ 0.45)"), ("1", "yes (bnb ≤ 0.44)")] disabled=not_bnb
                 hint="bitsandbytes up to 0.44 kept each 4-bit matmul's input for backward; later releases keep none."/>
-            <KeySelect label="Quantizer at load" key="qload" options=vec![("0", "chunked"), ("1", "wide (torchao < 5/2024)")] disabled=not_qlora
+            <KeySelect label="Quantizer at load" key="qload" options=vec![("0", "chunked"), ("1", "wide (torchao < 5/2024)")] disabled=not_bnb
                 hint="Chunked: bitsandbytes and torchao from May 2024. Wide: torchao's earlier NF4 quantizer compared every weight of a matrix with the 16 NF4 values at once."/>
             <FrameworkSelect/>
             <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>

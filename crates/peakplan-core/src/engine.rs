@@ -101,9 +101,9 @@ macro_rules! components {
 
 components! {
     BaseWeights => "base_weights", Weights, "Base weights",
-        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA, 1 B under LLM.int8; the rest in the weight dtype)";
+        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA, 1 B under LLM.int8 or 8-bit GPTQ; the rest in the weight dtype)";
     QuantConstants => "quant_constants", Weights, "Quantization constants",
-        "per 64-weight block: an fp32 absmax (0.5 bit/param), or with double quantization an 8-bit absmax plus an fp32 scale per 256 blocks (0.127 bit/param); LLM.int8: an fp32 absmax per output row";
+        "per 64-weight block: an fp32 absmax (0.5 bit/param), or with double quantization an 8-bit absmax plus an fp32 scale per 256 blocks (0.127 bit/param); LLM.int8: an fp32 absmax per output row; GPTQ: an fp16 scale and a packed zero point per 128 inputs and output, an int32 group index per input";
     AdapterWeights => "adapter_weights", Weights, "Adapter weights",
         "rank x (in + out) per adapted matrix x adapter dtype bytes";
     Gradients => "gradients", Gradients, "Gradients",
@@ -119,7 +119,7 @@ components! {
     Checkpoints => "checkpoints", Activations, "Checkpointed layer inputs",
         "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
     WeightCopies => "weight_copies", Activations, "16-bit weight copies",
-        "an fp32 frozen base under autocast: each matmul casts its weight to 16-bit and the linear keeps the copy for backward, so each layer holds one of its linear weights until its backward";
+        "an fp32 frozen base under autocast casts each weight to 16-bit for its matmul, and a GPTQ base dequantizes each to 16-bit; the linear keeps that copy for backward, so each layer holds a 16-bit copy of its linear weights until its backward";
     PreviousInputs => "previous_inputs", Activations, "Previous micro-batch's 4-bit inputs",
         "bitsandbytes up to 0.44 kept each 4-bit matmul's input on its autograd node, which backward does not free; litgpt's loop holds the graph until the next forward returns, so those inputs are still there at its end";
     Logits => "logits", Activations, "Logits and loss",
@@ -127,7 +127,7 @@ components! {
     BackwardWork => "backward_work", Other, "Backward working memory",
         "gradients of one layer's activations in flight (hidden and MLP-width), plus one recomputed layer under checkpointing";
     DequantBuffer => "dequant_buffer", Other, "Dequantization buffer",
-        "QLoRA dequantizes the largest 4-bit linear to the compute dtype for each matmul, forward and backward; LLM.int8 quantizes each matmul's input and accumulates in int32 instead, and dequantizes only in backward";
+        "QLoRA dequantizes the largest 4-bit linear to the compute dtype for each matmul, forward and backward (GPTQ: its unpacked integers beside it, forward only); LLM.int8 quantizes each matmul's input and accumulates in int32 instead, and dequantizes only in backward";
     InputBuffers => "input_buffers", Other, "Batch and tables",
         "token ids and labels (4 B per token each), the RoPE table and the 4-bit code tables, resident on the device (WebGPU runtime)";
     PeftBuffers => "peft_buffers", Other, "PEFT working buffers",
@@ -286,6 +286,8 @@ pub const CUDA_CONTEXT_BYTES: u64 = 512 << 20;
 const QUANT_BLOCK: Count = 64.0;
 /// Blocks per second-level block under double quantization.
 const DQ_BLOCK: Count = 256.0;
+/// Input features per GPTQ group: one scale and one zero point per group and output.
+const GPTQ_GROUP: Count = 128.0;
 /// bitsandbytes 8-bit optimizers quantize states in blocks of 2048 with one fp32 absmax each.
 const OPT8_BLOCK: Count = 2048.0;
 /// bitsandbytes keeps tensors under this size in 32-bit state (`min_8bit_size`).
@@ -331,6 +333,16 @@ fn quantized_tensor_bytes(rows: Count, cols: Count, plan: &Plan) -> (Count, Coun
         // LLM.int8: one int8 per weight and an fp32 absmax per output row (`SCB`).
         return (n, 4.0 * rows);
     }
+    if let Some(bits) = plan.quant.gptq_bits() {
+        // auto-gptq's QuantLinear: weights packed `bits` to the int32 (`qweight`); per group of 128 inputs and
+        // per output an fp16 scale (`scales`) and a packed zero point (`qzeros`); an int32 group index per
+        // input (`g_idx`).
+        let bits = bits as Count;
+        let groups = ceil_div(cols, GPTQ_GROUP);
+        let packed = 4.0 * ceil_div(cols * bits, 32.0) * rows;
+        let zeros = 4.0 * ceil_div(rows * bits, 32.0) * groups;
+        return (packed, 2.0 * groups * rows + zeros + 4.0 * cols);
+    }
     let double_quant = plan.double_quant;
     let packed = ceil_div(n, 2.0);
     let blocks = ceil_div(n, QUANT_BLOCK);
@@ -356,6 +368,12 @@ fn adapted(plan: &Plan, l: &Linear) -> bool {
     matches!(plan.method, Method::Lora | Method::Qlora)
         && !matches!(plan.peft, Peft::Ln | Peft::Prompt | Peft::Prefix)
         && l.selected_by & plan.targets.0 != 0
+}
+
+/// bitsandbytes' 4-bit and 8-bit matmuls up to 0.44 keep their input for backward (`qsave=1`); GPTQ's keep the
+/// dequantized weight instead (see `copies_per_layer`).
+fn bnb_saves_input(plan: &Plan) -> bool {
+    plan.method == Method::Qlora && plan.qlora_saves_input && plan.quant.gptq_bits().is_none()
 }
 
 /// Norm weights train under full fine-tuning and LayerNorm tuning. A trainable norm weight multiplies the
@@ -824,7 +842,7 @@ fn layer_saved(
                     bytes += (d.c + ad) * rows * l.out_features as Count;
                 }
             }
-            if plan.method == Method::Qlora && plan.qlora_saves_input {
+            if bnb_saves_input(plan) {
                 // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the
                 // frozen weight needs no gradient: shared when the stream is already in the compute dtype.
                 if d.r == d.c {
@@ -1062,19 +1080,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // which backward does not free: it lives as long as the graph. litgpt's `fit()` holds the graph through its
     // logits until the next forward returns, so the previous micro-batch's inputs are still allocated at the end
     // of the next forward. (Checkpointed layers keep theirs in a graph of their own.)
-    let previous_inputs = if plan.framework == Framework::Litgpt
-        && plan.method == Method::Qlora
-        && plan.qlora_saves_input
-        && !plan.grad_checkpointing
-    {
-        let without = Plan {
-            qlora_saves_input: false,
-            ..plan.clone()
+    let previous_inputs =
+        if plan.framework == Framework::Litgpt && bnb_saves_input(plan) && !plan.grad_checkpointing
+        {
+            let without = Plan {
+                qlora_saves_input: false,
+                ..plan.clone()
+            };
+            layers * (per_layer - layer_saved(arch, &without, d, &linears, n).0)
+        } else {
+            0.0
         };
-        layers * (per_layer - layer_saved(arch, &without, d, &linears, n).0)
-    } else {
-        0.0
-    };
     set(&mut comp, Kind::PreviousInputs, previous_inputs);
     // Eager attention with a padding-capable mask builds one 4D causal mask per forward.
     let mask = if plan.attn == Attn::Eager && plan.framework != Framework::Webgpu {
@@ -1104,12 +1120,15 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // for its input's gradient (autocast caches only casts of weights that train). Checkpointing recomputes them
     // one layer at a time.
     // Sharded, the gathered layer is that copy (see ShardBuffers).
-    let copies_per_layer = if d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast
-    {
-        d.c * arch.layer_linear_weight_params() as Count
-    } else {
-        0.0
-    };
+    // A GPTQ base does the same: above 128 tokens auto-gptq's QuantLinear dequantizes its weight to 16-bit and
+    // multiplies with `torch.matmul`, which keeps that weight for the input's gradient.
+    let gptq = plan.method == Method::Qlora && plan.quant.gptq_bits().is_some();
+    let copies_per_layer =
+        if (d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast) || gptq {
+            d.c * arch.layer_linear_weight_params() as Count
+        } else {
+            0.0
+        };
     let weight_copies = if plan.grad_checkpointing {
         0.0
     } else {
@@ -1365,7 +1384,10 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let bwd_end = grads + grad_flow + dequant + gather + step_temps_in_bwd + held_logits;
     // Loading a QLoRA model quantizes one weight at a time: its 16-bit copy, and with the wide quantizer two
     // (weights x 16) 16-bit tensors comparing every weight with the 16 NF4 values.
-    let load_transient = if plan.method == Method::Qlora && plan.quantize_at_load_wide {
+    let load_transient = if plan.method == Method::Qlora
+        && plan.quantize_at_load_wide
+        && plan.quant.gptq_bits().is_none()
+    {
         (2.0 + 2.0 * 16.0 * 2.0) * largest_linear
     } else {
         0.0

@@ -160,9 +160,21 @@ keyword_enum!(
 );
 
 keyword_enum!(
-    /// Data type of QLoRA's quantized base: bitsandbytes 4-bit NF4 or FP4, or LLM.int8 (`load_in_8bit`).
-    Quant { Nf4 = "nf4", Fp4 = "fp4", Int8 = "int8" }
+    /// Data type of QLoRA's quantized base: bitsandbytes 4-bit NF4 or FP4, LLM.int8 (`load_in_8bit`), or a
+    /// GPTQ checkpoint of 4 or 8 bits (auto-gptq, group size 128).
+    Quant { Nf4 = "nf4", Fp4 = "fp4", Int8 = "int8", Gptq4 = "gptq4", Gptq8 = "gptq8" }
 );
+
+impl Quant {
+    /// Bits of a GPTQ base's packed weights; `None` for the bitsandbytes formats.
+    pub fn gptq_bits(self) -> Option<u64> {
+        match self {
+            Quant::Gptq4 => Some(4),
+            Quant::Gptq8 => Some(8),
+            Quant::Nf4 | Quant::Fp4 | Quant::Int8 => None,
+        }
+    }
+}
 
 impl DType {
     pub fn bytes(self) -> u64 {

@@ -466,7 +466,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         "lora" | "dora" => Method::Lora,
         "other" if peft != Peft::Lora => Method::Lora,
         // LoRA over an LLM.int8 base: the quantized-base method with 8-bit weights.
-        "qlora" | "lora-int8" => Method::Qlora,
+        "qlora" | "lora-int8" | "qlora-gptq" => Method::Qlora,
         "other" => {
             return Err(format!(
                 "PEFT method `{}` is not modeled yet",
@@ -571,10 +571,15 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         .unwrap_or("");
     if method == Method::Qlora {
         let q = r.lower("quantization") + &base;
-        if q.contains("gptq") || q.contains("hqq") {
-            return Err("only bitsandbytes bases (NF4, FP4, LLM.int8) are modeled".into());
+        if q.contains("hqq") {
+            return Err("only bitsandbytes and GPTQ bases are modeled".into());
         }
-        plan.quant = if q.contains("int8") || q.contains("8-bit") || q.contains("8bit") {
+        let eight = q.contains("int8") || q.contains("8-bit") || q.contains("8bit");
+        plan.quant = if q.contains("gptq") && eight {
+            Quant::Gptq8
+        } else if q.contains("gptq") {
+            Quant::Gptq4
+        } else if eight {
             Quant::Int8
         } else if q.contains("fp4") {
             Quant::Fp4
@@ -588,7 +593,9 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         plan.quantize_at_load_wide =
             framework == Framework::Torchtune && !year_month.is_empty() && year_month < "2024-05";
         let dq = r.lower("double_quant");
-        plan.double_quant = dq.starts_with("yes") || (dq.is_empty() && q.contains("torchao"));
+        // ms-swift builds its BitsAndBytesConfig with double quantization on (1.4.0's defaults).
+        plan.double_quant = dq.starts_with("yes")
+            || (dq.is_empty() && (q.contains("torchao") || framework_text.contains("swift")));
     }
     // Negated mentions ("not 8-bit", "no optimizer_in_bwd") name what the run did not use.
     let opt = r

@@ -918,6 +918,35 @@ mod levers {
     }
 
     #[test]
+    fn gptq_bases_pack_their_bits_and_keep_a_dequantized_copy_for_backward() {
+        let e = run("method=qlora&quant=gptq4");
+        // 40,960 linear weights packed 8 to the int32 (20,480 B); the rest (12,992 values) at 2 B.
+        assert_eq!(e.component(Kind::BaseWeights), 20_480 + 25_984);
+        // Per linear, one group (its inputs are 64 or 128): an fp16 scale and a 4-bit zero per output, an int32
+        // index per input. q, k, v, o: 128 + 32 + 256 B; gate, up: 256 + 64 + 256 B; down: 128 + 32 + 512 B.
+        assert_eq!(e.component(Kind::QuantConstants), 4 * 416 + 2 * 576 + 672);
+        // Each matmul keeps the 16-bit weight it dequantized: the layer's seven linears, 2 B x 40,960.
+        assert_eq!(e.component(Kind::WeightCopies), 81_920);
+        // 8-bit: a byte per weight, and 8-bit zeros.
+        let eight = run("method=qlora&quant=gptq8");
+        assert_eq!(eight.component(Kind::BaseWeights), 40_960 + 25_984);
+        assert_eq!(
+            eight.component(Kind::QuantConstants),
+            4 * 448 + 2 * 640 + 704
+        );
+        // The matmul needs no input for a frozen weight: bitsandbytes' old input-keeping does not apply.
+        assert_eq!(saved(&run("method=qlora&quant=gptq4&qsave=1")), saved(&e));
+        // Checkpointed, only the recomputed layer holds its copies, inside backward.
+        let gc = run("method=qlora&quant=gptq4&gc=1");
+        assert_eq!(gc.component(Kind::WeightCopies), 0);
+        assert_eq!(
+            gc.component(Kind::BackwardWork)
+                - run("method=qlora&gc=1").component(Kind::BackwardWork),
+            81_920
+        );
+    }
+
+    #[test]
     fn a_cross_entropy_kernel_keeps_the_16_bit_logits_and_writes_their_gradient_in_place() {
         // 800 logits at 2 B and an fp32 log-sum-exp for each of the 8 tokens, in forward and in backward.
         let e = run("loss=kernel");

@@ -39,6 +39,8 @@ const PLANS: &[&str] = &[
     "model=llama-2-7b&method=qlora&r=8&targets=q,v&b=4&s=1024&gc=1&loss=kernel&attn=flash",
     "model=llama-2-13b&method=qlora&quant=int8&r=8&targets=q,v&gpus=2&split=1&b=1&s=512&gc=1",
     "model=mistral-7b&method=lora&r=16&gpus=4&split=1&prec=bf16",
+    "model=llama-2-13b&method=qlora&quant=gptq4&r=8&targets=q,v&b=2&s=2048&prec=amp_fp16",
+    "model=mistral-7b&method=qlora&quant=gptq8&r=16&targets=all-linear&gc=0&b=1&s=512",
     "model=llama-3.2-3b&method=lora&peft=ia3&targets=k,v,down&b=4&s=768&prec=bf16&gc=0&alloc=emptied",
     "model=llama-3.1-8b&method=qlora&b=2&s=4096&alloc=expandable",
 ];
@@ -256,7 +258,14 @@ fn python_exports_compile_and_name_the_plan() {
             ),
             _ => {}
         }
-        if p.method == Method::Qlora && p.quant == peakplan_core::plan::Quant::Int8 {
+        if let Some(bits) = p.quant.gptq_bits().filter(|_| p.method == Method::Qlora) {
+            assert!(
+                src.contains(&format!("GPTQConfig(bits={bits}, use_exllama=False)"))
+                    && !src.contains("BitsAndBytesConfig(")
+                    && src.contains("PEAKPLAN_WEIGHTS to one"),
+                "{q}: gptq"
+            );
+        } else if p.method == Method::Qlora && p.quant == peakplan_core::plan::Quant::Int8 {
             assert!(
                 src.contains("BitsAndBytesConfig(load_in_8bit=True)")
                     && !src.contains("load_in_4bit=True"),
@@ -390,7 +399,14 @@ fn assert_axolotl_keys(q: &str, want: &Plan, got: &Plan) {
             assert_eq!(got.tokens, want.tokens, "{q}: tt");
         }
     }
-    if want.method == Method::Qlora {
+    if want.method == Method::Qlora && want.quant.gptq_bits().is_some() {
+        // `gptq: true` names a GPTQ checkpoint; its bits live in the checkpoint, not in the file.
+        assert!(
+            got.quant.gptq_bits().is_some(),
+            "{q}: quant {:?}",
+            got.quant
+        );
+    } else if want.method == Method::Qlora {
         assert_eq!(got.quant, want.quant, "{q}: quant");
         assert_eq!(got.double_quant, want.double_quant, "{q}: dq");
     }
@@ -617,6 +633,32 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
         &one("quantization_config_int8.json"),
         "method=qlora&quant=int8",
         &[],
+    );
+    // A GPTQ checkpoint's config: its bits pick the base; groups of 128 are what peakplan counts.
+    check(
+        &one("quantization_config_gptq.json"),
+        "method=qlora&quant=gptq8",
+        &[],
+    );
+    let odd = import_one(
+        "quantization_config.json",
+        r#"{"quant_method": "gptq", "bits": 3, "group_size": 32}"#,
+    );
+    assert_eq!(odd.plan.quant, Plan::default().quant, "{:?}", odd.notes);
+    assert!(
+        odd.unsupported.iter().any(|u| u.contains("bits")),
+        "{:?}",
+        odd.unsupported
+    );
+    let grouped = import_one(
+        "quantization_config.json",
+        r#"{"quant_method": "gptq", "bits": 4, "group_size": 32}"#,
+    );
+    assert_eq!(grouped.plan.quant.key(), "gptq4");
+    assert!(
+        grouped.unsupported.iter().any(|u| u.contains("group_size")),
+        "{:?}",
+        grouped.unsupported
     );
     check(
         &one("config_with_quantization.json"),

@@ -97,7 +97,7 @@ impl Format {
     fn label(self) -> &'static str {
         match self {
             Format::Peft => "a PEFT adapter_config.json",
-            Format::Quant => "a bitsandbytes quantization_config",
+            Format::Quant => "a quantization_config (bitsandbytes or GPTQ)",
             Format::HfConfig => "a Hugging Face config.json",
             Format::TrainingArgs => "TrainingArguments",
             Format::DeepSpeed => "a DeepSpeed config",
@@ -762,7 +762,7 @@ fn detect(map: &Map<String, Value>) -> Option<Format> {
             "bnb_4bit_compute_dtype",
             "bnb_4bit_use_double_quant",
         ],
-    ) || get_str(map, "quant_method") == Some("bitsandbytes")
+    ) || matches!(get_str(map, "quant_method"), Some("bitsandbytes" | "gptq"))
     {
         return Some(Format::Quant);
     }
@@ -817,7 +817,7 @@ fn read_file(name: &str, text: &str) -> Result<Reader, ImportError> {
     let Some(format) = detect(map) else {
         let keys: Vec<&str> = map.keys().take(6).map(String::as_str).collect();
         return Err(fail(cat(
-            "is not a training config peakplan reads (a PEFT adapter_config.json, a bitsandbytes quantization_config or config.json, TrainingArguments JSON, a DeepSpeed JSON, an axolotl YAML or a peakplan torchtune override); its keys start with ",
+            "is not a training config peakplan reads (a PEFT adapter_config.json, a bitsandbytes or GPTQ quantization_config or config.json, TrainingArguments JSON, a DeepSpeed JSON, an axolotl YAML or a peakplan torchtune override); its keys start with ",
             &quote(&keys.join(", ")),
         )));
     };
@@ -980,9 +980,80 @@ fn read_peft(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError
     Ok(())
 }
 
+/// A GPTQ `quantization_config` (a quantized checkpoint's, or `GPTQConfig`'s): its bits pick `quant=gptq4` or
+/// `gptq8`; peakplan models auto-gptq's layout with groups of 128 inputs.
+#[inline(never)]
+fn read_gptq(r: &mut Reader, prefix: &str, map: &Map<String, Value>) {
+    let f = |k: &str| cat(prefix, k);
+    let field = f("bits");
+    match get(map, "bits").and_then(|v| r.uint(&field, v)) {
+        Some(4) => r.fact("quant", "gptq4", &field),
+        Some(8) => r.fact("quant", "gptq8", &field),
+        Some(other) => {
+            r.unsupported_value(&field, &num(other));
+            r.note_fmt(format_args!(
+                "{field} = {other}: peakplan models 4- and 8-bit GPTQ bases; the quantization is not in the plan"
+            ));
+            return;
+        }
+        None => {
+            r.note_fmt(format_args!(
+                "{} is gptq without bits: planned as 4-bit (quant=gptq4)",
+                f("quant_method")
+            ));
+            r.fact("quant", "gptq4", &f("quant_method"));
+        }
+    }
+    r.fact("method", "qlora", &f("quant_method"));
+    if let Some(g) = get(map, "group_size") {
+        let field = f("group_size");
+        if r.uint(&field, g) != Some(128) {
+            r.unsupported(&field);
+            r.note_fmt(format_args!(
+                "{field} is not 128: peakplan counts a scale and a zero point per 128 inputs"
+            ));
+        }
+    }
+    r.rest(
+        prefix,
+        map,
+        &["quant_method", "bits", "group_size"],
+        &[
+            "desc_act",
+            "sym",
+            "damp_percent",
+            "true_sequential",
+            "static_groups",
+            "model_name_or_path",
+            "model_file_base_name",
+            "use_exllama",
+            "exllama_config",
+            "disable_exllama",
+            "use_cuda_fp16",
+            "dataset",
+            "tokenizer",
+            "checkpoint_format",
+            "meta",
+            "module_name_preceding_first_block",
+            "block_name_to_quantize",
+            "modules_in_block_to_quantize",
+            "cache_block_outputs",
+            "max_input_length",
+            "batch_size",
+            "pad_token_id",
+            "use_marlin",
+            "backend",
+        ],
+    );
+}
+
 #[inline(never)]
 fn read_quant(r: &mut Reader, prefix: &str, map: &Map<String, Value>) {
     let f = |k: &str| cat(prefix, k);
+    if get_str(map, "quant_method") == Some("gptq") {
+        read_gptq(r, prefix, map);
+        return;
+    }
     if let Some(m) = get_str(map, "quant_method") {
         if m != "bitsandbytes" {
             let field = f("quant_method");
@@ -1390,10 +1461,16 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
     }
     let four = r.on(map, "load_in_4bit");
     let eight = r.on(map, "load_in_8bit");
+    let gptq = r.on(map, "gptq");
     let method = match get(map, "adapter") {
         None | Some(Value::Null) => Some(Method::Full),
         Some(Value::String(s)) if s.is_empty() => Some(Method::Full),
         Some(Value::String(s)) if s == "qlora" => Some(Method::Qlora),
+        Some(Value::String(s)) if s == "lora" && gptq => {
+            r.note("adapter is lora with gptq: true: LoRA over a GPTQ checkpoint, whose own bits decide (quant=gptq4 unless the plan says gptq8)");
+            r.fact_also("quant", "gptq4", &["gptq8"], "gptq");
+            Some(Method::Qlora)
+        }
         Some(Value::String(s)) if s == "lora" && four => {
             r.note("adapter is lora with load_in_4bit: true, which is QLoRA");
             Some(Method::Qlora)
@@ -1549,6 +1626,7 @@ fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) {
             "adapter",
             "load_in_4bit",
             "load_in_8bit",
+            "gptq",
             "lora_r",
             "lora_dropout",
             "lora_target_linear",

@@ -283,6 +283,8 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     let (model_type, config) = model_config(arch, plan.seq_len);
     let peft = plan.method != Method::Full;
     let qlora = plan.method == Method::Qlora;
+    let gptq = qlora && plan.quant.gptq_bits().is_some();
+    let gptq_bits = plan.quant.gptq_bits().map(num).unwrap_or_default();
     let ds = uses_deepspeed(plan);
     // Layers split by device_map run in one process.
     let split = plan.gpus > 1 && plan.split_layers;
@@ -324,13 +326,14 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     for (on, name) in [
         (peft, " peft"),
         (
-            qlora
+            (qlora && !gptq)
                 || matches!(
                     plan.optimizer,
                     Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit | Optimizer::PagedAdamw32bit
                 ),
             " bitsandbytes",
         ),
+        (gptq, " optimum auto-gptq"),
         (ds, " deepspeed"),
         (fused || plan.liger, " liger-kernel"),
         (plan.attn == Attn::Flash, " flash-attn"),
@@ -444,6 +447,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "adapter_dtype" => torch_dtype(plan.adapter_dtype),
         "adtype" => plan.adapter_dtype.key(),
         "quant" => plan.quant.key(),
+        "gptq_bits" => &gptq_bits,
         "compute_dtype" => compute_dtype,
         "zero" => &zero,
         "ds_batch" => &ds_batch,
@@ -483,6 +487,9 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         "qlora" => qlora,
         "kernel" => plan.loss == Loss::Kernel,
         "int8" => qlora && plan.quant == Quant::Int8,
+        "nf4_fp4" => qlora && matches!(plan.quant, Quant::Nf4 | Quant::Fp4),
+        "gptq" => gptq,
+        "bnb" => qlora && !gptq,
         "adapter" => peft,
         "gc" => plan.grad_checkpointing,
         "bf16" => amp_bf16,
