@@ -39,7 +39,7 @@ pub fn Accuracy() -> impl IntoView {
                     s.points.len(), s.median_abs_pct, s.within_10_share * 100.0, s.outcomes_right, s.outcomes_total, s.skipped
                 )}</p>
             })}
-            <p data-testid="accuracy-varlen">"Most points well below the diagonal are runs whose batches vary in length (no packing): PyTorch's caching allocator keeps blocks sized for earlier lengths that a longer batch cannot reuse, so max_memory_reserved and nvidia-smi grow past the step's own memory (ms-swift's runs by about 40 B per logit of the longest batch). Pack sequences, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or leave that much more headroom."</p>
+            <p data-testid="accuracy-varlen">"Most points well below the diagonal are runs whose batches vary in length (no packing): PyTorch's caching allocator keeps blocks sized for earlier lengths that a longer batch cannot reuse, so max_memory_reserved and nvidia-smi grow past the step's own memory (ms-swift's runs by about 40 B per logit of the longest batch). Pack sequences, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the allocator select above: expandable), or leave that much more headroom."</p>
             <canvas node_ref=canvas role="img" aria-label="Predicted against measured peak memory, with the diagonal and a 10% band"></canvas>
         </details>
     }
