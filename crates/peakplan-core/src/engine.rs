@@ -1120,20 +1120,34 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // for its input's gradient (autocast caches only casts of weights that train). Checkpointing recomputes them
     // one layer at a time.
     // Sharded, the gathered layer is that copy (see ShardBuffers).
-    // A GPTQ base does the same: above 128 tokens auto-gptq's QuantLinear dequantizes its weight to 16-bit and
-    // multiplies with `torch.matmul`, which keeps that weight for the input's gradient.
+    // A GPTQ base does the same: auto-gptq's QuantLinear, in its PyTorch path (above 128 tokens, and always
+    // under ms-swift), dequantizes its weight to 16-bit and multiplies with `torch.matmul`, which keeps that weight
+    // for the input's gradient.
     let gptq = plan.method == Method::Qlora && plan.quant.gptq_bits().is_some();
-    let copies_per_layer =
-        if (d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast) || gptq {
-            d.c * arch.layer_linear_weight_params() as Count
-        } else {
-            0.0
-        };
-    let weight_copies = if plan.grad_checkpointing {
-        0.0
+    let fp32_frozen_base = d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast;
+    let copies_per_layer = if fp32_frozen_base || gptq {
+        d.c * arch.layer_linear_weight_params() as Count
     } else {
-        kept_layers * copies_per_layer
+        0.0
     };
+    // The frozen fp32 head is cast the same way for each matmul it takes part in: once for the whole batch, or
+    // once per 128-token chunk of litgpt's chunked head, each copy kept until that chunk's backward.
+    let head_copies = if fp32_frozen_base && !head_trainable && plan.loss == Loss::Standard {
+        let chunks = if plan.framework == Framework::Litgpt {
+            ceil_div(positions(plan), 128.0)
+        } else {
+            1.0
+        };
+        chunks * d.c * arch.vocab as Count * h
+    } else {
+        0.0
+    };
+    let weight_copies = head_copies
+        + if plan.grad_checkpointing {
+            0.0
+        } else {
+            kept_layers * copies_per_layer
+        };
     set(&mut comp, Kind::WeightCopies, weight_copies);
     let (saved_all, scores_all, ckpt) = if plan.grad_checkpointing {
         (final_norm + head_input, 0.0, kept_layers * d.r * n * h)

@@ -817,14 +817,18 @@ mod levers {
     #[test]
     fn an_fp32_base_under_autocast_keeps_16_bit_weight_copies() {
         // The layer's linears: q, k, v, o (64 x 64 each) and gate, up, down (64 x 128 each): 40,960 weights,
-        // each cast to bf16 for its matmul and kept for backward: 81,920 B. The base itself is fp32.
+        // each cast to bf16 for its matmul and kept for backward: 81,920 B; and the frozen head (100 x 64),
+        // 12,800 B. The base itself is fp32.
         let e = run("upcast=1&prec=amp_bf16");
-        assert_eq!(e.component(Kind::WeightCopies), 81_920);
+        assert_eq!(e.component(Kind::WeightCopies), 81_920 + 12_800);
         assert_eq!(e.component(Kind::BaseWeights), 4 * e.total_params);
-        // Under checkpointing only the recomputed layer casts them again.
+        // Under checkpointing only the recomputed layer casts them again; the head is not checkpointed.
         let gc = run("upcast=1&prec=amp_bf16&gc=1");
-        assert_eq!(gc.component(Kind::WeightCopies), 0);
+        assert_eq!(gc.component(Kind::WeightCopies), 12_800);
         assert!(gc.component(Kind::BackwardWork) > 81_920);
+        // litgpt runs its head once per 128-token chunk, and casts it each time: 300 tokens, 3 copies.
+        let litgpt = run("upcast=1&prec=amp_bf16&fw=litgpt&s=300");
+        assert_eq!(litgpt.component(Kind::WeightCopies), 81_920 + 3 * 12_800);
         // A 16-bit base under autocast casts nothing.
         assert_eq!(run("prec=amp_bf16").component(Kind::WeightCopies), 0);
     }
