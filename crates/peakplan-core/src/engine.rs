@@ -120,6 +120,8 @@ components! {
         "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
     WeightCopies => "weight_copies", Activations, "16-bit weight copies",
         "an fp32 frozen base under autocast casts each weight to 16-bit for its matmul, and a GPTQ base dequantizes each to 16-bit; the linear keeps that copy for backward, so each layer holds a 16-bit copy of its linear weights until its backward";
+    KvCache => "kv_cache", Activations, "Returned key/value cache",
+        "a Hugging Face model trained without checkpointing keeps use_cache on and returns every layer's keys and values; under grouped-query attention (SDPA, eager) attention keeps head-expanded copies, so the cache is extra: through forward under the Trainer, through backward and the step in loops that keep the output (hold)";
     PreviousInputs => "previous_inputs", Activations, "Previous micro-batch's 4-bit inputs",
         "bitsandbytes up to 0.44 kept each 4-bit matmul's input on its autograd node, which backward does not free; litgpt's loop holds the graph until the next forward returns, so those inputs are still there at its end";
     Logits => "logits", Activations, "Logits and loss",
@@ -1261,6 +1263,32 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     let logits_bwd = logits_bwd + held_logits;
     set(&mut comp, Kind::Logits, logits_fwd.max(logits_bwd));
+    // Without checkpointing a Hugging Face model leaves `use_cache` on in training and fills a key/value cache with
+    // every layer's rotated keys and values, unexpanded, returned with the output. Where attention works on
+    // head-expanded copies (grouped-query attention under SDPA or eager) the cache's tensors are extra; flash
+    // kernels keep the grouped ones themselves. The cache goes when the loop drops the output: before backward
+    // under the Trainer, after the step in loops that keep it (`hold`).
+    let kv_cache = if plan.framework == Framework::Hf
+        && !plan.grad_checkpointing
+        && plan.attn != Attn::Flash
+        && arch.kv_dim() < arch.q_dim()
+    {
+        layers
+            * 2.0
+            * d.c
+            * arch.kv_dim() as Count
+            * (n + plan.micro_batch as Count * prefix_tokens(plan))
+    } else {
+        0.0
+    };
+    set(&mut comp, Kind::KvCache, kv_cache);
+    let held_kv = if plan.hold_logits_bits > 0 {
+        kv_cache
+    } else {
+        0.0
+    };
+    // What a loop that keeps the model output holds through backward and the step.
+    let held_output = held_logits + held_kv;
 
     // ---- Working memory of backward: one layer's activation gradients, and one recomputed layer under checkpointing.
     let k_route = if arch.experts > 1 {
@@ -1379,10 +1407,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     set(&mut comp, Kind::InputBuffers, inputs);
     let other_resident = ddp_buckets + inputs;
-    let acts_fwd = saved_all + weight_copies + scores_all + ckpt + logits_fwd + previous_inputs;
+    let acts_fwd =
+        saved_all + weight_copies + scores_all + ckpt + logits_fwd + previous_inputs + kv_cache;
     // Backward starts at the loss with everything saved; its layers then trade activations for gradients.
-    let bwd_at_loss = saved_all + weight_copies + scores_all + ckpt + logits_bwd;
-    let bwd_in_layers_acts = saved_all + weight_copies + scores_all + ckpt + held_logits;
+    let bwd_at_loss = saved_all + weight_copies + scores_all + ckpt + logits_bwd + held_kv;
+    let bwd_in_layers_acts = saved_all + weight_copies + scores_all + ckpt + held_output;
     // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
     let step_temps_in_bwd = if plan.optimizer_in_backward {
         opt_temps
@@ -1395,7 +1424,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         0.0
     };
     let bwd_in_layers = bwd_in_layers_acts + backward_work + dequant + gather + step_in_bwd;
-    let bwd_end = grads + grad_flow + dequant + gather + step_temps_in_bwd + held_logits;
+    let bwd_end = grads + grad_flow + dequant + gather + step_temps_in_bwd + held_output;
     // Loading a QLoRA model quantizes one weight at a time: its 16-bit copy, and with the wide quantizer two
     // (weights x 16) 16-bit tensors comparing every weight with the 16 NF4 values.
     let load_transient = if plan.method == Method::Qlora
@@ -1443,7 +1472,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             weights,
             grads,
             optimizer,
-            held_logits,
+            held_output,
             other_resident + grad_flow + dequant + gather + step_temps_in_bwd,
         ]
     };
@@ -1451,7 +1480,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         weights,
         grads,
         optimizer,
-        held_logits,
+        held_output,
         other_resident + opt_temps,
     ];
     let to_phase = |a: [Count; 5], sat: &mut bool| PhaseMemory {

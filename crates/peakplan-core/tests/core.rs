@@ -758,6 +758,37 @@ mod levers {
     }
 
     #[test]
+    fn a_hugging_face_model_without_checkpointing_returns_a_key_value_cache() {
+        // Grouped-query attention: 4 heads over 2 key/value heads of 16. SDPA keeps head-expanded copies, so the
+        // cache's unexpanded keys and values are extra: 2 x 2 B x 32 wide x 8 tokens = 1,024 B for the layer.
+        let gqa = Architecture::llama("tiny-gqa", 1, 64, 128, 4, 2, 100);
+        let p = |q: &str| {
+            let base = "method=lora&r=2&targets=q,v&b=1&s=8&gc=0&prec=bf16&adtype=bf16&attn=sdpa";
+            Plan::parse_query_over(Plan::parse_query(base).plan, q).plan
+        };
+        let e = estimate(&gqa, &p(""));
+        assert_eq!(e.component(Kind::KvCache), 1_024);
+        // The Trainer drops the output before backward: the cache adds to the end of forward only.
+        let fwd = |e: &Estimate| e.phase(Phase::Forward).activations;
+        let bwd = |e: &Estimate| e.phase(Phase::Backward).activations;
+        let without = estimate(&gqa, &p("gc=1")); // checkpointing turns use_cache off
+        assert_eq!(without.component(Kind::KvCache), 0);
+        // A loop that keeps the output keeps the cache through backward too, beside the 16-bit logits
+        // (2 B x 800 = 1,600 B).
+        let held = estimate(&gqa, &p("hold=16"));
+        assert_eq!(bwd(&held) - bwd(&e), 1_600 + 1_024);
+        assert!(fwd(&e) >= 1_024);
+        // Flash kernels keep the grouped keys and values themselves; a head per key/value adds nothing either.
+        assert_eq!(estimate(&gqa, &p("attn=flash")).component(Kind::KvCache), 0);
+        assert_eq!(run("").component(Kind::KvCache), 0);
+        // Other frameworks' models build no such cache.
+        assert_eq!(
+            estimate(&gqa, &p("fw=torchtune")).component(Kind::KvCache),
+            0
+        );
+    }
+
+    #[test]
     fn an_emptied_or_expandable_cache_strands_no_transient_block() {
         // Warm, the cache holds about one largest transient block beside the rounded peak: here the fp32 upcast
         // of the logits, 4 B x 800 = 3,200 B. An emptied cache or expandable segments keep only the rounding.
