@@ -1144,13 +1144,13 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     } else {
         0.0
     };
-    let weight_copies = head_copies
-        + if plan.grad_checkpointing {
-            0.0
-        } else {
-            kept_layers * copies_per_layer
-        };
-    set(&mut comp, Kind::WeightCopies, weight_copies);
+    let weight_copies = if plan.grad_checkpointing {
+        0.0
+    } else {
+        kept_layers * copies_per_layer
+    };
+    // The head's backward runs first, so its copies are gone before backward reaches the layers.
+    set(&mut comp, Kind::WeightCopies, weight_copies + head_copies);
     let (saved_all, scores_all, ckpt) = if plan.grad_checkpointing {
         (final_norm + head_input, 0.0, kept_layers * d.r * n * h)
     } else {
@@ -1407,10 +1407,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     set(&mut comp, Kind::InputBuffers, inputs);
     let other_resident = ddp_buckets + inputs;
-    let acts_fwd =
-        saved_all + weight_copies + scores_all + ckpt + logits_fwd + previous_inputs + kv_cache;
+    let acts_fwd = saved_all
+        + weight_copies
+        + head_copies
+        + scores_all
+        + ckpt
+        + logits_fwd
+        + previous_inputs
+        + kv_cache;
     // Backward starts at the loss with everything saved; its layers then trade activations for gradients.
-    let bwd_at_loss = saved_all + weight_copies + scores_all + ckpt + logits_bwd + held_kv;
+    let bwd_at_loss =
+        saved_all + weight_copies + head_copies + scores_all + ckpt + logits_bwd + held_kv;
     let bwd_in_layers_acts = saved_all + weight_copies + scores_all + ckpt + held_output;
     // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
     let step_temps_in_bwd = if plan.optimizer_in_backward {
