@@ -375,7 +375,7 @@ fn adapted(plan: &Plan, l: &Linear) -> bool {
 /// bitsandbytes' 4-bit and 8-bit matmuls up to 0.44 keep their input for backward (`qsave=1`); GPTQ's keep the
 /// dequantized weight instead (see `copies_per_layer`).
 fn bnb_saves_input(plan: &Plan) -> bool {
-    plan.method == Method::Qlora && plan.qlora_saves_input && plan.quant.gptq_bits().is_none()
+    plan.method == Method::Qlora && plan.qlora_saves_input && plan.gptq_bits().is_none()
 }
 
 /// Norm weights train under full fine-tuning and LayerNorm tuning. A trainable norm weight multiplies the
@@ -1125,7 +1125,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // A GPTQ base does the same: auto-gptq's QuantLinear, in its PyTorch path (above 128 tokens, and always
     // under ms-swift), dequantizes its weight to 16-bit and multiplies with `torch.matmul`, which keeps that weight
     // for the input's gradient.
-    let gptq = plan.method == Method::Qlora && plan.quant.gptq_bits().is_some();
+    let gptq = plan.gptq_bits().is_some();
     let fp32_frozen_base = d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast;
     let copies_per_layer = if fp32_frozen_base || gptq {
         d.c * arch.layer_linear_weight_params() as Count
@@ -1434,14 +1434,13 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let bwd_end = grads + grad_flow + dequant + gather + step_temps_in_bwd + held_output;
     // Loading a QLoRA model quantizes one weight at a time: its 16-bit copy, and with the wide quantizer two
     // (weights x 16) 16-bit tensors comparing every weight with the 16 NF4 values.
-    let load_transient = if plan.method == Method::Qlora
-        && plan.quantize_at_load_wide
-        && plan.quant.gptq_bits().is_none()
-    {
-        (2.0 + 2.0 * 16.0 * 2.0) * largest_linear
-    } else {
-        0.0
-    };
+    let load_transient =
+        if plan.method == Method::Qlora && plan.quantize_at_load_wide && plan.gptq_bits().is_none()
+        {
+            (2.0 + 2.0 * 16.0 * 2.0) * largest_linear
+        } else {
+            0.0
+        };
     set(&mut comp, Kind::LoadTransient, load_transient);
     let load = [
         weights,

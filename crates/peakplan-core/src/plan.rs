@@ -484,6 +484,13 @@ impl Plan {
             && self.loss == Loss::Standard
     }
 
+    /// Bits of the plan's GPTQ base: `Some` for a quantized-base plan over a GPTQ checkpoint.
+    pub fn gptq_bits(&self) -> Option<u64> {
+        self.quant
+            .gptq_bits()
+            .filter(|_| self.method == Method::Qlora)
+    }
+
     /// Applies one key; on error the plan is unchanged and the message names the key and accepted values.
     pub fn set(&mut self, key: &str, v: &str) -> Result<(), String> {
         match key {

@@ -465,7 +465,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         "full" => Method::Full,
         "lora" | "dora" => Method::Lora,
         "other" if peft != Peft::Lora => Method::Lora,
-        // LoRA over an LLM.int8 base: the quantized-base method with 8-bit weights.
+        // LoRA over a quantized base (bitsandbytes 4-bit, LLM.int8 or GPTQ): the quantized-base method.
         "qlora" | "lora-int8" | "qlora-gptq" => Method::Qlora,
         "other" => {
             return Err(format!(

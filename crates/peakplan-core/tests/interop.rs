@@ -258,7 +258,7 @@ fn python_exports_compile_and_name_the_plan() {
             ),
             _ => {}
         }
-        if let Some(bits) = p.quant.gptq_bits().filter(|_| p.method == Method::Qlora) {
+        if let Some(bits) = p.gptq_bits() {
             assert!(
                 src.contains(&format!("GPTQConfig(bits={bits}, use_exllama=False)"))
                     && !src.contains("BitsAndBytesConfig(")

@@ -171,7 +171,7 @@ pub(crate) fn axolotl(plan: &Plan, arch: &Architecture) -> String {
         "multi" => plan.gpus > 1,
         "lora" => plan.method == Method::Lora,
         "qlora" => plan.method == Method::Qlora && matches!(plan.quant, Quant::Nf4 | Quant::Fp4),
-        "gptq" => plan.method == Method::Qlora && plan.quant.gptq_bits().is_some(),
+        "gptq" => plan.gptq_bits().is_some(),
         "int8" => plan.method == Method::Qlora && plan.quant == Quant::Int8,
         "dq" => plan.double_quant,
         "adapter" => plan.method != Method::Full,

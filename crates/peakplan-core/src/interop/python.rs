@@ -283,8 +283,9 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     let (model_type, config) = model_config(arch, plan.seq_len);
     let peft = plan.method != Method::Full;
     let qlora = plan.method == Method::Qlora;
-    let gptq = qlora && plan.quant.gptq_bits().is_some();
-    let gptq_bits = plan.quant.gptq_bits().map(num).unwrap_or_default();
+    let gptq_bits = plan.gptq_bits();
+    let gptq = gptq_bits.is_some();
+    let gptq_bits = gptq_bits.map(num).unwrap_or_default();
     let ds = uses_deepspeed(plan);
     // Layers split by device_map run in one process.
     let split = plan.gpus > 1 && plan.split_layers;
