@@ -630,11 +630,24 @@ mod levers {
         Architecture::llama("tiny", 1, 64, 128, 4, 4, 100)
     }
 
-    fn run(extra: &str) -> Estimate {
+    /// The levers' baseline plan (q,v LoRA of rank 2 over 8 tokens, bf16, no checkpointing) with `extra` applied.
+    fn plan(extra: &str) -> Plan {
         let base = "method=lora&r=2&targets=q,v&b=1&s=8&gc=0&prec=bf16&adtype=bf16&attn=sdpa";
         let p = Plan::parse_query_over(Plan::parse_query(base).plan, extra);
         assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
-        estimate(&tiny(), &p.plan)
+        p.plan
+    }
+
+    fn run(extra: &str) -> Estimate {
+        estimate(&tiny(), &plan(extra))
+    }
+
+    /// A q,v LoRA of rank 2 over 8 tokens in bf16 with the plan defaults otherwise, for multi-layer models.
+    fn layered_plan(extra: &str) -> Plan {
+        Plan::parse_query(&format!(
+            "method=lora&r=2&targets=q,v&b=1&s=8&prec=bf16&{extra}"
+        ))
+        .plan
     }
 
     fn saved(e: &Estimate) -> i64 {
@@ -764,10 +777,7 @@ mod levers {
         // Grouped-query attention: 4 heads over 2 key/value heads of 16. SDPA keeps head-expanded copies, so the
         // cache's unexpanded keys and values are extra: 2 x 2 B x 32 wide x 8 tokens = 1,024 B for the layer.
         let gqa = Architecture::llama("tiny-gqa", 1, 64, 128, 4, 2, 100);
-        let p = |q: &str| {
-            let base = "method=lora&r=2&targets=q,v&b=1&s=8&gc=0&prec=bf16&adtype=bf16&attn=sdpa";
-            Plan::parse_query_over(Plan::parse_query(base).plan, q).plan
-        };
+        let p = plan;
         let e = estimate(&gqa, &p(""));
         assert_eq!(e.component(Kind::KvCache), 1_024);
         // The Trainer drops the output before backward: the cache adds to the end of forward only.
@@ -826,12 +836,7 @@ mod levers {
     #[test]
     fn activation_offloading_keeps_two_layers_on_the_gpu() {
         let four = Architecture::llama("tiny4", 4, 64, 128, 4, 4, 100);
-        let p = |q: &str| {
-            Plan::parse_query(&format!(
-                "method=lora&r=2&targets=q,v&b=1&s=8&prec=bf16&{q}"
-            ))
-            .plan
-        };
+        let p = layered_plan;
         // Checkpointed inputs: 4 layers x n x h x 2 B = 4,096 B; offloaded, the two layers in flight: 2,048 B.
         let on = estimate(&four, &p("gc=1&aoff=1"));
         assert_eq!(
@@ -996,12 +1001,7 @@ mod levers {
         // 5 layers on 2 GPUs: the fuller GPU runs 3 of them, with the head and the logits, on its own.
         let five = Architecture::llama("tiny5", 5, 64, 128, 4, 4, 100);
         let three = Architecture::llama("tiny3", 3, 64, 128, 4, 4, 100);
-        let p = |q: &str| {
-            Plan::parse_query(&format!(
-                "method=lora&r=2&targets=q,v&b=1&s=8&prec=bf16&{q}"
-            ))
-            .plan
-        };
+        let p = layered_plan;
         let split = estimate(&five, &p("gpus=2&split=1&zero=3"));
         let slice = estimate(&three, &p("gpus=1"));
         assert_eq!(split.components, slice.components);
