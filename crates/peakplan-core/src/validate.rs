@@ -360,6 +360,62 @@ fn grad_accumulation_of(text: &str) -> u64 {
     1
 }
 
+/// `train.global_batch_size` of the litgpt config-hub files the benchmark rows cite, read from litgpt's
+/// repository (`config_hub/finetune/<model>/<method>.yaml`; every one sets `devices: 1`). A row names its config
+/// in `source_ref` and its micro-batch in its own column; litgpt accumulates
+/// `global_batch_size / devices / micro_batch_size` micro-batches per optimizer step (`TrainArgs` in
+/// `litgpt/args.py`), and between them full fine-tuning keeps the previous micro-batches' gradients.
+const LITGPT_GLOBAL_BATCH: &[(&str, u64)] = &[
+    ("falcon-7b/lora.yaml", 8),
+    ("falcon-7b/qlora.yaml", 8),
+    ("gemma-2b/lora.yaml", 6),
+    ("gemma-2b/qlora.yaml", 6),
+    ("gemma-7b/lora.yaml", 6),
+    ("gemma-7b/qlora.yaml", 6),
+    ("gemma2-2b/lora.yaml", 6),
+    ("gemma2-2b/qlora.yaml", 6),
+    ("gemma2-9b/lora.yaml", 6),
+    ("gemma2-9b/qlora.yaml", 6),
+    ("llama-2-7b/lora.yaml", 8),
+    ("llama-2-7b/qlora.yaml", 8),
+    ("llama-3-8b/lora.yaml", 8),
+    ("llama-3-8b/qlora.yaml", 8),
+    ("llama-3.1-8b/lora.yaml", 8),
+    ("llama-3.1-8b/qlora.yaml", 8),
+    ("llama-3.2-1b/lora.yaml", 8),
+    ("llama-3.2-1b/qlora.yaml", 8),
+    ("llama-3.2-3b/lora.yaml", 8),
+    ("llama-3.2-3b/qlora.yaml", 8),
+    ("mistral-7b/lora.yaml", 8),
+    ("mistral-7b/qlora.yaml", 8),
+    ("phi-2/lora.yaml", 8),
+    ("phi-2/qlora.yaml", 8),
+    ("phi-3/lora.yaml", 8),
+    ("phi-3/qlora.yaml", 8),
+    ("stablelm-base-alpha-3b/lora.yaml", 8),
+    ("stablelm-base-alpha-3b/qlora.yaml", 8),
+    ("tiny-llama/full.yaml", 32),
+    ("tiny-llama/lora.yaml", 8),
+    ("tiny-llama/qlora.yaml", 8),
+];
+
+/// Gradient accumulation of a litgpt config-hub run from the config its `source_ref` cites (lower-cased);
+/// 1 when it cites none of them.
+fn litgpt_config_accumulation(source_ref: &str, micro_batch: u64) -> u64 {
+    const HUB: &str = "config_hub/finetune/";
+    // The README is cited before the config: look the path up after every mention of the hub.
+    let global = source_ref.match_indices(HUB).find_map(|(at, _)| {
+        let cited = &source_ref[at + HUB.len()..];
+        LITGPT_GLOBAL_BATCH
+            .iter()
+            .find(|(path, _)| cited.starts_with(path))
+            .map(|&(_, global)| global)
+    });
+    global.map_or(1, |global| {
+        (global / micro_batch.max(1)).clamp(1, crate::plan::MAX_GRAD_ACCUMULATION)
+    })
+}
+
 /// The memory of one GPU named like "NVIDIA A100 80GB" (the number before "GB", in 10^9 bytes).
 fn gpu_capacity_bytes(gpu: &str) -> Option<f64> {
     let upper = gpu.to_uppercase();
@@ -679,6 +735,10 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     };
     let features = r.lower("other_memory_features");
     plan.grad_accumulation = grad_accumulation_of(&format!("{features} {}", r.lower("framework")));
+    if plan.grad_accumulation == 1 && framework == Framework::Litgpt {
+        plan.grad_accumulation =
+            litgpt_config_accumulation(&r.lower("source_ref"), plan.micro_batch);
+    }
     plan.compile = features.contains("compile")
         && !features.contains("compile off")
         && !features.contains("no compile");
