@@ -1,6 +1,8 @@
 //! peakplan-web: the Leptos planner page. `main.rs` only mounts; components live in [`app`] and its siblings,
 //! logic in plain Rust types ([`scale`], and the core).
 
+pub mod accuracy_table;
+pub mod html;
 pub mod planner;
 pub mod scale;
 

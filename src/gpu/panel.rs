@@ -8,6 +8,7 @@
 
 use super::device::{webgpu_present, GpuError, StepPhase};
 use super::runner::{measure, Measurement, RunOptions, StepRecord};
+use crate::html::esc;
 use leptos::prelude::*;
 use peakplan_core::micro::{MicroAttention, MicroConfig, MicroLoss};
 use peakplan_core::units::format_bytes;
@@ -59,22 +60,6 @@ fn describe(c: &MicroConfig) -> String {
             MicroLoss::Chunked(_) => format!("chunked ({} tokens)", c.loss_chunk()),
         }
     )
-}
-
-/// Escapes text for HTML content and attribute values.
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
 }
 
 /// `v` with `d` decimals, rounded half up. Integer arithmetic only: Rust's float formatting would add kilobytes of

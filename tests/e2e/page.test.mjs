@@ -177,6 +177,12 @@ await test('the accuracy section shows the validation scatter and its median err
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; const set = new Set();
     for (let i = 0; i < d.length; i += 4 * 31) set.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]); return set.size; });
   assert(colors > 3, `scatter looks empty (${colors} colors)`);
+  // One line per publisher of runs, their peaks adding up to the scatter's points.
+  const rows = await page.locator('[data-testid="accuracy-sources"] tbody tr').allTextContents();
+  assert(rows.length >= 3, `publisher table rows: ${rows.length}`);
+  const peaks = await page.locator('[data-testid="accuracy-sources"] tbody tr td:nth-child(2)').allTextContents();
+  const total = Number(/Over (\d+) measured peaks/.exec(text)[1]);
+  assert(peaks.reduce((a, p) => a + Number(p), 0) === total, `publisher peaks ${peaks} vs ${total}`);
   await page.locator('[data-testid="accuracy"]').screenshot({ path: path.join(out, 'accuracy.png') });
 });
 

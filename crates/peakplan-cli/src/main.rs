@@ -361,6 +361,21 @@ fn validate_cmd(path: &str) -> Result<String> {
     for (id, why) in &report.skipped {
         out.push_str(&format!("  skipped {id}: {why}\n"));
     }
+    let sources = report.by_source();
+    if !sources.is_empty() {
+        out.push_str(
+            "\nby source                                 peaks   median |error|   within 10%\n",
+        );
+        for s in sources {
+            out.push_str(&format!(
+                "{:<40} {:>7} {:>15.1}% {:>11.0}%\n",
+                s.source.chars().take(40).collect::<String>(),
+                s.peaks,
+                s.median_abs_pct,
+                s.within_10_share * 100.0
+            ));
+        }
+    }
     Ok(out)
 }
 

@@ -586,6 +586,41 @@ fn validation_replays_every_row_and_holds_its_ground() {
 }
 
 #[test]
+fn each_publisher_gets_its_own_error_figures() {
+    use peakplan_core::validate::source_label;
+    for (source, label) in [
+        (
+            "modelscope/ms-swift docs/source_en/LLM/Benchmark.md",
+            "modelscope/ms-swift",
+        ),
+        ("QLoRA paper (Dettmers et al. 2023)", "QLoRA paper"),
+        ("LLaMA-Factory", "LLaMA-Factory"),
+        ("pytorch/torchtune, PR #961", "pytorch/torchtune"),
+        ("  ", "unnamed source"),
+    ] {
+        assert_eq!(source_label(source), label, "{source:?}");
+    }
+    let report = peakplan_core::validate::validate(&data("measured.csv")).unwrap();
+    let sources = report.by_source();
+    let peaks = report
+        .rows
+        .iter()
+        .filter(|r| r.error_pct().is_some())
+        .count();
+    assert_eq!(sources.iter().map(|s| s.peaks).sum::<usize>(), peaks);
+    assert!(sources.windows(2).all(|w| w[0].peaks >= w[1].peaks));
+    // A publisher with one row has that row's error as its median.
+    let one = "id,source,arch_family,method,measured_bytes,value_kind,metric,model,n_layers,hidden_size,intermediate_size,n_heads,vocab_size,micro_batch_size,seq_len\n\
+               a,someone/somewhere notes,llama,lora,10000000000,measured_peak,torch.cuda.max_memory_allocated,Llama-2-7b,32,4096,11008,32,32000,1,512\n";
+    let r = peakplan_core::validate::validate(one).unwrap();
+    let s = r.by_source();
+    assert_eq!(s.len(), 1, "{:?} {:?}", r.rows, r.skipped);
+    assert_eq!(s[0].source, "someone/somewhere");
+    assert_eq!(s[0].peaks, 1);
+    assert!((s[0].median_abs_pct - r.rows[0].error_pct().unwrap().abs()).abs() < 1e-9);
+}
+
+#[test]
 fn a_second_peak_in_another_metric_is_a_row_of_its_own() {
     let text = data("measured.csv");
     let mut lines = text.lines();
