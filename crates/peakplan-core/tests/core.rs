@@ -885,6 +885,28 @@ mod levers {
     }
 
     #[test]
+    fn a_chunked_trainable_head_sums_its_gradient_out_of_place() {
+        // Full fine-tuning with torchtune's chunked loss over a 1000-word vocabulary: each of the 8 head matmuls
+        // makes a 1000 x 64 x 2 B = 128,000 B weight gradient. At the first sum two shares and the sum exist, and
+        // six of the eight chunks' logit gradients wait (6/8 x 8 tokens x 1000 x 2 B = 12,000 B).
+        let wide = Architecture::llama("wide", 1, 64, 128, 4, 4, 1000);
+        let e = estimate(
+            &wide,
+            &plan("method=full&fw=torchtune&loss=chunked&compile=1&oib=1"),
+        );
+        assert_eq!(e.peak_phase, Phase::Backward);
+        let bwd = e.phases[Phase::Backward as usize];
+        assert_eq!(bwd.gradients, 3 * 128_000);
+        assert_eq!(
+            bwd.activations,
+            e.component(Kind::SavedActivations) + 12_000
+        );
+        // A frozen head (LoRA) has no such moment: backward peaks at the loss, with no gradient yet.
+        let lora = estimate(&wide, &plan("fw=torchtune&loss=chunked&compile=1"));
+        assert_eq!(lora.phases[Phase::Backward as usize].gradients, 0);
+    }
+
+    #[test]
     fn activation_offloading_keeps_two_layers_on_the_gpu() {
         let four = Architecture::llama("tiny4", 4, 64, 128, 4, 4, 100);
         let p = layered_plan;
@@ -1127,7 +1149,8 @@ mod levers {
         let grads_in = |q: &str, phase: usize| run(q).phases[phase].gradients;
         let all = run("method=full").component(Kind::Gradients);
         assert_eq!(grads_in("method=full&ga=4", 1), all);
-        assert_eq!(grads_in("method=full&ga=4", 2), all);
+        // Backward peaks in the head's backward, whose new share (100 x 64 x 2 B) waits beside the held `.grad`.
+        assert_eq!(grads_in("method=full&ga=4", 2), all + 12_800);
         assert_eq!(grads_in("method=full", 1), 0);
         // Optimizer-in-backward steps every micro-batch, so there is nothing to hold.
         assert_eq!(grads_in("method=full&ga=4&oib=1", 1), 0);
@@ -1182,9 +1205,9 @@ mod levers {
         assert_eq!(logits("loss=standard"), 9_600);
         assert_eq!(logits("loss=standard&compile=1"), 6_400);
         // CEWithChunkedOutputLoss keeps the 16-bit chunks (1,600 B); eagerly also their fp32 log-softmax.
-        // Compiled: chunks (1,600 B) + a log-sum-exp per token (32 B) forward; backward adds two 16-bit chunk
-        // gradients of 100 logits (400 B).
-        assert_eq!(logits("loss=chunked&compile=1"), 2_000);
+        // Compiled: chunks (1,600 B) + a log-sum-exp per token (32 B) forward; backward adds one 16-bit chunk
+        // gradient of 100 logits at a time (200 B).
+        assert_eq!(logits("loss=chunked&compile=1"), 1_800);
         assert_eq!(logits("loss=chunked"), 1_600 + 3_200 + 400);
     }
 
