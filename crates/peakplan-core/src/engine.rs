@@ -709,14 +709,16 @@ fn layer_saved(
     let mut bytes: Count = 0.0;
 
     // Norms. HF RMSNorm upcasts its input to fp32 and keeps it with the fp32 reciprocal RMS;
-    // LayerNorm keeps its input (fp32 under autocast) with mean and rstd. A trainable norm weight also keeps its 16-bit input.
+    // LayerNorm keeps its input (fp32 under autocast) with mean and rstd. A trainable norm weight also keeps the
+    // 16-bit normalized input it multiplies, unless the norm is fused (compiled, Liger), which rebuilds it from the
+    // input and rstd in backward (torchtune's compiled full fine-tune traced on CPU keeps no such copy).
     let fused = plan.compile || plan.liger;
     let per_norm = match arch.norm {
         // A fused RMSNorm (torch.compile, Liger) keeps its input in its own dtype and the fp32 rstd only.
         Norm::RmsNorm if fused => d.r * n * h + 4.0 * n,
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => (if d.amp { 4.0 } else { d.r }) * n * h + 8.0 * n,
-    } + if norms_trainable(plan) {
+    } + if norms_trainable(plan) && !fused {
         d.r * n * h
     } else {
         0.0
@@ -750,13 +752,12 @@ fn layer_saved(
         &[LinearInput::MlpInner]
     };
     for g in groups.into_iter().chain([last]) {
-        // Flash kernels (and peakplan's WebGPU runtime) hand o_proj the attention output they already keep.
-        if g == [LinearInput::AttnOut]
-            && (plan.attn == Attn::Flash || plan.framework == Framework::Webgpu)
-            && plan.attn != Attn::Eager
-        {
-            continue;
-        }
+        // Flash and memory-efficient kernels (SDPA's choice for 16-bit inputs, and peakplan's WebGPU runtime) write
+        // their output in (batch, seq, heads, dim) order and keep it for backward, so the `transpose(1, 2)
+        // .contiguous()` before o_proj copies nothing: o_proj's input is that kept compute-dtype tensor, and only
+        // copies made from it (casts, dropout, int8 transposes) are more (torchtune's full fine-tune traced on
+        // CPU keeps one attention-output tensor per layer).
+        let attn_out_kept = g == [LinearInput::AttnOut] && plan.attn != Attn::Eager;
         let members = linears.iter().filter(|l| g.contains(&l.input));
         let Some(first) = linears.iter().find(|l| g.contains(&l.input)) else {
             continue;
@@ -774,7 +775,7 @@ fn layer_saved(
         let mut qkv_dropout_kept = false;
         for l in members {
             if full {
-                if d.r == d.c {
+                if d.r == d.c || attn_out_kept {
                     shared_saved = true;
                 } else {
                     // Autocast casts the fp32 input separately for each module and keeps each 16-bit copy.
@@ -847,7 +848,7 @@ fn layer_saved(
             if bnb_saves_input(plan) {
                 // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the
                 // frozen weight needs no gradient: shared when the stream is already in the compute dtype.
-                if d.r == d.c {
+                if d.r == d.c || attn_out_kept {
                     shared_saved = true;
                 } else {
                     bytes += d.c * rows * w;
@@ -858,7 +859,7 @@ fn layer_saved(
                 }
             }
         }
-        if shared_saved {
+        if shared_saved && !attn_out_kept {
             bytes += d.r * rows * w;
         }
     }
@@ -1089,7 +1090,15 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
                 qlora_saves_input: false,
                 ..plan.clone()
             };
-            layers * (per_layer - layer_saved(arch, &without, d, &linears, n).0)
+            // o_proj's input is the attention output a flash kernel keeps, so this step counts it once (in the
+            // attention's share); the previous micro-batch's kernels have freed theirs, but bitsandbytes still
+            // holds o_proj's copy of it.
+            let attn_out = if plan.attn == Attn::Eager {
+                0.0
+            } else {
+                d.c * n * arch.q_dim() as Count
+            };
+            layers * (per_layer - layer_saved(arch, &without, d, &linears, n).0 + attn_out)
         } else {
             0.0
         };
@@ -1170,8 +1179,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         (Loss::Standard, Framework::Torchtune) => {
             // The decoder returns `output(h).float()` and the recipe deletes its reference after the loss: the fp32
             // log-softmax stays for backward, which adds its incoming gradient and the gradient it makes. Under
-            // compile the loss is one fused kernel that keeps the fp32 logits themselves instead.
-            if plan.compile {
+            // compile the loss is one fused kernel that keeps the fp32 logits themselves instead, but only in
+            // `lora_finetune_single_device`: the full and distributed recipes (0.4 to 0.6) call
+            // `training.compile_loss(loss)` without keeping the compiled module it returns, which only patches the
+            // chunked loss in place, so a plain cross-entropy runs eagerly there (traced on CPU: 12 B per logit).
+            if plan.compile && plan.method != Method::Full && plan.gpus == 1 {
                 ((d.c + 4.0) * n * v, 8.0 * n * v, 4.0 * n * v)
             } else {
                 ((d.c + 4.0).max(8.0) * n * v, 12.0 * n * v, 4.0 * n * v)
@@ -1185,7 +1197,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             // batch 2 x 1024 tokens).
             let chunk = ceil_div(n, 8.0) * v;
             if plan.compile {
-                (d.c * n * v + 4.0 * n, d.c * n * v + d.c * chunk, d.c * chunk)
+                (
+                    d.c * n * v + 4.0 * n,
+                    d.c * n * v + d.c * chunk,
+                    d.c * chunk,
+                )
             } else {
                 (
                     d.c * n * v + 4.0 * n * v + 4.0 * chunk,
@@ -1432,7 +1448,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         0.0
     };
     let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
-    let head_grad_in_layers = if arch.tied_embeddings {
+    let tied = arch.tied_embeddings && !litgpt_unties(arch, plan);
+    let head_grad_in_layers = if tied {
         // The summed share waits in autograd's buffer for the embedding's, at the very end.
         head_grad
     } else if plan.optimizer_in_backward || accumulating {
@@ -1507,6 +1524,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         acts_fwd,
         other_resident + dequant + gather,
     ];
+    // A tied embedding's share arrives last and joins the head's in autograd's buffer. A single head matmul left a
+    // transposed view there, so the sum is out of place: both shares and the sum (traced on CPU: 3 x 788 MB at the
+    // end of torchtune's unchunked full fine-tune). Chunked, the buffer is already a sum and takes the share in
+    // place. Accumulating, the result is then added into the held `.grad`, so none of it is that `.grad`.
+    let tied_end = if tied && head_grad > 0.0 {
+        let chunked = plan.loss == Loss::Chunked && plan.framework == Framework::Torchtune;
+        let extra = if chunked { 1.0 } else { 2.0 } + if accumulating { 1.0 } else { 0.0 };
+        extra * head_grad
+    } else {
+        0.0
+    };
     // Backward's moments, in order: the loss's backward, the head's, the layers', the end; the largest is the phase.
     let at_head = if head_grads_live > 0.0 {
         [
@@ -1531,7 +1559,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         ],
         [
             weights,
-            grads,
+            grads + tied_end,
             optimizer,
             held_output,
             other_resident + grad_flow + dequant + gather + step_temps_in_bwd,
