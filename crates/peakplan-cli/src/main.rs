@@ -364,7 +364,7 @@ fn validate_cmd(path: &str) -> Result<String> {
     let sources = report.by_source();
     if !sources.is_empty() {
         out.push_str(
-            "\nby source                                 peaks   median |error|   within 10%\n",
+            "\nby source                                  peaks   median |error|   within 10%\n",
         );
         for s in sources {
             out.push_str(&format!(

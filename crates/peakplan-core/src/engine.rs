@@ -1109,10 +1109,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     } else {
         0.0
     };
+    // torchtune compiles the layers only; Liger replaces the final norm too.
     let final_norm = match arch.norm {
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => 4.0 * n * h + 8.0 * n,
-    } + if norms_trainable(plan) {
+    } + if norms_trainable(plan) && !plan.liger {
         d.r * n * h
     } else {
         0.0
@@ -1441,9 +1442,11 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // torch 2.15's profiler (no Python dispatch mode, which itself blocks in-place adds): at the first add, two
     // head matmuls' gradients, their sum and six chunks' logit gradients are live.
     // The gradient then stays through the layers: as `.grad`, or, under optimizer-in-backward, until a tied
-    // embedding adds its share at the very end.
-    let head_grad = if plan.method == Method::Full && !plan.cpu_offload {
-        shard_g(arch.vocab as Count * h * param_bytes)
+    // embedding adds its share at the very end. It is whole even when sharded or offloaded: FSDP and DeepSpeed
+    // reduce-scatter (and offload) a gradient after autograd has summed it, and the head's unit is the root one,
+    // whose turn comes at the end of backward.
+    let head_grad = if plan.method == Method::Full {
+        arch.vocab as Count * h * param_bytes
     } else {
         0.0
     };
@@ -1469,13 +1472,25 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
                 (all * 6.0 / 8.0, 3.0 * head_grad)
             }
         }
-        (Loss::Standard, Framework::Hf | Framework::Torchtune | Framework::Litgpt) => {
-            (d.c * n * v, head_grad)
-        }
+        // A cross-entropy kernel (unsloth) leaves the 16-bit logits' gradient for the head's matmul, like the
+        // standard loss.
+        (
+            Loss::Standard | Loss::Kernel,
+            Framework::Hf | Framework::Torchtune | Framework::Litgpt,
+        ) => (d.c * n * v, head_grad),
+        // Liger's fused linear cross-entropy computes the head's gradient in the forward (see `fused_head_grad`);
+        // the WebGPU runtime trains adapters only.
         _ => (0.0, 0.0),
     };
+    // Liger's fused linear cross-entropy accumulates the head's weight gradient chunk by chunk during the loss's
+    // forward, so it exists from the loss on.
+    let fused_head_grad = if plan.loss == Loss::Fused {
+        head_grad
+    } else {
+        0.0
+    };
     let bwd_at_head_acts =
-        saved_all + weight_copies + head_copies + scores_all + ckpt + head_logits + held_kv;
+        saved_all + weight_copies + head_copies + scores_all + ckpt + head_logits + held_output;
     // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
     let step_temps_in_bwd = if plan.optimizer_in_backward {
         opt_temps
@@ -1484,8 +1499,9 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     let step_in_bwd = if plan.optimizer_in_backward {
         step_temps_in_bwd
-            + if head_grad_in_layers > 0.0 {
-                // The held head gradient is counted on its own; a layer's largest weight steps beside it.
+            + if plan.method == Method::Full {
+                // In the layers a layer's largest weight steps (the head has stepped, or waits for a tied
+                // embedding and is counted on its own); the embedding's turn is the end.
                 largest_linear * param_bytes
             } else {
                 grads
@@ -1519,7 +1535,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     let fwd = [
         weights,
-        held_grads,
+        held_grads + fused_head_grad,
         optimizer,
         acts_fwd,
         other_resident + dequant + gather,
@@ -1548,7 +1564,13 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         [0.0; 5]
     };
     let moments = [
-        [weights, held_grads, optimizer, bwd_at_loss, other_resident],
+        [
+            weights,
+            held_grads + fused_head_grad,
+            optimizer,
+            bwd_at_loss,
+            other_resident,
+        ],
         at_head,
         [
             weights,

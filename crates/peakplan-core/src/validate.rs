@@ -133,9 +133,12 @@ pub fn source_label(source: &str) -> String {
             None => first.to_string(),
         },
     };
-    label
-        .trim_end_matches([',', ';', ':', '.', '(', '"'])
-        .to_string()
+    let label = label.trim_end_matches([',', ';', ':', '.', '(', ')', '"']);
+    if label.is_empty() {
+        "unnamed source".to_string()
+    } else {
+        label.to_string()
+    }
 }
 
 /// Median of absolute errors sorted ascending.
@@ -417,8 +420,8 @@ fn targets_of(text: &str) -> Result<Targets, String> {
 }
 
 /// Gradient accumulation steps named in a row's notes ("GA 16", "gradient accumulation 4",
-/// "gradient_accumulation_steps=1"); 1 when none is named.
-fn grad_accumulation_of(text: &str) -> u64 {
+/// "gradient_accumulation_steps=1"); `None` when none is named.
+fn grad_accumulation_of(text: &str) -> Option<u64> {
     for key in [
         "ga ",
         "gradient accumulation ",
@@ -431,11 +434,11 @@ fn grad_accumulation_of(text: &str) -> u64 {
                 .take_while(char::is_ascii_digit)
                 .collect();
             if let Ok(n) = digits.parse::<u64>() {
-                return n.clamp(1, crate::plan::MAX_GRAD_ACCUMULATION);
+                return Some(n.clamp(1, crate::plan::MAX_GRAD_ACCUMULATION));
             }
         }
     }
-    1
+    None
 }
 
 /// `train.global_batch_size` of the litgpt config-hub files the benchmark rows cite, read from litgpt's
@@ -477,9 +480,9 @@ const LITGPT_GLOBAL_BATCH: &[(&str, u64)] = &[
     ("tiny-llama/qlora.yaml", 8),
 ];
 
-/// Gradient accumulation of a litgpt config-hub run from the config its `source_ref` cites (lower-cased);
-/// 1 when it cites none of them.
-fn litgpt_config_accumulation(source_ref: &str, micro_batch: u64) -> u64 {
+/// Gradient accumulation of a litgpt config-hub run from the config its `source_ref` cites (lower-cased), on
+/// `devices` GPUs; 1 when it cites none of them.
+fn litgpt_config_accumulation(source_ref: &str, micro_batch: u64, devices: u64) -> u64 {
     const HUB: &str = "config_hub/finetune/";
     // The README is cited before the config: look the path up after every mention of the hub.
     let global = source_ref.match_indices(HUB).find_map(|(at, _)| {
@@ -490,7 +493,7 @@ fn litgpt_config_accumulation(source_ref: &str, micro_batch: u64) -> u64 {
             .map(|&(_, global)| global)
     });
     global.map_or(1, |global| {
-        (global / micro_batch.max(1)).clamp(1, crate::plan::MAX_GRAD_ACCUMULATION)
+        (global / devices.max(1) / micro_batch.max(1)).clamp(1, crate::plan::MAX_GRAD_ACCUMULATION)
     })
 }
 
@@ -812,11 +815,14 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         0
     };
     let features = r.lower("other_memory_features");
-    plan.grad_accumulation = grad_accumulation_of(&format!("{features} {}", r.lower("framework")));
-    if plan.grad_accumulation == 1 && framework == Framework::Litgpt {
-        plan.grad_accumulation =
-            litgpt_config_accumulation(&r.lower("source_ref"), plan.micro_batch);
-    }
+    plan.grad_accumulation = grad_accumulation_of(&format!("{features} {}", r.lower("framework")))
+        .unwrap_or_else(|| {
+            if framework == Framework::Litgpt {
+                litgpt_config_accumulation(&r.lower("source_ref"), plan.micro_batch, plan.gpus)
+            } else {
+                1
+            }
+        });
     plan.compile = features.contains("compile")
         && !features.contains("compile off")
         && !features.contains("no compile");
