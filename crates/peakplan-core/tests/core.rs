@@ -576,6 +576,23 @@ fn validation_replays_every_row_and_holds_its_ground() {
     // 8 / 2 for Llama 2's LoRA config; TinyLlama's LoRA config (8 / 8) does not accumulate.
     assert!(query("litgpt-cfghub-llama-2-7b-lora").contains("&ga=4&"));
     assert!(!query("litgpt-cfghub-tiny-llama-lora").contains("&ga="));
+    // Accumulation a row states itself wins over its config's.
+    let text = data("measured.csv");
+    let header = text.lines().next().unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("litgpt-cfghub-tiny-llama-full,"))
+        .unwrap()
+        .replace(
+            "lm_head_chunk_size=128",
+            "gradient_accumulation_steps=1 lm_head_chunk_size=128",
+        );
+    let stated = peakplan_core::validate::validate(&format!("{header}\n{row}\n")).unwrap();
+    assert!(
+        !stated.rows[0].query.contains("&ga="),
+        "{}",
+        stated.rows[0].query
+    );
     // A stated bound ("peak allocated memory below 10 GB") is an outcome.
     let bound = report
         .rows
