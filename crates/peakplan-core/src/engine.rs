@@ -107,7 +107,7 @@ components! {
     AdapterWeights => "adapter_weights", Weights, "Adapter weights",
         "rank x (in + out) per adapted matrix x adapter dtype bytes";
     Gradients => "gradients", Gradients, "Gradients",
-        "trainable parameters x gradient dtype bytes (gradients take the dtype of their parameters)";
+        "trainable parameters x gradient dtype bytes (gradients take the dtype of their parameters); in backward a trainable LM head's gradient arrives in shares that autograd sums, up to three vocab x hidden tensors at once";
     OptimizerStates => "optimizer_states", Optimizer, "Optimizer states",
         "AdamW: 2 moments per trainable parameter (param dtype; 1 B each for 8-bit); SGD: none; Adafactor: factored row+column second moments";
     MasterWeights => "master_weights", Optimizer, "fp32 master weights",
