@@ -1422,18 +1422,14 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     set(&mut comp, Kind::InputBuffers, inputs);
     let other_resident = ddp_buckets + inputs;
-    let acts_fwd = saved_all
-        + weight_copies
-        + head_copies
-        + scores_all
-        + ckpt
-        + logits_fwd
-        + previous_inputs
-        + kv_cache;
+    // What the layers keep for backward, and with the head's 16-bit copies what is kept until the head's backward
+    // is done.
+    let kept_in_layers = saved_all + weight_copies + scores_all + ckpt;
+    let kept_to_head = kept_in_layers + head_copies;
+    let acts_fwd = kept_to_head + logits_fwd + previous_inputs + kv_cache;
     // Backward starts at the loss with everything saved; its layers then trade activations for gradients.
-    let bwd_at_loss =
-        saved_all + weight_copies + head_copies + scores_all + ckpt + logits_bwd + held_kv;
-    let bwd_in_layers_acts = saved_all + weight_copies + scores_all + ckpt + held_output;
+    let bwd_at_loss = kept_to_head + logits_bwd + held_kv;
+    let bwd_in_layers_acts = kept_in_layers + held_output;
     // A trainable head's weight gradient appears in the head's backward, right after the loss's. When the head runs
     // in chunks (torchtune's chunked loss) each chunk's matmul makes a whole vocab x hidden gradient, a transposed
     // view that autograd cannot add into in place: the sum so far, the new share and their sum exist at once.
@@ -1461,10 +1457,12 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     } else {
         head_grad
     };
+    // torchtune's chunked loss runs the head as 8 matmuls, each adding its share of the gradient.
+    let chunked_head = plan.loss == Loss::Chunked && plan.framework == Framework::Torchtune;
     // (logit gradients still live, head-weight gradients live) at the head's backward.
     let (head_logits, head_grads_live) = match (plan.loss, plan.framework) {
         _ if head_grad == 0.0 => (0.0, 0.0),
-        (Loss::Chunked, Framework::Torchtune) => {
+        _ if chunked_head => {
             let all = d.c * n * v;
             if all + head_grad >= all * 6.0 / 8.0 + 3.0 * head_grad {
                 (all, head_grad)
@@ -1489,8 +1487,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     } else {
         0.0
     };
-    let bwd_at_head_acts =
-        saved_all + weight_copies + head_copies + scores_all + ckpt + head_logits + held_output;
+    let bwd_at_head_acts = kept_to_head + head_logits + held_output;
     // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
     let step_temps_in_bwd = if plan.optimizer_in_backward {
         opt_temps
@@ -1545,8 +1542,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // end of torchtune's unchunked full fine-tune). Chunked, the buffer is already a sum and takes the share in
     // place. Accumulating, the result is then added into the held `.grad`, so none of it is that `.grad`.
     let tied_end = if tied && head_grad > 0.0 {
-        let chunked = plan.loss == Loss::Chunked && plan.framework == Framework::Torchtune;
-        let extra = if chunked { 1.0 } else { 2.0 } + if accumulating { 1.0 } else { 0.0 };
+        let extra = if chunked_head { 1.0 } else { 2.0 } + if accumulating { 1.0 } else { 0.0 };
         extra * head_grad
     } else {
         0.0
