@@ -614,6 +614,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     };
     let arch = arch_of(r)?;
     let framework_text = r.lower("framework");
+    let source_ref = r.lower("source_ref");
     let framework = if framework_text.contains("litgpt") || framework_text.contains("lit-gpt") {
         Framework::Litgpt
     } else if framework_text.contains("torchtune") || r.lower("source").contains("torchtune") {
@@ -761,7 +762,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     // torchtune's Adam configs two months before (PR #1575): the table's AdamW is the fused one.
     if framework == Framework::Torchtune
         && plan.optimizer == Optimizer::AdamwTorch
-        && r.lower("source_ref").contains("optimization flags")
+        && source_ref.contains("optimization flags")
     {
         plan.optimizer = Optimizer::AdamwTorchFused;
     }
@@ -815,10 +816,10 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         0
     };
     let features = r.lower("other_memory_features");
-    plan.grad_accumulation = grad_accumulation_of(&format!("{features} {}", r.lower("framework")))
+    plan.grad_accumulation = grad_accumulation_of(&format!("{features} {framework_text}"))
         .unwrap_or_else(|| {
             if framework == Framework::Litgpt {
-                litgpt_config_accumulation(&r.lower("source_ref"), plan.micro_batch, plan.gpus)
+                litgpt_config_accumulation(&source_ref, plan.micro_batch, plan.gpus)
             } else {
                 1
             }

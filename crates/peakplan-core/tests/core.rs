@@ -909,16 +909,6 @@ mod levers {
     }
 
     #[test]
-    fn torchtunes_full_recipes_run_a_plain_loss_eagerly() {
-        // `compile=1` compiles a plain cross-entropy only in the single-device LoRA recipe (8 B per logit at the
-        // start of backward); the full and distributed recipes drop the compiled module (12 B per logit).
-        let logits = |q: &str| run(&format!("fw=torchtune&{q}")).component(Kind::Logits);
-        assert_eq!(logits("compile=1"), 6_400);
-        assert_eq!(logits("compile=1&method=full"), 9_600);
-        assert_eq!(logits("compile=1&gpus=2"), 9_600);
-    }
-
-    #[test]
     fn a_hugging_face_model_without_checkpointing_returns_a_key_value_cache() {
         // Grouped-query attention: 4 heads over 2 key/value heads of 16. SDPA keeps head-expanded copies, so the
         // cache's unexpanded keys and values are extra: 2 x 2 B x 32 wide x 8 tokens = 1,024 B for the layer.
@@ -1301,6 +1291,11 @@ mod levers {
         let logits = |q: &str| run(&format!("fw=torchtune&{q}")).component(Kind::Logits);
         assert_eq!(logits("loss=standard"), 9_600);
         assert_eq!(logits("loss=standard&compile=1"), 6_400);
+        assert_eq!(logits("compile=1"), 6_400);
+        // Only the single-device LoRA recipe keeps the compiled plain loss; the full and distributed recipes drop
+        // the compiled module and run it eagerly (12 B per logit).
+        assert_eq!(logits("compile=1&method=full"), 9_600);
+        assert_eq!(logits("compile=1&gpus=2"), 9_600);
         // CEWithChunkedOutputLoss keeps the 16-bit chunks (1,600 B); eagerly also their fp32 log-softmax.
         // Compiled: chunks (1,600 B) + a log-sum-exp per token (32 B) forward; backward adds one 16-bit chunk
         // gradient of 100 logits at a time (200 B).
