@@ -1390,3 +1390,31 @@ fn the_page_s_accuracy_table_is_what_the_engine_computes_today() {
         "assets/validation.json is stale: run `cargo run -p peakplan-cli -- validate crates/peakplan-core/tests/data/measured.csv --format json > assets/validation.json`"
     );
 }
+
+// ---- CPU traces of real steps (tools/trace): the engine's allocated peak against PyTorch's own allocations.
+
+#[test]
+fn cpu_traces_of_real_steps_match_the_engine() {
+    // Each row is one Hugging Face + PEFT step traced with torch's profiler on CPU (`tools/trace/hf_cpu.sh`), at
+    // several layer counts so that a wrong per-layer term and a wrong fixed term both show. Worst row today: 0.6%.
+    let text = data("traced/hf_cpu.csv");
+    let mut rows = 0;
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.splitn(10, ',').collect();
+        let n = |i: usize| f[i].parse::<u64>().unwrap();
+        let mut arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
+        arch.tied_embeddings = f[7] == "1";
+        let traced = n(8) as f64;
+        let p = plan(f[9]);
+        let predicted = estimate(&arch, &p).peak_allocated_bytes as f64;
+        let err = (predicted - traced) / traced;
+        assert!(
+            err.abs() < 0.01,
+            "{}: traced {traced} B, engine {predicted} B ({:+.2}%)",
+            f[0],
+            100.0 * err
+        );
+        rows += 1;
+    }
+    assert_eq!(rows, 36, "every traced case is replayed");
+}

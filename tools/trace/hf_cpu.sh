@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Regenerates crates/peakplan-core/tests/data/traced/hf_cpu.csv: each case traced at several layer counts, so
+# that both the per-layer slope and the layer-independent part are pinned. Needs a Python with torch,
+# transformers and peft (pip install torch transformers peft); takes a few minutes on two cores.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="$here/../../crates/peakplan-core/tests/data/traced/hf_cpu.csv"
+py="${PYTHON:-python3}"
+echo "id,layers,hidden,intermediate,heads,kv_heads,vocab,tied,traced_peak_allocated_bytes,query" >"$out"
+run() { # id, harness flags, plan keys
+  local tied=0
+  case " $2 " in *" --tied "*) tied=1 ;; esac
+  for layers in $LAYERS; do
+    total=$("$py" "$here/hf_step.py" "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" \
+      --vocab "$V" $2 2>/dev/null | tail -1 | "$py" -c 'import json, sys; print(json.load(sys.stdin)["total"])')
+    echo "$1-L$layers,$layers,$H,$I,$NH,$KV,$V,$tied,$total,b=$B&s=$S&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$3" >>"$out"
+  done
+}
+H=512 I=1376 NH=8 KV=8 V=32000 B=2 S=256 LAYERS="1 2 3"
+run lora-qv-bf16 "" "attn=sdpa&method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=0&prec=bf16"
+run lora-qv-bf16-gc "--gc" "attn=sdpa&method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=1&prec=bf16"
+run lora-all-bf16 "--targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj" "attn=sdpa&method=lora&r=16&targets=all-linear&dropout=0&adtype=fp32&gc=0&prec=bf16"
+run lora-qv-amp "--amp" "attn=sdpa&method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=0&prec=amp_bf16"
+run lora-all-amp-gc "--amp --gc --targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj" "attn=sdpa&method=lora&r=16&targets=all-linear&dropout=0&adtype=fp32&gc=1&prec=amp_bf16"
+run full-bf16 "--full" "attn=sdpa&method=full&gc=0&prec=bf16"
+run full-bf16-gc "--full --gc" "attn=sdpa&method=full&gc=1&prec=bf16"
+run full-amp "--full --fp32 --amp" "attn=sdpa&method=full&gc=0&prec=amp_bf16"
+# Grouped-query attention: transformers hands SDPA the grouped keys and values when nothing is padded.
+KV=2 LAYERS="1 2"
+run gqa-lora-qv-bf16 "" "attn=flash&method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=0&prec=bf16"
+KV=8
+run tied-lora-qv-bf16 "--tied" "attn=sdpa&method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=0&prec=bf16"
+run tied-full-bf16 "--tied --full" "attn=sdpa&method=full&gc=0&prec=bf16"
+H=384 I=1024 NH=6 KV=6 V=50000 B=1 S=384 LAYERS="1 3"
+run w-lora-all-r64-amp "--amp --r 64 --targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj" "attn=sdpa&method=lora&r=64&targets=all-linear&dropout=0&adtype=fp32&gc=0&prec=amp_bf16"
+run w-full-amp-gc "--full --fp32 --amp --gc" "attn=sdpa&method=full&gc=1&prec=amp_bf16"
+run w-lora-qv-bf16-gc "--gc" "attn=sdpa&method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=1&prec=bf16"

@@ -1,0 +1,134 @@
+"""Trace the allocations of one Hugging Face + PEFT training step on CPU.
+
+usage: hf_step.py LAYERS BATCH SEQ [--full] [--gc] [--targets q_proj,v_proj] [--dropout P] [--amp] [--fp32]
+                  [--r R] [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V] [--tied] [--json cfg.json]
+
+A Llama-shaped model of LAYERS layers runs the step the Trainer runs (forward, `del outputs`, backward, a
+foreach AdamW step, `zero_grad(set_to_none=True)`) twice; the second is traced. The bytes live before it
+(weights, adapters, optimizer states: every tensor storage reachable from the garbage collector) plus the
+highest running sum of the profiler's allocation events during it is the step's peak, the CPU counterpart of
+`torch.cuda.max_memory_allocated` (CPU allocations are not rounded to blocks). Prints one JSON line.
+
+Two CPU artifacts to keep in mind when comparing with peakplan, which models CUDA:
+- CPU dropout is not fused: it keeps its mask in the input's dtype (4 B for fp32), not CUDA's 1-byte mask.
+- Recent transformers pass grouped keys and values to SDPA (`enable_gqa`) when the batch has no padding;
+  compare grouped-query models with `attn=flash` then.
+`--json` writes the model's config.json, for `peakplan estimate --hf-config`.
+"""
+import argparse, json, gc
+import torch
+from torch._C._profiler import _EventType
+from torch.profiler import ProfilerActivity, profile
+from transformers import LlamaConfig, LlamaForCausalLM
+
+ap = argparse.ArgumentParser()
+ap.add_argument("layers", type=int)
+ap.add_argument("b", type=int)
+ap.add_argument("s", type=int)
+ap.add_argument("--full", action="store_true")
+ap.add_argument("--gc", action="store_true")
+ap.add_argument("--targets", default="q_proj,v_proj")
+ap.add_argument("--dropout", type=float, default=0.0)
+ap.add_argument("--amp", action="store_true", help="run forward under bf16 autocast")
+ap.add_argument("--fp32", action="store_true", help="fp32 weights (bf16 otherwise)")
+ap.add_argument("--r", type=int, default=16)
+ap.add_argument("--hidden", type=int, default=512)
+ap.add_argument("--inter", type=int, default=1376)
+ap.add_argument("--vocab", type=int, default=32000)
+ap.add_argument("--heads", type=int, default=8)
+ap.add_argument("--kv", type=int, default=8)
+ap.add_argument("--tied", action="store_true")
+ap.add_argument("--json")
+ap.add_argument("--timeline", action="store_true")
+a = ap.parse_args()
+
+torch.manual_seed(0)
+cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
+                  num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
+                  max_position_embeddings=4096, tie_word_embeddings=a.tied)
+cfg._attn_implementation = "sdpa"
+if a.json:
+    d = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": a.vocab,
+         "hidden_size": a.hidden, "intermediate_size": a.inter, "num_hidden_layers": a.layers,
+         "num_attention_heads": a.heads, "num_key_value_heads": a.kv, "tie_word_embeddings": a.tied,
+         "torch_dtype": "bfloat16", "max_position_embeddings": 4096, "rms_norm_eps": 1e-5}
+    json.dump(d, open(a.json, "w"))
+dtype = torch.float32 if a.fp32 else torch.bfloat16
+model = LlamaForCausalLM(cfg).to(dtype)
+model.config.use_cache = False
+if not a.full:
+    from peft import LoraConfig, get_peft_model
+    pc = LoraConfig(r=a.r, lora_alpha=2 * a.r, lora_dropout=a.dropout, target_modules=a.targets.split(","),
+                    task_type="CAUSAL_LM")
+    model = get_peft_model(model, pc)
+if a.gc:
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if not a.full:
+        model.enable_input_require_grads()
+model.train()
+params = [p for p in model.parameters() if p.requires_grad]
+opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+ids = torch.randint(0, a.vocab, (a.b, a.s))
+batch = {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)}
+
+
+def step():
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if a.amp else torch.autocast("cpu", enabled=False)
+    with ctx:
+        outputs = model(**batch)
+        loss = outputs["loss"]
+    del outputs
+    loss.backward()
+    opt.step()
+    model.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+step()  # states exist after this, as in every step after the first
+gc.collect()
+
+
+def live_bytes():
+    seen = set()
+    tot = 0
+    for obj in gc.get_objects():
+        try:
+            if torch.is_tensor(obj):
+                st = obj.untyped_storage()
+                key = st.data_ptr()
+                if key in seen or st.nbytes() == 0:
+                    continue
+                seen.add(key)
+                tot += st.nbytes()
+        except Exception:
+            pass
+    return tot
+
+
+base = live_bytes()
+with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    step()
+evs = []
+
+
+def walk(n):
+    if n.tag == _EventType.Allocation and str(n.extra_fields.device) == "cpu":
+        evs.append((n.start_time_ns, n.extra_fields.alloc_size))
+    for ch in n.children:
+        walk(ch)
+
+
+for r in prof.profiler.kineto_results.experimental_event_tree():
+    walk(r)
+evs.sort()
+cur = peak = 0
+tl = []
+for _, sz in evs:
+    cur += sz
+    if cur > peak:
+        peak = cur
+    tl.append(cur)
+print(json.dumps({"base": base, "peak_above": peak, "total": base + peak, "end": cur}))
+if a.timeline:
+    step_ = max(1, len(tl) // 60)
+    print([round(x / 2**20, 1) for x in tl[::step_]])
