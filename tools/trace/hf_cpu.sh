@@ -25,6 +25,13 @@ run lora-all-amp-gc "--amp --gc --targets q_proj,k_proj,v_proj,o_proj,gate_proj,
 run full-bf16 "--full" "attn=sdpa&method=full&gc=0&prec=bf16"
 run full-bf16-gc "--full --gc" "attn=sdpa&method=full&gc=1&prec=bf16"
 run full-amp "--full --fp32 --amp" "attn=sdpa&method=full&gc=0&prec=amp_bf16"
+# QLoRA: bitsandbytes NF4 (CPU backend), with and without prepare_model_for_kbit_training's fp32 upcast.
+QL="method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32"
+run qlora-qv-amp "--qlora --amp" "attn=sdpa&$QL&r=16&targets=q,v&gc=0&prec=amp_bf16&upcast=0&dq=0"
+run qlora-qv-upcast-amp "--qlora --upcast --amp" "attn=sdpa&$QL&r=16&targets=q,v&gc=0&prec=amp_bf16&upcast=1&dq=0"
+run qlora-all-upcast-amp "--qlora --upcast --amp --targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj" "attn=sdpa&$QL&r=16&targets=all-linear&gc=0&prec=amp_bf16&upcast=1&dq=0"
+run qlora-all-r64-upcast-amp-gc-dq "--qlora --upcast --amp --gc --dq --r 64 --targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj" "attn=sdpa&$QL&r=64&targets=all-linear&gc=1&prec=amp_bf16&upcast=1&dq=1"
+run qlora-all-bf16-gc "--qlora --gc --targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj" "attn=sdpa&$QL&r=16&targets=all-linear&gc=1&prec=bf16&upcast=0&dq=0"
 # Grouped-query attention: transformers hands SDPA the grouped keys and values when nothing is padded.
 KV=2 LAYERS="1 2"
 run gqa-lora-qv-bf16 "" "attn=flash&method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=0&prec=bf16"

@@ -1,6 +1,6 @@
 """Trace the allocations of one Hugging Face + PEFT training step on CPU.
 
-usage: hf_step.py LAYERS BATCH SEQ [--full] [--gc] [--targets q_proj,v_proj] [--dropout P] [--amp] [--fp32]
+usage: hf_step.py LAYERS BATCH SEQ [--full] [--qlora [--upcast] [--dq]] [--gc] [--targets q_proj,v_proj] [--dropout P] [--amp] [--fp32]
                   [--r R] [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V] [--tied] [--json cfg.json]
 
 A Llama-shaped model of LAYERS layers runs the step the Trainer runs (forward, `del outputs`, backward, a
@@ -38,6 +38,9 @@ ap.add_argument("--vocab", type=int, default=32000)
 ap.add_argument("--heads", type=int, default=8)
 ap.add_argument("--kv", type=int, default=8)
 ap.add_argument("--tied", action="store_true")
+ap.add_argument("--qlora", action="store_true", help="bitsandbytes NF4 base loaded by from_pretrained")
+ap.add_argument("--upcast", action="store_true", help="QLoRA: prepare_model_for_kbit_training")
+ap.add_argument("--dq", action="store_true", help="QLoRA: double quantization")
 ap.add_argument("--json")
 ap.add_argument("--timeline", action="store_true")
 a = ap.parse_args()
@@ -55,13 +58,27 @@ if a.json:
     json.dump(d, open(a.json, "w"))
 dtype = torch.float32 if a.fp32 else torch.bfloat16
 model = LlamaForCausalLM(cfg).to(dtype)
+if a.qlora:
+    import tempfile
+    from transformers import BitsAndBytesConfig
+    from peft import prepare_model_for_kbit_training
+    saved = tempfile.mkdtemp()
+    model.save_pretrained(saved)
+    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
+                               bnb_4bit_use_double_quant=a.dq)
+    model = LlamaForCausalLM.from_pretrained(saved, quantization_config=quant, dtype=dtype, device_map="cpu",
+                                             attn_implementation="sdpa")
+    if a.upcast:
+        # Upcasts every unquantized weight to fp32 (and turns checkpointing on when asked).
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=a.gc,
+                                                gradient_checkpointing_kwargs={"use_reentrant": False})
 model.config.use_cache = False
 if not a.full:
     from peft import LoraConfig, get_peft_model
     pc = LoraConfig(r=a.r, lora_alpha=2 * a.r, lora_dropout=a.dropout, target_modules=a.targets.split(","),
                     task_type="CAUSAL_LM")
     model = get_peft_model(model, pc)
-if a.gc:
+if a.gc and not (a.qlora and a.upcast):
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if not a.full:
         model.enable_input_require_grads()

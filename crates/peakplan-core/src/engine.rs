@@ -119,7 +119,7 @@ components! {
     Checkpoints => "checkpoints", Activations, "Checkpointed layer inputs",
         "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
     WeightCopies => "weight_copies", Activations, "16-bit weight copies",
-        "an fp32 frozen base under autocast casts each weight to 16-bit for its matmul, and a GPTQ base dequantizes each to 16-bit; the linear keeps that copy for backward, so each layer holds a 16-bit copy of its linear weights until its backward";
+        "an fp32 frozen base under autocast casts each weight to 16-bit for its matmul, and a GPTQ base dequantizes each to 16-bit; the linear keeps that copy for backward, so each layer holds a 16-bit copy of its linear weights until its backward (an upcast QLoRA model's fp32 head, likewise)";
     KvCache => "kv_cache", Activations, "Returned key/value cache",
         "a Hugging Face model trained without checkpointing keeps use_cache on and returns every layer's keys and values; under grouped-query attention (SDPA, eager) attention keeps head-expanded copies, so the cache is extra: through forward under the Trainer, through backward and the step in loops that keep the output (hold)";
     PreviousInputs => "previous_inputs", Activations, "Previous micro-batch's 4-bit inputs",
@@ -159,6 +159,9 @@ struct Dtypes {
     a: Count,
     /// Base weight bytes for non-quantized tensors.
     w: Count,
+    /// The MLP's gate/up outputs and its products: the compute dtype, except that bitsandbytes' 4-bit linear
+    /// returns its input's dtype, so a QLoRA stream kept in fp32 (an upcast model) runs its MLP in fp32.
+    m: Count,
     /// Mixed precision (autocast casts matmul inputs to 16-bit).
     amp: bool,
     /// An fp32 LoRA base sharded by FSDP under mixed precision: the shards stay fp32, and each layer is gathered
@@ -188,9 +191,12 @@ fn dtypes(plan: &Plan) -> Dtypes {
     } else {
         w.max(c)
     };
+    let bnb_4bit = plan.method == Method::Qlora && matches!(plan.quant, Quant::Nf4 | Quant::Fp4);
+    let m = if bnb_4bit { r.max(c) } else { c };
     Dtypes {
         c,
         r,
+        m,
         a: plan.adapter_dtype.bytes() as Count,
         w,
         amp,
@@ -895,10 +901,10 @@ fn layer_saved(
         crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused
             if plan.compile || plan.liger || webgpu =>
         {
-            2.0 * c * n * inter
+            2.0 * d.m * n * inter
         }
-        crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused => 3.0 * c * n * inter,
-        crate::arch::Mlp::Plain => c * n * inter,
+        crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused => 3.0 * d.m * n * inter,
+        crate::arch::Mlp::Plain => d.m * n * inter,
     };
     if arch.experts > 1 {
         // Router logits and their softmax in fp32.
@@ -1143,8 +1149,12 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         0.0
     };
     // The frozen fp32 head is cast the same way for each matmul it takes part in: once for the whole batch, or
-    // once per 128-token chunk of litgpt's chunked head, each copy kept until that chunk's backward.
-    let head_copies = if fp32_frozen_base && !head_trainable && plan.loss == Loss::Standard {
+    // once per 128-token chunk of litgpt's chunked head, each copy kept until that chunk's backward. QLoRA's head
+    // is such a head too once `prepare_model_for_kbit_training` upcasts every unquantized weight (HF QLoRA traced
+    // on CPU keeps a 16-bit vocab x hidden copy from the head's forward to its backward).
+    let fp32_frozen_head = fp32_frozen_base
+        || (d.amp && d.w == 4.0 && plan.method == Method::Qlora && !head_quantized);
+    let head_copies = if fp32_frozen_head && !head_trainable && plan.loss == Loss::Standard {
         let chunks = if plan.framework == Framework::Litgpt {
             ceil_div(positions(plan), 128.0)
         } else {
@@ -1321,7 +1331,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         // The residual stream's gradient, and the MLP's three gradients at their widest moment.
         4.0 * n * h + 12.0 * n * arch.intermediate as Count * k_route + scores_grad
     } else {
-        2.0 * d.r * n * h + 3.0 * d.c * n * arch.intermediate as Count * k_route + scores_grad
+        2.0 * d.r * n * h + 3.0 * d.m * n * arch.intermediate as Count * k_route + scores_grad
     };
     let recompute = if plan.grad_checkpointing {
         per_layer + per_layer_scores + mask + copies_per_layer

@@ -1416,5 +1416,5 @@ fn cpu_traces_of_real_steps_match_the_engine() {
         );
         rows += 1;
     }
-    assert_eq!(rows, 36, "every traced case is replayed");
+    assert_eq!(rows, 51, "every traced case is replayed");
 }
