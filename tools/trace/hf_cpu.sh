@@ -42,3 +42,33 @@ H=384 I=1024 NH=6 KV=6 V=50000 B=1 S=384 LAYERS="1 3"
 run w-lora-all-r64-amp "--amp --r 64 --targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj" "attn=sdpa&method=lora&r=64&targets=all-linear&dropout=0&adtype=fp32&gc=0&prec=amp_bf16"
 run w-full-amp-gc "--full --fp32 --amp --gc" "attn=sdpa&method=full&gc=1&prec=amp_bf16"
 run w-lora-qv-bf16-gc "--gc" "attn=sdpa&method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=1&prec=bf16"
+
+# Other families, from the presets' own config.json scaled down (hf_step.py --preset): each traced config is kept
+# in traced/configs/ so that the test imports exactly what was traced.
+fam="$here/../../crates/peakplan-core/tests/data/traced/families.csv"
+cfgs="$here/../../crates/peakplan-core/tests/data/traced/configs"
+presets="$here/../../crates/peakplan-core/presets"
+mkdir -p "$cfgs"
+echo "id,config,traced_peak_allocated_bytes,query" >"$fam"
+runf() { # id, preset, harness flags, plan keys
+  for layers in 1 2; do
+    local id="$1-L$layers"
+    total=$("$py" "$here/hf_step.py" "$layers" 2 256 --preset "$presets/$2.json" --json "$cfgs/$id.json" $3 \
+      2>/dev/null | tail -1 | "$py" -c 'import json, sys; print(json.load(sys.stdin)["total"])')
+    echo "$id,configs/$id.json,$total,b=2&s=256&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" >>"$fam"
+  done
+}
+LORA="method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=0&prec=bf16"
+FULL="method=full&gc=0&prec=bf16"
+runf gemma-full gemma-7b "--full" "attn=sdpa&$FULL"
+runf gemma-lora gemma-7b "" "attn=sdpa&$LORA"
+runf gemma2-full gemma-2-9b "--full" "attn=eager&$FULL"
+runf gemma2-lora gemma-2-9b "" "attn=eager&$LORA"
+runf phi2-full phi-2 "--full --hidden 640" "attn=sdpa&$FULL"
+runf qwen25-lora qwen2.5-0.5b "" "attn=flash&$LORA"
+runf mistral-full mistral-7b "--full" "attn=flash&$FULL"
+runf mixtral-full mixtral-8x7b "--full" "attn=flash&$FULL"
+runf mixtral-lora mixtral-8x7b "" "attn=flash&$LORA"
+runf pythia-full pythia-1.4b "--full" "attn=sdpa&$FULL"
+runf falcon-full falcon-7b "--full" "attn=flash&$FULL"
+runf phi3-lora phi-3-mini "--targets qkv_proj" "attn=sdpa&method=lora&r=16&targets=q,k,v&dropout=0&adtype=fp32&gc=0&prec=bf16"

@@ -41,23 +41,78 @@ ap.add_argument("--tied", action="store_true")
 ap.add_argument("--qlora", action="store_true", help="bitsandbytes NF4 base loaded by from_pretrained")
 ap.add_argument("--upcast", action="store_true", help="QLoRA: prepare_model_for_kbit_training")
 ap.add_argument("--dq", action="store_true", help="QLoRA: double quantization")
+ap.add_argument("--preset", help="a config.json (../shared/models/*.json) whose family to build, scaled down")
 ap.add_argument("--json")
 ap.add_argument("--timeline", action="store_true")
 a = ap.parse_args()
 
 torch.manual_seed(0)
-cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
-                  num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
-                  max_position_embeddings=4096, tie_word_embeddings=a.tied)
-cfg._attn_implementation = "sdpa"
-if a.json:
-    d = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": a.vocab,
-         "hidden_size": a.hidden, "intermediate_size": a.inter, "num_hidden_layers": a.layers,
-         "num_attention_heads": a.heads, "num_key_value_heads": a.kv, "tie_word_embeddings": a.tied,
-         "torch_dtype": "bfloat16", "max_position_embeddings": 4096, "rms_norm_eps": 1e-5}
-    json.dump(d, open(a.json, "w"))
+if a.preset:
+    # The preset's own family and features (biases, norms, tied head, softcapping, MoE, parallel blocks) at a size
+    # a CPU steps quickly: `--hidden` wide, `--heads` heads, the same query/key-value head ratio, the MLP scaled
+    # with the width, `--vocab` tokens and LAYERS layers.
+    from transformers import AutoConfig, AutoModelForCausalLM
+    d = {k: v for k, v in json.load(open(a.preset)).items() if not k.startswith("_")}
+    mt = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}.get(d["model_type"], d["model_type"])
+    d["model_type"] = mt
+    if mt == "falcon":
+        # FalconConfig checks its rotary size before mapping the GPT-2 style names: use the canonical ones.
+        for old_key, new_key in (("n_head", "num_attention_heads"), ("n_layer", "num_hidden_layers")):
+            if old_key in d:
+                d[new_key] = d.pop(old_key)
+    d.setdefault("pad_token_id", None)
+    for k in ("architectures", "auto_map", "torch_dtype", "transformers_version"):
+        d.pop(k, None)
+    hkey = "n_embd" if "n_embd" in d else "hidden_size"
+    scale = a.hidden / d[hkey]
+    d[hkey] = a.hidden
+    nkey = "n_head" if "n_head" in d else "num_attention_heads"
+    heads0 = d[nkey]
+    d[nkey] = a.heads
+    for k in ("num_attention_heads", "n_head"):
+        if k in d:
+            d[k] = a.heads
+    for k in ("num_key_value_heads", "num_kv_heads"):
+        if d.get(k):
+            kv = max(1, round(a.heads * d[k] / heads0))
+            while a.heads % kv:
+                kv -= 1
+            d[k] = kv
+    for k in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if isinstance(d.get(k), int) and d[k] >= a.vocab:
+            d[k] = a.vocab - 1
+    if "head_dim" in d:
+        d["head_dim"] = a.hidden // a.heads
+    for k in ("intermediate_size", "n_inner", "ffn_hidden_size"):
+        if d.get(k):
+            d[k] = max(64, int(round(d[k] * scale / 64)) * 64)
+    for k in ("num_hidden_layers", "n_layer", "num_layers"):
+        if k in d or k == "num_hidden_layers":
+            d[k] = a.layers
+    d["vocab_size"] = a.vocab
+    for k in ("max_position_embeddings", "n_positions"):
+        if k in d:
+            d[k] = max(d[k], 4096) if k == "max_position_embeddings" else max(d[k], a.s)
+    if a.json:
+        json.dump(dict(d, torch_dtype="bfloat16"), open(a.json, "w"))
+    cfg = AutoConfig.for_model(**d)
+    # Gemma 2's attention softcapping has no SDPA path: transformers runs it eagerly.
+    cfg._attn_implementation = "eager" if mt == "gemma2" else "sdpa"
+    make = lambda c: AutoModelForCausalLM.from_config(c)
+else:
+    cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
+                      num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
+                      max_position_embeddings=4096, tie_word_embeddings=a.tied)
+    cfg._attn_implementation = "sdpa"
+    make = lambda c: LlamaForCausalLM(c)
+    if a.json:
+        d = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": a.vocab,
+             "hidden_size": a.hidden, "intermediate_size": a.inter, "num_hidden_layers": a.layers,
+             "num_attention_heads": a.heads, "num_key_value_heads": a.kv, "tie_word_embeddings": a.tied,
+             "torch_dtype": "bfloat16", "max_position_embeddings": 4096, "rms_norm_eps": 1e-5}
+        json.dump(d, open(a.json, "w"))
 dtype = torch.float32 if a.fp32 else torch.bfloat16
-model = LlamaForCausalLM(cfg).to(dtype)
+model = make(cfg).to(dtype)
 if a.qlora:
     import tempfile
     from transformers import BitsAndBytesConfig

@@ -66,6 +66,22 @@ pub struct Architecture {
     pub experts: u64,
     /// Experts each token is routed to.
     pub experts_per_token: u64,
+    /// Gemma's RMSNorm scales by `1 + weight` in fp32, so a trainable weight keeps the fp32 normalized input.
+    #[serde(default)]
+    pub norm_scale_fp32: bool,
+    /// `gelu_new` (Phi-2, GPT-2): the tanh GELU written out in elementwise ops keeps four inter-wide tensors
+    /// (its input, the tanh, 1 + tanh and x / 2) where a fused GELU keeps one.
+    #[serde(default)]
+    pub composite_gelu: bool,
+    /// Gemma 2 softcaps the final logits (`cap * tanh(logits / cap)`): the tanh output is kept for backward.
+    #[serde(default)]
+    pub final_logit_softcap: bool,
+    /// Gemma 2 softcaps the attention scores the same way: eager attention keeps each layer's tanh output too.
+    #[serde(default)]
+    pub attn_logit_softcap: bool,
+    /// Buffers the model holds beside its parameters, in bytes (GPT-BigCode's positions x positions causal mask).
+    #[serde(default)]
+    pub buffer_bytes: u64,
 }
 
 /// What a LoRA target key selects in a layer.
@@ -471,6 +487,11 @@ impl Architecture {
             embedding_norm: false,
             experts: 1,
             experts_per_token: 1,
+            norm_scale_fp32: false,
+            composite_gelu: false,
+            final_logit_softcap: false,
+            attn_logit_softcap: false,
+            buffer_bytes: 0,
         }
     }
 }

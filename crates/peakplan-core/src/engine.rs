@@ -387,6 +387,16 @@ fn bnb_saves_input(plan: &Plan) -> bool {
 /// Norm weights train under full fine-tuning and LayerNorm tuning. A trainable norm weight multiplies the
 /// normalized input, and that product keeps the 16-bit normalized copy for the weight's gradient; a frozen one
 /// keeps nothing more than its fp32 input and statistics.
+/// Bytes per value of the normalized input a trainable norm weight keeps: the residual dtype, or fp32 for
+/// Gemma's `(1 + weight)` scaling done in fp32 (traced on CPU).
+fn norm_product_bytes(arch: &Architecture, d: Dtypes) -> Count {
+    if arch.norm_scale_fp32 {
+        4.0
+    } else {
+        d.r
+    }
+}
+
 fn norms_trainable(plan: &Plan) -> bool {
     match plan.method {
         Method::Full => true,
@@ -725,7 +735,7 @@ fn layer_saved(
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => (if d.amp { 4.0 } else { d.r }) * n * h + 8.0 * n,
     } + if norms_trainable(plan) && !fused {
-        d.r * n * h
+        norm_product_bytes(arch, d) * n * h
     } else {
         0.0
     };
@@ -886,8 +896,9 @@ fn layer_saved(
     let mut scores = 0.0;
     match plan.attn {
         Attn::Eager => {
-            // Softmax output in fp32 plus the 16-bit copy fed to P·V.
-            let per = if c == 4.0 { 4.0 } else { 4.0 + c };
+            // Softmax output in fp32 plus the 16-bit copy fed to P·V; softcapped scores keep their tanh as well.
+            let per = if c == 4.0 { 4.0 } else { 4.0 + c }
+                + if arch.attn_logit_softcap { c } else { 0.0 };
             scores = per * heads * n * key_positions(plan);
         }
         Attn::Sdpa | Attn::Flash => {
@@ -904,6 +915,11 @@ fn layer_saved(
             2.0 * d.m * n * inter
         }
         crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused => 3.0 * d.m * n * inter,
+        // transformers writes `gelu_new` out in elementwise ops, which keep its input, the tanh, 1 + tanh and
+        // x / 2 (traced on CPU: Phi-2); litgpt and torchtune call the fused tanh GELU.
+        crate::arch::Mlp::Plain if arch.composite_gelu && plan.framework == Framework::Hf => {
+            4.0 * d.m * n * inter
+        }
         crate::arch::Mlp::Plain => d.m * n * inter,
     };
     if arch.experts > 1 {
@@ -985,11 +1001,13 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // ShardBuffers); the root unit (embeddings, final norm, LM head) stays gathered on the GPU through the step.
     // (ZeRO-3 offload works on one GPU too: the shards are the whole model, in CPU memory.)
     let params_offloaded = plan.cpu_offload && plan.zero >= 3;
+    // Buffers (GPT-BigCode's causal mask) are neither sharded nor offloaded: every GPU holds them.
+    let buffers = arch.buffer_bytes as Count;
     if params_offloaded {
         let root = arch.embedding_params() + arch.lm_head_params() + arch.final_norm_params();
-        set(&mut comp, Kind::BaseWeights, root as Count * d.w);
+        set(&mut comp, Kind::BaseWeights, root as Count * d.w + buffers);
     } else {
-        set(&mut comp, Kind::BaseWeights, shard_w(base));
+        set(&mut comp, Kind::BaseWeights, shard_w(base) + buffers);
         set(&mut comp, Kind::AdapterWeights, shard_w(adapter_bytes));
     }
     // bitsandbytes keeps a 4-bit weight's quantization state (absmax, scales) beside the parameter, not in it:
@@ -1120,7 +1138,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => 4.0 * n * h + 8.0 * n,
     } + if norms_trainable(plan) && !plan.liger {
-        d.r * n * h
+        norm_product_bytes(arch, d) * n * h
     } else {
         0.0
     };
@@ -1275,6 +1293,17 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
             (d.c * chunk * v + d.c * n * h, d.c * n * h, d.c * chunk * v)
         }
     };
+    // Gemma 2 softcaps the logits before the loss: under transformers (traced on CPU) the tanh output waits for
+    // backward beside them. litgpt's chunked head and torchtune's losses are not traced; they stay as they were.
+    let softcap = if arch.final_logit_softcap
+        && plan.loss == Loss::Standard
+        && plan.framework == Framework::Hf
+    {
+        d.c * n * v
+    } else {
+        0.0
+    };
+    let (logits_fwd, logits_bwd) = (logits_fwd + softcap, logits_bwd + softcap);
     set(&mut comp, Kind::SavedActivations, saved_all);
     set(&mut comp, Kind::AttentionScores, scores_all);
     set(&mut comp, Kind::Checkpoints, ckpt);

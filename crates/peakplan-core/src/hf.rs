@@ -83,6 +83,33 @@ impl Fields<'_> {
             ))),
         }
     }
+    fn text(&self, keys: &[&str]) -> Result<Option<&str>, ArchError> {
+        for k in keys {
+            match self.0.get(*k) {
+                None | Some(Value::Null) => continue,
+                Some(Value::String(s)) => return Ok(Some(s.as_str())),
+                Some(other) => {
+                    return Err(err(format!(
+                        "{k} must be a string, got {}",
+                        type_name(other)
+                    )))
+                }
+            }
+        }
+        Ok(None)
+    }
+    /// A setting that is on unless set to null (or 0); `default` when the key is absent.
+    fn on_unless_null(&self, key: &str, default: bool) -> Result<bool, ArchError> {
+        match self.0.get(key) {
+            None => Ok(default),
+            Some(Value::Null) => Ok(false),
+            Some(Value::Number(n)) => Ok(n.as_f64().is_some_and(|v| v > 0.0)),
+            Some(other) => Err(err(format!(
+                "{key} must be a number or null, got {}",
+                type_name(other)
+            ))),
+        }
+    }
 }
 
 fn type_name(v: &Value) -> &'static str {
@@ -173,8 +200,12 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             a.qkv_bias = model_type == "qwen2" || f.flag("attention_bias", false)?;
             a.o_bias = f.flag("attention_bias", false)?;
             a.mlp_bias = f.flag("mlp_bias", false)?;
+            a.norm_scale_fp32 = gemma;
             if model_type == "gemma2" {
                 a.norms_per_layer = 4;
+                // Gemma2Config's defaults are 30 and 50; a null turns each off.
+                a.final_logit_softcap = f.on_unless_null("final_logit_softcapping", true)?;
+                a.attn_logit_softcap = f.on_unless_null("attn_logit_softcapping", true)?;
             }
             if model_type == "mixtral" {
                 a.experts = f.uint(&["num_local_experts"])?.unwrap_or(8);
@@ -193,6 +224,7 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             a.mlp_bias = true;
             a.lm_head_bias = true;
             a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
+            a.composite_gelu = f.text(&["hidden_act"])?.unwrap_or("gelu_new") == "gelu_new";
         }
         "qwen" => {
             // Qwen (v1): fused c_attn with bias, bias-free c_proj, SwiGLU whose two branches are each half of
@@ -283,6 +315,19 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
                 .uint(&["n_positions", "max_position_embeddings"])?
                 .unwrap_or(1024);
             a.tied_embeddings = f.flag("tie_word_embeddings", true)?;
+            let default_act = if model_type == "gpt_bigcode" {
+                "gelu_pytorch_tanh"
+            } else {
+                "gelu_new"
+            };
+            a.composite_gelu = f
+                .text(&["activation_function", "hidden_act"])?
+                .unwrap_or(default_act)
+                == "gelu_new";
+            if model_type == "gpt_bigcode" {
+                // GPTBigCodeModel registers a bool causal mask of positions x positions as a buffer.
+                a.buffer_bytes = a.learned_positions.saturating_mul(a.learned_positions);
+            }
         }
     }
     a.validate()?;

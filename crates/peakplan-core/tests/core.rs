@@ -21,6 +21,10 @@ fn est(q: &str) -> Estimate {
     estimate(preset_arch(&p), &p)
 }
 
+fn est_arch(arch: &Architecture, q: &str) -> Estimate {
+    estimate(arch, &plan(q))
+}
+
 fn data(name: &str) -> String {
     std::fs::read_to_string(format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
@@ -168,6 +172,51 @@ fn every_shared_config_imports_to_its_preset() {
         a.name = m.id.to_string();
         assert_eq!(&a, presets::model_arch(m.id).unwrap(), "{}", m.id);
     }
+}
+
+#[test]
+fn family_features_import_from_their_config_fields() {
+    let gemma2 = |extra: &str| {
+        import_config(&format!(
+            r#"{{"model_type":"gemma2","hidden_size":3584,"intermediate_size":14336,"num_hidden_layers":42,"num_attention_heads":16,"num_key_value_heads":8,"head_dim":256,"vocab_size":256000{extra}}}"#
+        ))
+    };
+    // Gemma2Config softcaps both by default; a null turns one off.
+    let a = gemma2("").unwrap();
+    assert!(a.final_logit_softcap && a.attn_logit_softcap && a.norm_scale_fp32);
+    let a = gemma2(r#","final_logit_softcapping":null,"attn_logit_softcapping":50.0"#).unwrap();
+    assert!(!a.final_logit_softcap && a.attn_logit_softcap);
+    let e = gemma2(r#","final_logit_softcapping":"30""#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("final_logit_softcapping must be a number or null"),
+        "{e}"
+    );
+    // `gelu_new` is written out in elementwise ops; PhiConfig and GPT2Config default to it.
+    let phi = |act: &str| {
+        import_config(&format!(
+            r#"{{"model_type":"phi","hidden_size":2560,"intermediate_size":10240,"num_hidden_layers":32,"num_attention_heads":32,"vocab_size":51200{act}}}"#
+        ))
+        .unwrap()
+        .composite_gelu
+    };
+    assert!(phi(""));
+    assert!(!phi(r#","hidden_act":"gelu""#));
+    let gpt2 = import_config(
+        r#"{"model_type":"gpt2","n_embd":768,"n_layer":12,"n_head":12,"vocab_size":50257}"#,
+    )
+    .unwrap();
+    assert!(gpt2.composite_gelu && gpt2.buffer_bytes == 0);
+    // GPTBigCodeModel keeps a bool causal mask of n_positions^2 bytes: 64 MiB at 8192 positions.
+    let sc = import_config(r#"{"model_type":"gpt_bigcode","n_embd":2048,"n_layer":24,"n_head":16,"n_positions":8192,"vocab_size":49152}"#).unwrap();
+    assert_eq!(sc.buffer_bytes, 64 << 20);
+    assert!(!sc.composite_gelu);
+    let e = est_arch(
+        &sc,
+        "model=starcoderbase-1b&method=lora&targets=q,k,v&b=1&s=512",
+    );
+    assert!(e.component(Kind::BaseWeights) >= sc.total_params() * 2 + (64 << 20));
 }
 
 #[test]
@@ -1417,4 +1466,23 @@ fn cpu_traces_of_real_steps_match_the_engine() {
         rows += 1;
     }
     assert_eq!(rows, 51, "every traced case is replayed");
+
+    // Other families, each built from its preset's config.json scaled down; the traced config is imported as is.
+    let text = data("traced/families.csv");
+    let mut rows = 0;
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.splitn(4, ',').collect();
+        let arch = import_config(&data(&format!("traced/{}", f[1]))).unwrap();
+        let traced = f[2].parse::<u64>().unwrap() as f64;
+        let predicted = est_arch(&arch, f[3]).peak_allocated_bytes as f64;
+        let err = (predicted - traced) / traced;
+        assert!(
+            err.abs() < 0.01,
+            "{}: traced {traced} B, engine {predicted} B ({:+.2}%)",
+            f[0],
+            100.0 * err
+        );
+        rows += 1;
+    }
+    assert_eq!(rows, 24, "every traced family case is replayed");
 }
