@@ -1444,28 +1444,30 @@ fn the_page_s_accuracy_table_is_what_the_engine_computes_today() {
 
 #[test]
 fn cpu_traces_of_real_steps_match_the_engine() {
-    // Each row is one Hugging Face + PEFT step traced with torch's profiler on CPU (`tools/trace/hf_cpu.sh`), at
-    // several layer counts so that a wrong per-layer term and a wrong fixed term both show. Worst row today: 0.6%.
-    let text = data("traced/hf_cpu.csv");
-    let mut rows = 0;
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.splitn(10, ',').collect();
-        let n = |i: usize| f[i].parse::<u64>().unwrap();
-        let mut arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
-        arch.tied_embeddings = f[7] == "1";
-        let traced = n(8) as f64;
-        let p = plan(f[9]);
-        let predicted = estimate(&arch, &p).peak_allocated_bytes as f64;
-        let err = (predicted - traced) / traced;
-        assert!(
-            err.abs() < 0.01,
-            "{}: traced {traced} B, engine {predicted} B ({:+.2}%)",
-            f[0],
-            100.0 * err
-        );
-        rows += 1;
+    // Each row is one Hugging Face + PEFT (`tools/trace/hf_cpu.sh`) or torchtune (`tt_cpu.sh`) step traced with
+    // torch's profiler on CPU, at several layer counts so that a wrong per-layer term and a wrong fixed term both
+    // show. Worst row today: 0.6%.
+    for (file, cases) in [("traced/hf_cpu.csv", 51), ("traced/tt_cpu.csv", 9)] {
+        let text = data(file);
+        let mut rows = 0;
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.splitn(10, ',').collect();
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            let mut arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
+            arch.tied_embeddings = f[7] == "1";
+            let traced = n(8) as f64;
+            let predicted = est_arch(&arch, f[9]).peak_allocated_bytes as f64;
+            let err = (predicted - traced) / traced;
+            assert!(
+                err.abs() < 0.01,
+                "{}: traced {traced} B, engine {predicted} B ({:+.2}%)",
+                f[0],
+                100.0 * err
+            );
+            rows += 1;
+        }
+        assert_eq!(rows, cases, "every case of {file} is replayed");
     }
-    assert_eq!(rows, 51, "every traced case is replayed");
 
     // Other families, each built from its preset's config.json scaled down; the traced config is imported as is.
     let text = data("traced/families.csv");
