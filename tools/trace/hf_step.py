@@ -4,10 +4,8 @@ usage: hf_step.py LAYERS BATCH SEQ [--full] [--qlora [--upcast] [--dq]] [--gc] [
                   [--r R] [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V] [--tied] [--json cfg.json]
 
 A Llama-shaped model of LAYERS layers runs the step the Trainer runs (forward, `del outputs`, backward, a
-foreach AdamW step, `zero_grad(set_to_none=True)`) twice; the second is traced. The bytes live before it
-(weights, adapters, optimizer states: every tensor storage reachable from the garbage collector) plus the
-highest running sum of the profiler's allocation events during it is the step's peak, the CPU counterpart of
-`torch.cuda.max_memory_allocated` (CPU allocations are not rounded to blocks). Prints one JSON line.
+foreach AdamW step, `zero_grad(set_to_none=True)`) twice; the second is measured (memtrace.peak_of). Prints one
+JSON line.
 
 Two CPU artifacts to keep in mind when comparing with peakplan, which models CUDA:
 - CPU dropout is not fused: it keeps its mask in the input's dtype (4 B for fp32), not CUDA's 1-byte mask.
@@ -15,10 +13,11 @@ Two CPU artifacts to keep in mind when comparing with peakplan, which models CUD
   compare grouped-query models with `attn=flash` then.
 `--json` writes the model's config.json, for `peakplan estimate --hf-config`.
 """
-import argparse, json, gc
+import argparse
+import json
+
 import torch
-from torch._C._profiler import _EventType
-from torch.profiler import ProfilerActivity, profile
+from memtrace import peak_of
 from transformers import LlamaConfig, LlamaForCausalLM
 
 ap = argparse.ArgumentParser()
@@ -43,7 +42,6 @@ ap.add_argument("--upcast", action="store_true", help="QLoRA: prepare_model_for_
 ap.add_argument("--dq", action="store_true", help="QLoRA: double quantization")
 ap.add_argument("--preset", help="a config.json (../shared/models/*.json) whose family to build, scaled down")
 ap.add_argument("--json")
-ap.add_argument("--timeline", action="store_true")
 a = ap.parse_args()
 
 torch.manual_seed(0)
@@ -156,51 +154,5 @@ def step():
     return loss.detach()
 
 
-step()  # states exist after this, as in every step after the first
-gc.collect()
-
-
-def live_bytes():
-    seen = set()
-    tot = 0
-    for obj in gc.get_objects():
-        try:
-            if torch.is_tensor(obj):
-                st = obj.untyped_storage()
-                key = st.data_ptr()
-                if key in seen or st.nbytes() == 0:
-                    continue
-                seen.add(key)
-                tot += st.nbytes()
-        except Exception:
-            pass
-    return tot
-
-
-base = live_bytes()
-with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-    step()
-evs = []
-
-
-def walk(n):
-    if n.tag == _EventType.Allocation and str(n.extra_fields.device) == "cpu":
-        evs.append((n.start_time_ns, n.extra_fields.alloc_size))
-    for ch in n.children:
-        walk(ch)
-
-
-for r in prof.profiler.kineto_results.experimental_event_tree():
-    walk(r)
-evs.sort()
-cur = peak = 0
-tl = []
-for _, sz in evs:
-    cur += sz
-    if cur > peak:
-        peak = cur
-    tl.append(cur)
-print(json.dumps({"base": base, "peak_above": peak, "total": base + peak, "end": cur}))
-if a.timeline:
-    step_ = max(1, len(tl) // 60)
-    print([round(x / 2**20, 1) for x in tl[::step_]])
+step()  # optimizer states exist after the first step, as in every later one
+print(json.dumps(peak_of(step)))

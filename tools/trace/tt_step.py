@@ -6,16 +6,14 @@ usage: tt_step.py LAYERS BATCH SEQ [--chunked] [--lora R [--mlp] [--qlora]] [--h
 A Llama-3-shaped `TransformerDecoder` (torchtune's own `llama3` / `lora_llama3` builders) in bf16 runs the step
 of `full_finetune_single_device` (`lora_finetune_single_device` with `--lora`: LoRA on q and v, and on the MLP with
 `--mlp`; `--qlora` quantizes the base to torchao NF4): forward, the cross-entropy (`--chunked`: `CEWithChunkedOutputLoss`), `del logits`,
-backward, a foreach AdamW step, `zero_grad(set_to_none=True)`. Measured as in hf_step.py: the bytes live before
-the second step plus the highest running sum of its allocation events. Prints one JSON line.
+backward, a foreach AdamW step, `zero_grad(set_to_none=True)`. The second step is measured (memtrace.peak_of).
+Prints one JSON line.
 """
 import argparse
-import gc
 import json
 
 import torch
-from torch._C._profiler import _EventType
-from torch.profiler import ProfilerActivity, profile
+from memtrace import peak_of
 from torchtune.models.llama3._component_builders import llama3, lora_llama3
 from torchtune.modules.peft import get_adapter_params, set_trainable_params
 from torchtune.modules.loss import CEWithChunkedOutputLoss
@@ -71,43 +69,5 @@ def step():
     opt.zero_grad(set_to_none=True)
 
 
-step()
-gc.collect()
-
-
-def live_bytes():
-    seen, total = set(), 0
-    for obj in gc.get_objects():
-        try:
-            if torch.is_tensor(obj):
-                st = obj.untyped_storage()
-                if st.data_ptr() in seen or st.nbytes() == 0:
-                    continue
-                seen.add(st.data_ptr())
-                total += st.nbytes()
-        except Exception:
-            pass
-    return total
-
-
-base = live_bytes()
-with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-    step()
-events = []
-
-
-def walk(node):
-    if node.tag == _EventType.Allocation and str(node.extra_fields.device) == "cpu":
-        events.append((node.start_time_ns, node.extra_fields.alloc_size))
-    for child in node.children:
-        walk(child)
-
-
-for root in prof.profiler.kineto_results.experimental_event_tree():
-    walk(root)
-events.sort()
-cur = peak = 0
-for _, size in events:
-    cur += size
-    peak = max(peak, cur)
-print(json.dumps({"base": base, "peak_above": peak, "total": base + peak, "end": cur}))
+step()  # optimizer states exist after the first step, as in every later one
+print(json.dumps(peak_of(step)))

@@ -1442,6 +1442,16 @@ fn the_page_s_accuracy_table_is_what_the_engine_computes_today() {
 
 // ---- CPU traces of real steps (tools/trace): the engine's allocated peak against PyTorch's own allocations.
 
+fn within_1_percent(id: &str, traced_bytes: u64, e: &Estimate) {
+    let (traced, predicted) = (traced_bytes as f64, e.peak_allocated_bytes as f64);
+    let err = (predicted - traced) / traced;
+    assert!(
+        err.abs() < 0.01,
+        "{id}: traced {traced} B, engine {predicted} B ({:+.2}%)",
+        100.0 * err
+    );
+}
+
 #[test]
 fn cpu_traces_of_real_steps_match_the_engine() {
     // Each row is one Hugging Face + PEFT (`tools/trace/hf_cpu.sh`) or torchtune (`tt_cpu.sh`) step traced with
@@ -1455,15 +1465,7 @@ fn cpu_traces_of_real_steps_match_the_engine() {
             let n = |i: usize| f[i].parse::<u64>().unwrap();
             let mut arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
             arch.tied_embeddings = f[7] == "1";
-            let traced = n(8) as f64;
-            let predicted = est_arch(&arch, f[9]).peak_allocated_bytes as f64;
-            let err = (predicted - traced) / traced;
-            assert!(
-                err.abs() < 0.01,
-                "{}: traced {traced} B, engine {predicted} B ({:+.2}%)",
-                f[0],
-                100.0 * err
-            );
+            within_1_percent(f[0], n(8), &est_arch(&arch, f[9]));
             rows += 1;
         }
         assert_eq!(rows, cases, "every case of {file} is replayed");
@@ -1475,15 +1477,7 @@ fn cpu_traces_of_real_steps_match_the_engine() {
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.splitn(4, ',').collect();
         let arch = import_config(&data(&format!("traced/{}", f[1]))).unwrap();
-        let traced = f[2].parse::<u64>().unwrap() as f64;
-        let predicted = est_arch(&arch, f[3]).peak_allocated_bytes as f64;
-        let err = (predicted - traced) / traced;
-        assert!(
-            err.abs() < 0.01,
-            "{}: traced {traced} B, engine {predicted} B ({:+.2}%)",
-            f[0],
-            100.0 * err
-        );
+        within_1_percent(f[0], f[2].parse().unwrap(), &est_arch(&arch, f[3]));
         rows += 1;
     }
     assert_eq!(rows, 24, "every traced family case is replayed");

@@ -1,0 +1,50 @@
+"""The measurement both harnesses share: a step's peak allocated bytes on CPU.
+
+`peak_of(step)` runs `step` once under torch's profiler and returns the bytes live before it (every tensor storage
+the garbage collector can reach: weights, adapters, optimizer states) plus the highest running sum of the
+profiler's allocation events during it, the CPU counterpart of `torch.cuda.max_memory_allocated` (CPU allocations
+are not rounded to blocks), and what the step left allocated (0 when it frees what it made).
+"""
+import gc
+
+import torch
+from torch._C._profiler import _EventType
+from torch.profiler import ProfilerActivity, profile
+
+
+def live_bytes():
+    seen, total = set(), 0
+    for obj in gc.get_objects():
+        try:
+            if torch.is_tensor(obj):
+                storage = obj.untyped_storage()
+                if storage.data_ptr() in seen or storage.nbytes() == 0:
+                    continue
+                seen.add(storage.data_ptr())
+                total += storage.nbytes()
+        except Exception:
+            pass
+    return total
+
+
+def peak_of(step):
+    gc.collect()
+    base = live_bytes()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = []
+
+    def walk(node):
+        if node.tag == _EventType.Allocation and str(node.extra_fields.device) == "cpu":
+            events.append((node.start_time_ns, node.extra_fields.alloc_size))
+        for child in node.children:
+            walk(child)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        walk(root)
+    events.sort()
+    current = peak = 0
+    for _, size in events:
+        current += size
+        peak = max(peak, current)
+    return {"base": base, "peak_above": peak, "total": base + peak, "end": current}
