@@ -119,8 +119,9 @@ if a.qlora:
     model.save_pretrained(saved)
     quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
                                bnb_4bit_use_double_quant=a.dq)
-    model = LlamaForCausalLM.from_pretrained(saved, quantization_config=quant, dtype=dtype, device_map="cpu",
-                                             attn_implementation="sdpa")
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(saved, quantization_config=quant, dtype=dtype, device_map="cpu",
+                                             attn_implementation=cfg._attn_implementation)
     if a.upcast:
         # Upcasts every unquantized weight to fp32 (and turns checkpointing on when asked).
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=a.gc,

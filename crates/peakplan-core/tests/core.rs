@@ -1480,5 +1480,5 @@ fn cpu_traces_of_real_steps_match_the_engine() {
         within_1_percent(f[0], f[2].parse().unwrap(), &est_arch(&arch, f[3]));
         rows += 1;
     }
-    assert_eq!(rows, 24, "every traced family case is replayed");
+    assert_eq!(rows, 30, "every traced family case is replayed");
 }
