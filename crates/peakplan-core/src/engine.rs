@@ -101,7 +101,7 @@ macro_rules! components {
 
 components! {
     BaseWeights => "base_weights", Weights, "Base weights",
-        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA, 1 B under LLM.int8 or 8-bit GPTQ; the rest in the weight dtype)";
+        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA, 1 B under LLM.int8 or 8-bit GPTQ; the rest in the weight dtype), plus buffers such as GPT-BigCode's causal mask";
     QuantConstants => "quant_constants", Weights, "Quantization constants",
         "per 64-weight block: an fp32 absmax (0.5 bit/param), or with double quantization an 8-bit absmax plus an fp32 scale per 256 blocks (0.127 bit/param); LLM.int8: an fp32 absmax per output row; GPTQ: an fp16 scale and a packed zero point per 128 inputs and output, an int32 group index per input";
     AdapterWeights => "adapter_weights", Weights, "Adapter weights",
@@ -125,7 +125,7 @@ components! {
     PreviousInputs => "previous_inputs", Activations, "Previous micro-batch's 4-bit inputs",
         "bitsandbytes up to 0.44 kept each 4-bit matmul's input on its autograd node, which backward does not free; litgpt's loop holds the graph until the next forward returns, so those inputs are still there at its end";
     Logits => "logits", Activations, "Logits and loss",
-        "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit), plus what a loop holds through backward; chunked and fused losses bound it, and a cross-entropy kernel keeps only the 16-bit logits";
+        "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit; Gemma 2's softcapped logits keep their tanh too), plus what a loop holds through backward; chunked and fused losses bound it, and a cross-entropy kernel keeps only the 16-bit logits";
     BackwardWork => "backward_work", Other, "Backward working memory",
         "gradients of one layer's activations in flight (hidden and MLP-width), plus one recomputed layer under checkpointing";
     DequantBuffer => "dequant_buffer", Other, "Dequantization buffer",
