@@ -384,9 +384,6 @@ fn bnb_saves_input(plan: &Plan) -> bool {
     plan.method == Method::Qlora && plan.qlora_saves_input && plan.gptq_bits().is_none()
 }
 
-/// Norm weights train under full fine-tuning and LayerNorm tuning. A trainable norm weight multiplies the
-/// normalized input, and that product keeps the 16-bit normalized copy for the weight's gradient; a frozen one
-/// keeps nothing more than its fp32 input and statistics.
 /// Bytes per value of the normalized input a trainable norm weight keeps: the residual dtype, or fp32 for
 /// Gemma's `(1 + weight)` scaling done in fp32 (traced on CPU).
 fn norm_product_bytes(arch: &Architecture, d: Dtypes) -> Count {
@@ -397,6 +394,9 @@ fn norm_product_bytes(arch: &Architecture, d: Dtypes) -> Count {
     }
 }
 
+/// Norm weights train under full fine-tuning and LayerNorm tuning. A trainable norm weight multiplies the
+/// normalized input, and that product keeps the 16-bit normalized copy for the weight's gradient; a frozen one
+/// keeps nothing more than its fp32 input and statistics.
 fn norms_trainable(plan: &Plan) -> bool {
     match plan.method {
         Method::Full => true,
