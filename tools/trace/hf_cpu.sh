@@ -2,17 +2,14 @@
 # Regenerates crates/peakplan-core/tests/data/traced/hf_cpu.csv: each case traced at several layer counts, so
 # that both the per-layer slope and the layer-independent part are pinned. Needs a Python with torch,
 # transformers and peft (pip install torch transformers peft); takes a few minutes on two cores.
-set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-out="$here/../../crates/peakplan-core/tests/data/traced/hf_cpu.csv"
-py="${PYTHON:-python3}"
-echo "id,layers,hidden,intermediate,heads,kv_heads,vocab,tied,traced_peak_allocated_bytes,query" >"$out"
+source "$(dirname "$0")/lib.sh"
+out="$data/hf_cpu.csv"
+echo "$llama_header" >"$out"
 run() { # id, harness flags, plan keys
   local tied=0
   case " $2 " in *" --tied "*) tied=1 ;; esac
   for layers in $LAYERS; do
-    total=$("$py" "$here/hf_step.py" "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" \
-      --vocab "$V" $2 2>/dev/null | tail -1 | "$py" -c 'import json, sys; print(json.load(sys.stdin)["total"])')
+    total=$(total_of hf_step.py "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" --vocab "$V" $2)
     echo "$1-L$layers,$layers,$H,$I,$NH,$KV,$V,$tied,$total,b=$B&s=$S&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$3" >>"$out"
   done
 }
@@ -45,16 +42,15 @@ run w-lora-qv-bf16-gc "--gc" "attn=sdpa&method=lora&r=16&targets=q,v&dropout=0&a
 
 # Other families, from the presets' own config.json scaled down (hf_step.py --preset): each traced config is kept
 # in traced/configs/ so that the test imports exactly what was traced.
-fam="$here/../../crates/peakplan-core/tests/data/traced/families.csv"
-cfgs="$here/../../crates/peakplan-core/tests/data/traced/configs"
+fam="$data/families.csv"
+cfgs="$data/configs"
 presets="$here/../../crates/peakplan-core/presets"
 mkdir -p "$cfgs"
 echo "id,config,traced_peak_allocated_bytes,query" >"$fam"
 runf() { # id, preset, harness flags, plan keys
   for layers in 1 2; do
     local id="$1-L$layers"
-    total=$("$py" "$here/hf_step.py" "$layers" 2 256 --preset "$presets/$2.json" --json "$cfgs/$id.json" $3 \
-      2>/dev/null | tail -1 | "$py" -c 'import json, sys; print(json.load(sys.stdin)["total"])')
+    total=$(total_of hf_step.py "$layers" 2 256 --preset "$presets/$2.json" --json "$cfgs/$id.json" $3)
     echo "$id,configs/$id.json,$total,b=2&s=256&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" >>"$fam"
   done
 }

@@ -18,7 +18,7 @@ import json
 
 import torch
 from memtrace import peak_of
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 ap = argparse.ArgumentParser()
 ap.add_argument("layers", type=int)
@@ -49,7 +49,6 @@ if a.preset:
     # The preset's own family and features (biases, norms, tied head, softcapping, MoE, parallel blocks) at a size
     # a CPU steps quickly: `--hidden` wide, `--heads` heads, the same query/key-value head ratio, the MLP scaled
     # with the width, `--vocab` tokens and LAYERS layers.
-    from transformers import AutoConfig, AutoModelForCausalLM
     d = {k: v for k, v in json.load(open(a.preset)).items() if not k.startswith("_")}
     mt = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}.get(d["model_type"], d["model_type"])
     d["model_type"] = mt
@@ -66,7 +65,6 @@ if a.preset:
     d[hkey] = a.hidden
     nkey = "n_head" if "n_head" in d else "num_attention_heads"
     heads0 = d[nkey]
-    d[nkey] = a.heads
     for k in ("num_attention_heads", "n_head"):
         if k in d:
             d[k] = a.heads
@@ -119,7 +117,6 @@ if a.qlora:
     model.save_pretrained(saved)
     quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
                                bnb_4bit_use_double_quant=a.dq)
-    from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(saved, quantization_config=quant, dtype=dtype, device_map="cpu",
                                              attn_implementation=cfg._attn_implementation)
     if a.upcast:
@@ -152,7 +149,6 @@ def step():
     loss.backward()
     opt.step()
     model.zero_grad(set_to_none=True)
-    return loss.detach()
 
 
 step()  # optimizer states exist after the first step, as in every later one
