@@ -1170,8 +1170,9 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // once per 128-token chunk of litgpt's chunked head, each copy kept until that chunk's backward. QLoRA's head
     // is such a head too once `prepare_model_for_kbit_training` upcasts every unquantized weight (HF QLoRA traced
     // on CPU keeps a 16-bit vocab x hidden copy from the head's forward to its backward).
-    let fp32_frozen_head = fp32_frozen_base
-        || (d.amp && d.w == 4.0 && plan.method == Method::Qlora && !head_quantized);
+    // The head is an fp32 weight under autocast whenever the unquantized weights are (LoRA's fp32 base, upcast
+    // QLoRA), unless FSDP gathers it already cast or litgpt quantized it.
+    let fp32_frozen_head = d.amp && d.w == 4.0 && !d.sharded_cast && !head_quantized;
     let head_copies = if fp32_frozen_head && !head_trainable && plan.loss == Loss::Standard {
         let chunks = if plan.framework == Framework::Litgpt {
             ceil_div(positions(plan), 128.0)
