@@ -325,6 +325,153 @@ fn layout_below(data: &ChartData, w: i32, h: i32, top: i32, compact: bool) -> Op
     })
 }
 
+/// Pixels between a bar's top and the bottom of its total label.
+const TOTAL_LABEL_GAP: i32 = 6;
+/// Pixels between the capacity line and its label.
+const CAPACITY_LABEL_GAP: i32 = 4;
+
+/// A text box in backend pixels: `(x0, y0, x1, y1)`, y0 above y1.
+type TextBox = (i32, i32, i32, i32);
+
+/// Estimated width of a label: wide enough for proportional sans-serif digits and capitals, since the backends
+/// measure nothing (an over-estimate only moves a label sooner).
+fn text_width(label: &str, size: f64) -> i32 {
+    (label.chars().count() as f64 * size * 0.58).ceil() as i32
+}
+
+fn overlap_area(a: TextBox, b: TextBox) -> i64 {
+    let w = (a.2.min(b.2) - a.0.max(b.0)).max(0) as i64;
+    let h = (a.3.min(b.3) - a.1.max(b.1)).max(0) as i64;
+    w * h
+}
+
+/// Where the capacity line's label goes, as the anchor the backend draws it at.
+#[derive(Clone, Copy)]
+struct LabelPlace {
+    anchor: BackendCoord,
+    h: HPos,
+    v: VPos,
+}
+
+/// What a label placed over the plot covers: text over a bar's total counts four times text over a bar, since
+/// one stays legible and the other does not. Room outside the plot (the legend, the axis) counts like a bar.
+struct Obstacles {
+    bars: Vec<TextBox>,
+    totals: Vec<TextBox>,
+    plot: TextBox,
+}
+
+impl Obstacles {
+    fn new(data: &ChartData, layout: &ChartLayout, size: f64) -> Self {
+        let h = size.ceil() as i32 + 2;
+        let mut bars = Vec::new();
+        let mut totals = Vec::new();
+        for (bar, geom) in data.bars.iter().zip(&layout.bars) {
+            let top_y = y_for(
+                bar.parts.total(),
+                layout.max_bytes,
+                layout.top,
+                layout.bottom,
+            );
+            // The bar with its selection outline.
+            bars.push((geom.x0 - 3, top_y - 3, geom.x1 + 3, layout.bottom));
+            let tw = text_width(&format_bytes(bar.parts.total()), size);
+            let mid = (geom.x0 + geom.x1) / 2;
+            let base = top_y - TOTAL_LABEL_GAP;
+            totals.push((mid - tw / 2 - 2, base - h, mid + tw / 2 + 2, base));
+        }
+        let plot = (layout.left, layout.top - h, layout.right, layout.bottom);
+        Obstacles { bars, totals, plot }
+    }
+
+    fn cost(&self, b: TextBox) -> i64 {
+        let area = i64::from(b.2 - b.0) * i64::from(b.3 - b.1);
+        let bars: i64 = self.bars.iter().map(|o| overlap_area(b, *o)).sum();
+        let totals: i64 = self.totals.iter().map(|o| overlap_area(b, *o)).sum();
+        bars + 4 * totals + (area - overlap_area(b, self.plot))
+    }
+}
+
+/// The least-covering place for a label of `label` on the line at `line_y`, with what it covers. Candidates:
+/// right-aligned (preferred), left-aligned, and centred in each gap between bars, widest first; each above, then
+/// below the line. The earlier candidate wins a tie.
+fn label_place(
+    obstacles: &Obstacles,
+    layout: &ChartLayout,
+    label: &str,
+    size: f64,
+    line_y: i32,
+) -> (i64, LabelPlace) {
+    let w = text_width(label, size);
+    let h = size.ceil() as i32 + 2;
+    let mut xs = vec![
+        (layout.right - w, HPos::Right, layout.right),
+        (layout.left + 6, HPos::Left, layout.left + 6),
+    ];
+    let mut edges = vec![layout.left];
+    for g in &layout.bars {
+        edges.push(g.x0 - 3);
+        edges.push(g.x1 + 3);
+    }
+    edges.push(layout.right);
+    let mut gaps: Vec<(i32, i32)> = edges.chunks(2).map(|p| (p[0], p[1])).collect();
+    gaps.sort_by_key(|(a, b)| std::cmp::Reverse(b - a));
+    for (a, b) in gaps {
+        let mid = (a + b) / 2;
+        xs.push((mid - w / 2, HPos::Center, mid));
+    }
+    let place_at = |(x0, hpos, ax): (i32, HPos, i32), above: bool| {
+        let (v, y0, ay) = if above {
+            let base = line_y - CAPACITY_LABEL_GAP;
+            (VPos::Bottom, base - h, base)
+        } else {
+            let base = line_y + CAPACITY_LABEL_GAP;
+            (VPos::Top, base, base)
+        };
+        let place = LabelPlace {
+            anchor: (ax, ay),
+            h: hpos,
+            v,
+        };
+        (obstacles.cost((x0, y0, x0 + w, y0 + h)), place)
+    };
+    let mut best = place_at(xs[0], true);
+    for x in xs {
+        for above in [true, false] {
+            let candidate = place_at(x, above);
+            if candidate.0 < best.0 {
+                best = candidate;
+            }
+        }
+    }
+    best
+}
+
+/// The GPU line's label and where it goes. It reads "name: capacity" right-aligned above the line unless that
+/// covers a bar or a bar's total (a plan just under the GPU's size): then it moves below the line, to the left,
+/// or into a gap between bars. Where the full label covers something everywhere but the capacity alone fits
+/// clear, it shows the capacity alone (the verdict names the GPU); otherwise the full label's least-covering place.
+/// Returns the text, its place and what it covers ([`Obstacles::cost`]).
+fn capacity_label(
+    data: &ChartData,
+    layout: &ChartLayout,
+    (capacity_bytes, name): (u64, &str),
+    size: f64,
+    line_y: i32,
+) -> (String, LabelPlace, i64) {
+    let obstacles = Obstacles::new(data, layout, size);
+    let short = format_bytes(capacity_bytes);
+    let full = format!("{name}: {short}");
+    let (cost, place) = label_place(&obstacles, layout, &full, size, line_y);
+    if cost > 0 {
+        let (short_cost, short_place) = label_place(&obstacles, layout, &short, size, line_y);
+        if short_cost == 0 {
+            return (short, short_place, 0);
+        }
+    }
+    (full, place, cost)
+}
+
 /// Draws the stacked-bar chart filling the backend's whole area.
 pub fn draw_chart<B: DrawingBackend>(
     backend: &mut B,
@@ -434,7 +581,7 @@ pub fn draw_chart<B: DrawingBackend>(
         backend.draw_text(
             &format_bytes(bar.parts.total()),
             &text(theme.text, font - 1.0, HPos::Center, VPos::Bottom),
-            (mid, top_y - 6),
+            (mid, top_y - TOTAL_LABEL_GAP),
         )?;
     }
 
@@ -453,11 +600,11 @@ pub fn draw_chart<B: DrawingBackend>(
             )?;
             x += 14;
         }
-        let label = format!("{name}: {}", format_bytes(*cap));
+        let (label, place, _) = capacity_label(data, &layout, (*cap, name), font - 1.0, cy);
         backend.draw_text(
             &label,
-            &text(theme.capacity, font - 1.0, HPos::Right, VPos::Bottom),
-            (right, cy - 4),
+            &text(theme.capacity, font - 1.0, place.h, place.v),
+            place.anchor,
         )?;
     }
     backend.draw_line((left, top - 4), (left, bottom), &solid(theme.text))?;
@@ -647,5 +794,83 @@ mod tests {
         assert_eq!(l.hit((bar.x0 + bar.x1) / 2, l.top - 5), None);
         let total: u64 = bar.segments.iter().map(|s| s.bytes).sum();
         assert_eq!(total, e.device_bytes);
+    }
+
+    /// Three bars of `totals_gib` (the last selected) under a 4090's line at `capacity_gib`: the label drawn,
+    /// what it covers, and what the full label in the preferred place (right-aligned above the line) would cover.
+    fn capacity_label_case(totals_gib: [f64; 3], capacity_gib: f64) -> (String, i64, i64) {
+        let gib = (1u64 << 30) as f64;
+        let bars = totals_gib
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Bar {
+                label: ["Full", "LoRA", "QLoRA"][i].to_string(),
+                parts: PhaseMemory {
+                    weights: (t * gib) as u64,
+                    ..PhaseMemory::default()
+                },
+                selected: i == 2,
+            })
+            .collect();
+        let cap = (capacity_gib * gib) as u64;
+        let name = "NVIDIA GeForce RTX 4090";
+        let data = ChartData {
+            title: "t".into(),
+            bars,
+            capacity: Some((cap, name.into())),
+        };
+        let l = layout(&data, 720, 420).unwrap();
+        let y = y_for(cap, l.max_bytes, l.top, l.bottom);
+        let (label, _, chosen) = capacity_label(&data, &l, (cap, name), 12.0, y);
+        let obstacles = Obstacles::new(&data, &l, 12.0);
+        let full = format!("{name}: {}", format_bytes(cap));
+        let w = text_width(&full, 12.0);
+        let preferred = (
+            l.right - w,
+            y - CAPACITY_LABEL_GAP - 14,
+            l.right,
+            y - CAPACITY_LABEL_GAP,
+        );
+        (label, chosen, obstacles.cost(preferred))
+    }
+
+    #[test]
+    fn the_gpu_line_label_moves_off_a_bar_total_just_under_it() {
+        // Gemma-2-9B QLoRA on a 4090: the QLoRA bar's "20.2 GiB" sits right under the 24 GiB line.
+        let (label, chosen, preferred) = capacity_label_case([176.0, 47.2, 20.2], 24.0);
+        assert!(
+            preferred > 0,
+            "the case must collide where the label used to go"
+        );
+        assert_eq!((label.as_str(), chosen), ("24.0 GiB", 0));
+        // With room, the label keeps the GPU's name and its place.
+        let (label, chosen, preferred) = capacity_label_case([30.0, 15.0, 8.0], 24.0);
+        assert_eq!(
+            (label.as_str(), chosen, preferred),
+            ("NVIDIA GeForce RTX 4090: 24.0 GiB", 0, 0)
+        );
+    }
+
+    #[test]
+    fn the_gpu_line_label_never_covers_more_than_its_preferred_place() {
+        for bars in [
+            [176.0, 47.2, 20.2],
+            [30.0, 15.0, 8.0],
+            [90.0, 22.0, 23.5],
+            [5.0, 5.0, 5.0],
+        ] {
+            let mut cap = 2.0;
+            while cap < 200.0 {
+                let (_, chosen, preferred) = capacity_label_case(bars, cap);
+                assert!(
+                    chosen <= preferred,
+                    "{bars:?} at {cap} GiB: {chosen} > {preferred}"
+                );
+                if preferred == 0 {
+                    assert_eq!(chosen, 0);
+                }
+                cap += 1.5;
+            }
+        }
     }
 }
