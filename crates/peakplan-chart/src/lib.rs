@@ -487,11 +487,14 @@ pub fn draw_chart<B: DrawingBackend>(
     // Legend, in one or two rows.
     let mut x = 12;
     let mut y = 10;
+    // A long title (a long model name on a phone) shrinks to fit the width rather than run off the edge.
+    let title_chars = data.title.chars().count().max(1) as f64;
+    let title_font = ((w - 24) as f64 / (title_chars * 0.58)).clamp(9.0, font + 1.0);
     backend.draw_text(
         &data.title,
         &Text {
             bold: true,
-            ..text(theme.text, font + 1.0, HPos::Left, VPos::Top)
+            ..text(theme.text, title_font, HPos::Left, VPos::Top)
         },
         (12, y),
     )?;

@@ -1,4 +1,4 @@
-//! SVG snapshot tests: the chart for fixed plans must match `tests/data/*.svg` byte for byte.
+//! SVG tests: the chart for fixed plans must match `tests/data/*.svg` byte for byte, and its text must fit its width.
 //! After an intended change, regenerate with `UPDATE_SNAPSHOTS=1 cargo test -p peakplan-chart --features svg`.
 #![cfg(feature = "svg")]
 #![allow(clippy::unwrap_used)]
@@ -55,4 +55,30 @@ fn snapshots() {
         "mistral-7b-lora-a100",
         "model=mistral-7b&method=lora&r=16&targets=q,k,v,o&b=4&s=4096&gc=0&gpu=a100-80gb",
     );
+}
+
+/// The SVG font size of the first text that starts with `title`.
+fn title_font_size(svg: &str, title: &str) -> f64 {
+    let at = svg.find(title).unwrap();
+    let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+    let size = tag.split("font-size=\"").nth(1).unwrap();
+    size[..size.find('"').unwrap()].parse().unwrap()
+}
+
+#[test]
+fn a_long_title_shrinks_to_fit_a_phone_and_stays_put_on_a_desktop() {
+    let plan = Plan::parse_query("model=llama-3.1-8b&method=qlora").plan;
+    let e = estimate(preset_arch(&plan), &plan);
+    let title = "Llama 3.1 8B: memory at the peak of one step (b=1, s=2048)";
+    let data = ChartData::from_estimates(title, [("QLoRA", &e, true)], None);
+    let wide = title_font_size(&chart_svg(&data, &Theme::LIGHT, (720, 420)), title);
+    let narrow = title_font_size(&chart_svg(&data, &Theme::LIGHT, (340, 420)), title);
+    let short = ChartData::from_estimates("Llama 3.1 8B", [("QLoRA", &e, true)], None);
+    let short_narrow = title_font_size(
+        &chart_svg(&short, &Theme::LIGHT, (340, 420)),
+        "Llama 3.1 8B",
+    );
+    assert!(narrow < wide * 0.9, "{narrow} vs {wide}");
+    // A short title keeps the compact layout's full size.
+    assert!(short_narrow > narrow, "{short_narrow} vs {narrow}");
 }
