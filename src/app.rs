@@ -127,8 +127,8 @@ fn Planner(url_errors: RwSignal<Vec<Diagnostic>>) -> impl IntoView {
         </header>
         <UrlErrors errors=url_errors/>
         <main class="layout">
-            <section class="controls" aria-label="Plan">
-                <Controls/>
+            <section class="controls essentials" aria-label="Plan">
+                <PlanEssentials/>
             </section>
             <section class="results" aria-label="Memory">
                 <Verdict/>
@@ -142,6 +142,9 @@ fn Planner(url_errors: RwSignal<Vec<Diagnostic>>) -> impl IntoView {
                 <ShareBar/>
                 <ComponentTable/>
                 <crate::accuracy::Accuracy/>
+            </section>
+            <section class="controls settings" aria-label="Training settings">
+                <PlanSettings/>
             </section>
         </main>
         <footer>
@@ -270,14 +273,73 @@ fn KeySelect(
     }
 }
 
+/// Why a LoRA setting is greyed out under full fine-tuning, if it is.
+fn not_peft_reason(c: Ctx) -> Signal<Option<&'static str>> {
+    Signal::derive(move || {
+        c.plan
+            .with(|p| p.method == Method::Full)
+            .then_some("LoRA settings apply to LoRA and QLoRA, not full fine-tuning")
+    })
+}
+
+/// The inputs that decide most of the answer, kept together so the verdict follows them on a narrow screen:
+/// method, model, GPU, the three sliders and the LoRA targets.
 #[component]
-fn Controls() -> impl IntoView {
+fn PlanEssentials() -> impl IntoView {
     let c = ctx();
     let method = Memo::new(move |_| c.plan.with(|p| p.method));
-    let not_peft = Signal::derive(move || {
-        (method.get() == Method::Full)
-            .then_some("LoRA settings apply to LoRA and QLoRA, not full fine-tuning")
-    });
+    let not_peft = not_peft_reason(c);
+    let models: Vec<(&'static str, &'static str)> =
+        presets::MODELS.iter().map(|m| (m.id, m.name)).collect();
+    // The vendor prefix is the same for most cards.
+    let gpus: Vec<(&'static str, &'static str)> = presets::GPUS
+        .iter()
+        .map(|g| {
+            let short = g.name.strip_prefix("NVIDIA ").unwrap_or(g.name);
+            (g.id, short.strip_prefix("GeForce ").unwrap_or(short))
+        })
+        .collect();
+    view! {
+        <fieldset class="method" data-testid="method">
+            <legend>"Method"</legend>
+            {Method::ALL
+                .iter()
+                .map(|m| {
+                    let m = *m;
+                    view! {
+                        <label class="pill">
+                            <input
+                                type="radio"
+                                name="method"
+                                value=m.key()
+                                prop:checked=move || method.get() == m
+                                on:change=move |_| c.set("method", m.key())
+                            />
+                            <span>{method_label(m)}</span>
+                        </label>
+                    }
+                })
+                .collect_view()}
+        </fieldset>
+        <ModelPicker models=models/>
+        <KeySelect label="GPU" key="gpu" options=gpus/>
+        <LogSlider label="LoRA rank" key="r" testid="slider-rank" scale=scale::RANK
+            value=Signal::derive(move || c.plan.with(|p| p.rank)) disabled=not_peft/>
+        <LogSlider label="Micro-batch per GPU" key="b" testid="slider-batch" scale=scale::BATCH
+            value=Signal::derive(move || c.plan.with(|p| p.micro_batch)) disabled=Signal::derive(|| None)/>
+        <LogSlider label="Sequence length (tokens)" key="s" testid="slider-seq" scale=scale::SEQ
+            value=Signal::derive(move || c.plan.with(|p| p.seq_len)) disabled=Signal::derive(|| None)/>
+        <TargetPicker disabled=not_peft/>
+    }
+}
+
+/// Every other switch of the plan (framework, precision, optimizer, memory savers, sharding), then the config
+/// paste and import: below the answer on a narrow screen, under the essentials on a wide one.
+#[component]
+fn PlanSettings() -> impl IntoView {
+    let c = ctx();
+    let method = Memo::new(move |_| c.plan.with(|p| p.method));
+    let not_peft = not_peft_reason(c);
     let not_virtual = Signal::derive(move || {
         c.plan
             .with(|p| p.method == Method::Full || !p.peft.uses_virtual_tokens())
@@ -331,49 +393,10 @@ fn Controls() -> impl IntoView {
             .with(|p| p.gpus == 1)
             .then_some("Splitting needs more than one GPU")
     });
-    let models: Vec<(&'static str, &'static str)> =
-        presets::MODELS.iter().map(|m| (m.id, m.name)).collect();
-    // The vendor prefix is the same for most cards; the narrow grid column shows the model name instead.
-    let gpus: Vec<(&'static str, &'static str)> = presets::GPUS
-        .iter()
-        .map(|g| {
-            let short = g.name.strip_prefix("NVIDIA ").unwrap_or(g.name);
-            (g.id, short.strip_prefix("GeForce ").unwrap_or(short))
-        })
-        .collect();
     let kw = |all: &'static [&'static str]| all.iter().map(|k| (*k, *k)).collect::<Vec<_>>();
     let opts: Vec<&'static str> = Optimizer::ALL.iter().map(|o| o.key()).collect();
     let opts: &'static [&'static str] = Box::leak(opts.into_boxed_slice());
     view! {
-        <fieldset class="method" data-testid="method">
-            <legend>"Method"</legend>
-            {Method::ALL
-                .iter()
-                .map(|m| {
-                    let m = *m;
-                    view! {
-                        <label class="pill">
-                            <input
-                                type="radio"
-                                name="method"
-                                value=m.key()
-                                prop:checked=move || method.get() == m
-                                on:change=move |_| c.set("method", m.key())
-                            />
-                            <span>{method_label(m)}</span>
-                        </label>
-                    }
-                })
-                .collect_view()}
-        </fieldset>
-        <ModelPicker models=models/>
-        <LogSlider label="LoRA rank" key="r" testid="slider-rank" scale=scale::RANK
-            value=Signal::derive(move || c.plan.with(|p| p.rank)) disabled=not_peft/>
-        <LogSlider label="Micro-batch per GPU" key="b" testid="slider-batch" scale=scale::BATCH
-            value=Signal::derive(move || c.plan.with(|p| p.micro_batch)) disabled=Signal::derive(|| None)/>
-        <LogSlider label="Sequence length (tokens)" key="s" testid="slider-seq" scale=scale::SEQ
-            value=Signal::derive(move || c.plan.with(|p| p.seq_len)) disabled=Signal::derive(|| None)/>
-        <TargetPicker disabled=not_peft/>
         <div class="grid2">
             <KeySelect label="Gradient checkpointing" key="gc" options=vec![("1", "on"), ("0", "off")]/>
             <KeySelect label="Gradient accumulation" key="ga" options=vec![("1", "1 (none)"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("32", "32")]/>
@@ -410,7 +433,6 @@ fn Controls() -> impl IntoView {
             <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=not_sharded/>
             <KeySelect label="CPU offload" key="cpuoff" options=vec![("0", "off"), ("1", "on")]
                 hint="Optimizer states (and the weights at stage 3) wait in CPU memory."/>
-            <KeySelect label="GPU" key="gpu" options=gpus/>
         </div>
         <ConfigPaste/>
         <ImportConfig/>
