@@ -288,6 +288,22 @@ async function measure(page, query) {
     l1: Number(await page.locator('[data-testid="gpu-loss-last"]').getAttribute('data-value')) };
 }
 
+await test('on a phone the verdict and chart come right after the essentials, before the other settings', async page => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(base + '?model=llama-3.1-8b&method=qlora&gpu=rtx-4090');
+  await ready(page);
+  const top = async sel => (await page.locator(sel).boundingBox()).y;
+  const [gpu, seq, verdict, chart, gc] = [await top('[data-testid="select-gpu"]'), await top('[data-testid="slider-seq"]'),
+    await top('[data-testid="verdict"]'), await top('[data-testid="chart"]'), await top('[data-testid="select-gc"]')];
+  assert(gpu < seq && seq < verdict && verdict < chart && chart < gc, `order gpu ${gpu}, seq ${seq}, verdict ${verdict}, chart ${chart}, gc ${gc}`);
+  assert(verdict < 1400, `the verdict starts ${verdict} px down`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+  // Wide: the settings stay in the left column, under the essentials, beside the answer.
+  const [gcBox, verdictBox] = [await page.locator('[data-testid="select-gc"]').boundingBox(), await page.locator('[data-testid="verdict"]').boundingBox()];
+  assert(gcBox.x + gcBox.width <= verdictBox.x && gcBox.y > await top('[data-testid="slider-seq"]'), 'settings left of the answer, under the sliders');
+  await page.screenshot({ path: path.join(out, 'phone-layout.png') });
+});
+
 await test('WebGPU micro QLoRA: done, measured within 5% of predicted, loss falls, bigger plans measure more', async page => {
   const a = await measure(page, '?model=llama-2-7b&method=qlora&r=8&b=1&s=128');
   assert(a.status === 'done', `status ${a.status}`);
