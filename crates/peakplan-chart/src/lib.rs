@@ -393,7 +393,7 @@ impl Obstacles {
 }
 
 /// The least-covering place for a label of `label` on the line at `line_y`, with what it covers. Candidates:
-/// right-aligned (preferred), left-aligned, and centred in each gap between bars, widest first; each above, then
+/// right-aligned (preferred), left-aligned, and centred in each gap between bars, left to right; each above, then
 /// below the line. The earlier candidate wins a tie.
 fn label_place(
     obstacles: &Obstacles,
@@ -414,10 +414,8 @@ fn label_place(
         edges.push(g.x1 + 3);
     }
     edges.push(layout.right);
-    let mut gaps: Vec<(i32, i32)> = edges.chunks(2).map(|p| (p[0], p[1])).collect();
-    gaps.sort_by_key(|(a, b)| std::cmp::Reverse(b - a));
-    for (a, b) in gaps {
-        let mid = (a + b) / 2;
+    for gap in edges.chunks(2) {
+        let mid = (gap[0] + gap[1]) / 2;
         xs.push((mid - w / 2, HPos::Center, mid));
     }
     let place_at = |(x0, hpos, ax): (i32, HPos, i32), above: bool| {
