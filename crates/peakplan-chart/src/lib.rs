@@ -249,7 +249,7 @@ fn legend_bottom(w: i32, font: f64) -> i32 {
     let mut x = 12;
     let mut y = 10 + (font * 1.6) as i32;
     for c in Category::ALL {
-        let item_w = 22 + (c.label().len() as f64 * font * 0.58) as i32;
+        let item_w = 22 + (c.label().len() as f64 * font * CHAR_WIDTH_EM) as i32;
         if x + item_w > w - 8 {
             x = 12;
             y += (font * 1.5) as i32;
@@ -333,10 +333,19 @@ const CAPACITY_LABEL_GAP: i32 = 4;
 /// A text box in backend pixels: `(x0, y0, x1, y1)`, y0 above y1.
 type TextBox = (i32, i32, i32, i32);
 
-/// Estimated width of a label: wide enough for proportional sans-serif digits and capitals, since the backends
-/// measure nothing (an over-estimate only moves a label sooner).
+/// Estimated advance of one character, in ems: wide enough for proportional sans-serif digits and capitals, since
+/// the backends measure nothing (an over-estimate only moves a label sooner). The legend, the title and the
+/// labels placed around the GPU line all size their text with it.
+const CHAR_WIDTH_EM: f64 = 0.58;
+
+/// Estimated width of a label.
 fn text_width(label: &str, size: f64) -> i32 {
-    (label.chars().count() as f64 * size * 0.58).ceil() as i32
+    (label.chars().count() as f64 * size * CHAR_WIDTH_EM).ceil() as i32
+}
+
+/// Height of a label's box: the font size and a pixel of room above and below.
+fn text_height(size: f64) -> i32 {
+    size.ceil() as i32 + 2
 }
 
 fn overlap_area(a: TextBox, b: TextBox) -> i64 {
@@ -363,7 +372,7 @@ struct Obstacles {
 
 impl Obstacles {
     fn new(data: &ChartData, layout: &ChartLayout, size: f64) -> Self {
-        let h = size.ceil() as i32 + 2;
+        let h = text_height(size);
         let mut bars = Vec::new();
         let mut totals = Vec::new();
         for (bar, geom) in data.bars.iter().zip(&layout.bars) {
@@ -403,7 +412,7 @@ fn label_place(
     line_y: i32,
 ) -> (i64, LabelPlace) {
     let w = text_width(label, size);
-    let h = size.ceil() as i32 + 2;
+    let h = text_height(size);
     let mut xs = vec![
         (layout.right - w, HPos::Right, layout.right),
         (layout.left + 6, HPos::Left, layout.left + 6),
@@ -487,7 +496,7 @@ pub fn draw_chart<B: DrawingBackend>(
     let mut y = 10;
     // A long title (a long model name on a phone) shrinks to fit the width rather than run off the edge.
     let title_chars = data.title.chars().count().max(1) as f64;
-    let title_font = ((w - 24) as f64 / (title_chars * 0.58)).clamp(9.0, font + 1.0);
+    let title_font = ((w - 24) as f64 / (title_chars * CHAR_WIDTH_EM)).clamp(9.0, font + 1.0);
     backend.draw_text(
         &data.title,
         &Text {
@@ -499,7 +508,7 @@ pub fn draw_chart<B: DrawingBackend>(
     y += (font * 1.6) as i32;
     for (i, c) in Category::ALL.iter().enumerate() {
         let label = c.label();
-        let item_w = 22 + (label.len() as f64 * font * 0.58) as i32;
+        let item_w = 22 + (label.len() as f64 * font * CHAR_WIDTH_EM) as i32;
         if x + item_w > w - 8 {
             x = 12;
             y += (font * 1.5) as i32;
@@ -828,7 +837,7 @@ mod tests {
         let w = text_width(&full, 12.0);
         let preferred = (
             l.right - w,
-            y - CAPACITY_LABEL_GAP - 14,
+            y - CAPACITY_LABEL_GAP - text_height(12.0),
             l.right,
             y - CAPACITY_LABEL_GAP,
         );
