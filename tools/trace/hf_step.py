@@ -4,7 +4,7 @@ usage: hf_step.py LAYERS BATCH SEQ [--full] [--qlora [--upcast] [--dq]] [--gc] [
                   [--r R] [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V] [--tied] [--json cfg.json]
 
 A Llama-shaped model of LAYERS layers runs the step the Trainer runs (forward, `del outputs`, backward, a
-foreach AdamW step, `zero_grad(set_to_none=True)`) twice; the second is measured (memtrace.peak_of). Prints one
+foreach AdamW step, `zero_grad(set_to_none=True)`) twice; the second is measured (memtrace.report). Prints one
 JSON line.
 
 Two CPU artifacts to keep in mind when comparing with peakplan, which models CUDA:
@@ -17,7 +17,7 @@ import argparse
 import json
 
 import torch
-from memtrace import peak_of
+from memtrace import report
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 ap = argparse.ArgumentParser()
@@ -151,5 +151,4 @@ def step():
     model.zero_grad(set_to_none=True)
 
 
-step()  # optimizer states exist after the first step, as in every later one
-print(json.dumps(peak_of(step)))
+report(step)

@@ -6,6 +6,7 @@ profiler's allocation events during it, the CPU counterpart of `torch.cuda.max_m
 are not rounded to blocks), and what the step left allocated (0 when it frees what it made).
 """
 import gc
+import json
 
 import torch
 from torch._C._profiler import _EventType
@@ -48,3 +49,9 @@ def peak_of(step):
         current += size
         peak = max(peak, current)
     return {"base": base, "peak_above": peak, "total": base + peak, "end": current}
+
+
+def report(step):
+    """Prints the peak of a steady step as JSON: one step first, so optimizer states exist as in every later one."""
+    step()
+    print(json.dumps(peak_of(step)))

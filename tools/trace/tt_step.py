@@ -6,14 +6,13 @@ usage: tt_step.py LAYERS BATCH SEQ [--chunked] [--lora R [--mlp] [--qlora]] [--h
 A Llama-3-shaped `TransformerDecoder` (torchtune's own `llama3` / `lora_llama3` builders) in bf16 runs the step
 of `full_finetune_single_device` (`lora_finetune_single_device` with `--lora`: LoRA on q and v, and on the MLP with
 `--mlp`; `--qlora` quantizes the base to torchao NF4): forward, the cross-entropy (`--chunked`: `CEWithChunkedOutputLoss`), `del logits`,
-backward, a foreach AdamW step, `zero_grad(set_to_none=True)`. The second step is measured (memtrace.peak_of).
+backward, a foreach AdamW step, `zero_grad(set_to_none=True)`. The second step is measured (memtrace.report).
 Prints one JSON line.
 """
 import argparse
-import json
 
 import torch
-from memtrace import peak_of
+from memtrace import report
 from torchtune.models.llama3._component_builders import llama3, lora_llama3
 from torchtune.modules.peft import get_adapter_params, set_trainable_params
 from torchtune.modules.loss import CEWithChunkedOutputLoss
@@ -69,5 +68,4 @@ def step():
     opt.zero_grad(set_to_none=True)
 
 
-step()  # optimizer states exist after the first step, as in every later one
-print(json.dumps(peak_of(step)))
+report(step)
