@@ -47,7 +47,8 @@ pub fn Advisor() -> impl IntoView {
                 on:mouseenter=move |_| c.preview.set(Some(after.clone()))
                 on:mouseleave=move |_| c.preview.set(None)>
                 <div class="head">
-                    <strong>{format!("{} → {}", format_bytes(s.saved_bytes), format_bytes(s.device_bytes))}</strong>
+                    <strong>{format!("needs {}", format_bytes(s.device_bytes))}</strong>
+                    <span class="saved">{format!("−{}", format_bytes(s.saved_bytes))}</span>
                     <span class=format!("cost {}", s.cost.label())>{s.cost.label()}</span>
                     <button data-testid=testid on:click=move |_| {
                         c.preview.set(None);
@@ -72,12 +73,14 @@ pub fn Advisor() -> impl IntoView {
                     });
                     let none = (a.fits == Some(false) && a.to_fit.is_none())
                         .then(|| view! { <p class="error">"No combination of up to four changes fits this GPU: try more GPUs with ZeRO-3, or a larger GPU."</p> });
-                    let levers = a.levers.iter().take(8).cloned().enumerate()
+                    // The fit suggestion is often one lever on its own: listing it twice in a row reads as a glitch.
+                    let fit_plan = a.to_fit.as_ref().map(|s| s.plan.clone());
+                    let levers = a.levers.iter().filter(|s| Some(&s.plan) != fit_plan.as_ref()).take(8).cloned().enumerate()
                         .map(|(i, s)| row(s, format!("advisor-apply-{i}"), false)).collect_view();
                     view! {
                         {fit}
                         {none}
-                        <p class="lead-text">"Each change on its own, largest saving first:"</p>
+                        <p class="lead-text">{if fit_plan.is_some() { "Other changes on their own, largest saving first:" } else { "Each change on its own, largest saving first:" }}</p>
                         <ul class="suggestions">{levers}</ul>
                     }.into_any()
                 }

@@ -240,6 +240,21 @@ await test('the advisor makes the 13B LoRA plan fit and its URL reproduces it', 
   assert(p2 === peak && v2.startsWith('Fits'), `reopened: ${p2} vs ${peak}, ${v2}`);
 });
 
+await test('each advisor card leads with what the plan then needs, and the fit change is not listed twice', async page => {
+  await page.goto(base + '?model=qwen2.5-7b&method=qlora&b=4&s=4096&gpu=rtx-4090');
+  await ready(page);
+  await page.locator('[data-testid="advisor-apply-fit"]').waitFor({ timeout: 10000 });
+  const cards = await page.locator('.suggestion').evaluateAll(els => els.map(e => ({
+    head: e.querySelector('.head strong').textContent, saved: e.querySelector('.head .saved').textContent,
+    changes: e.querySelector('.changes').textContent, lead: e.classList.contains('lead') })));
+  assert(cards.length > 2 && cards[0].lead, `cards: ${JSON.stringify(cards)}`);
+  for (const c of cards) {
+    assert(/^needs \d/.test(c.head) && /^−\d/.test(c.saved), `card head: ${c.head} / ${c.saved}`);
+  }
+  const repeats = cards.slice(1).filter(c => c.changes === cards[0].changes);
+  assert(repeats.length === 0, `the fit change is listed again: ${cards[0].changes}`);
+});
+
 await test('an imported axolotl YAML becomes the plan and the URL; a broken one shows import-error', async page => {
   await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
   await page.goto(base + '?model=llama-3.1-8b&method=qlora&r=16&b=1&s=2048&gpu=a100-80gb');
