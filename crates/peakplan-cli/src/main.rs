@@ -74,7 +74,37 @@ fn parse_estimate_args(args: &[String]) -> Result<EstimateArgs> {
     Ok(a)
 }
 
+/// The usage text: every command, or the one named, and the plan keys.
+fn help(command: Option<&str>) -> String {
+    let lines: Vec<&str> = USAGE
+        .lines()
+        .map(|l| l.trim_start_matches("usage:").trim())
+        .filter(|l| command.is_none_or(|c| l.starts_with(&format!("peakplan {c}"))))
+        .collect();
+    let lines = if lines.is_empty() {
+        USAGE
+            .lines()
+            .map(|l| l.trim_start_matches("usage:").trim())
+            .collect()
+    } else {
+        lines
+    };
+    format!(
+        "usage: {}\nPlan keys (the page's URL vocabulary; README has each one's values): {}\n",
+        lines.join("\n       "),
+        peakplan_core::plan::KEYS.join(" ")
+    )
+}
+
 fn run(args: &[String]) -> Result<String> {
+    // `--help` anywhere asks for help, before any other argument is judged.
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        return Ok(help(
+            args.first()
+                .map(String::as_str)
+                .filter(|c| !c.starts_with('-')),
+        ));
+    }
     match args.first().map(String::as_str) {
         Some("estimate") => {
             let a = parse_estimate_args(&args[1..])?;
@@ -130,10 +160,8 @@ fn run(args: &[String]) -> Result<String> {
             }
             Ok(out)
         }
-        Some("--help" | "-h" | "help") => Ok(format!(
-            "{USAGE}\nPlan keys (the page's URL vocabulary; README has each one's values): {}\n",
-            peakplan_core::plan::KEYS.join(" ")
-        )),
+        Some("help") => Ok(help(args.get(1).map(String::as_str))),
+        Some("--version" | "-V") => Ok(format!("peakplan {}\n", env!("CARGO_PKG_VERSION"))),
         Some(other) => bail!(
             "unknown command {other:?}; {}",
             USAGE.lines().next().unwrap_or_default()

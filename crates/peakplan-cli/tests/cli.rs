@@ -1,0 +1,283 @@
+//! The `peakplan` binary as scripts see it: exit status, stdout, stderr; its numbers are the core's.
+
+use peakplan_core::{estimate, import_config, preset_arch, Category, Plan};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// What one run of the binary gave.
+struct Run {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn peakplan(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_peakplan"))
+        .args(args)
+        .output()
+        .expect("the peakplan binary runs");
+    Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The core's test data, shared with this crate's tests.
+fn data(path: &str) -> String {
+    let p: PathBuf = [
+        env!("CARGO_MANIFEST_DIR"),
+        "../peakplan-core/tests/data",
+        path,
+    ]
+    .iter()
+    .collect();
+    p.to_string_lossy().into_owned()
+}
+
+/// Bad input: status 2, nothing on stdout, one line on stderr that contains `expect`.
+fn check_refused(args: &[&str], expect: &str) {
+    let r = peakplan(args);
+    assert_eq!(
+        r.status, 2,
+        "{args:?}: status {}, stderr {:?}",
+        r.status, r.stderr
+    );
+    assert!(r.stdout.is_empty(), "{args:?} printed {:?}", r.stdout);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{args:?}: stderr is not one line: {:?}",
+        r.stderr
+    );
+    assert!(
+        lines[0].starts_with("peakplan: ") && lines[0].contains(expect),
+        "{args:?}: {:?} does not say {expect:?}",
+        lines[0]
+    );
+}
+
+fn json(args: &[&str]) -> Value {
+    let r = peakplan(args);
+    assert_eq!(r.status, 0, "{args:?}: {}", r.stderr);
+    serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", r.stdout))
+}
+
+#[test]
+fn estimate_json_holds_the_contract_keys_with_the_cores_numbers() {
+    for query in [
+        "model=llama-3.1-8b&method=qlora&r=16&b=2&s=2048",
+        "model=mistral-7b&method=full&opt=adamw_8bit&gc=0&b=1&s=512",
+        "model=llama-2-70b&method=lora&gpus=8&zero=3&gpu=a100-80gb",
+    ] {
+        let v = json(&["estimate", "--query", query, "--format", "json"]);
+        let plan = Plan::parse_query(query).plan;
+        let e = estimate(preset_arch(&plan), &plan);
+        let expect = [
+            ("total_params", e.total_params),
+            ("trainable_params", e.trainable_params),
+            ("weights_bytes", e.category(Category::Weights)),
+            ("gradients_bytes", e.category(Category::Gradients)),
+            ("optimizer_bytes", e.category(Category::Optimizer)),
+            ("activations_bytes", e.category(Category::Activations)),
+            ("peak_allocated_bytes", e.peak_allocated_bytes),
+            ("peak_reserved_bytes", e.peak_reserved_bytes),
+            ("device_bytes", e.device_bytes),
+        ];
+        for (key, want) in expect {
+            assert_eq!(v[key].as_u64(), Some(want), "{query}: {key}");
+        }
+        let components = v["components"].as_array().expect("a component list");
+        let sum: u64 = components.iter().filter_map(|c| c["bytes"].as_u64()).sum();
+        assert!(
+            sum > 0 && components.iter().all(|c| c["formula"].is_string()),
+            "{query}"
+        );
+        // The normalized plan parses back to the same plan.
+        let query_back = v["query"].as_str().expect("the normalized query");
+        assert_eq!(Plan::parse_query(query_back).plan, plan, "{query}");
+    }
+}
+
+#[test]
+fn hf_config_replaces_the_preset_architecture() {
+    let path = data("models/phi-2.json");
+    let text = std::fs::read_to_string(&path).expect("test data");
+    let arch = import_config(&text).expect("a valid config");
+    let v = json(&[
+        "estimate",
+        "--hf-config",
+        &path,
+        "--query",
+        "method=lora",
+        "--format",
+        "json",
+    ]);
+    let plan = Plan::parse_query("method=lora").plan;
+    assert_eq!(v["total_params"].as_u64(), Some(arch.total_params()));
+    assert_eq!(
+        v["device_bytes"].as_u64(),
+        Some(estimate(&arch, &plan).device_bytes)
+    );
+}
+
+#[test]
+fn svg_is_the_chart_with_its_four_categories() {
+    let r = peakplan(&[
+        "estimate",
+        "--query",
+        "model=llama-2-7b&method=qlora",
+        "--format",
+        "svg",
+    ]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(r.stdout.trim_start().starts_with("<svg") && r.stdout.trim_end().ends_with("</svg>"));
+    for label in ["Weights", "Gradients", "Optimizer states", "Activations"] {
+        assert!(r.stdout.contains(label), "no {label} in the SVG");
+    }
+}
+
+#[test]
+fn table_names_the_peak_and_the_verdict() {
+    let r = peakplan(&[
+        "estimate",
+        "--query",
+        "model=llama-2-13b&method=lora&b=8&s=4096&gc=0",
+    ]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("peak reserved (max_memory_reserved)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("does not fit"), "{}", r.stdout);
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_naming_the_problem() {
+    let csv = data("measured.csv");
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "no command"),
+        (&["estimat"], "unknown command \"estimat\""),
+        (&["estimate", "--query", "r=0"], "r=0 is out of range"),
+        (
+            &["estimate", "--query", "model=llama-9b"],
+            "model=`llama-9b` is not a known preset",
+        ),
+        (&["estimate", "--query", "foo=1"], "unknown key `foo`"),
+        (&["estimate", "--query", "b=2&s"], "has no value"),
+        (&["estimate", "--format"], "--format needs a value"),
+        (
+            &["estimate", "--format", "xml"],
+            "accepted: table, json, svg",
+        ),
+        (&["estimate", "--bogus"], "unknown argument \"--bogus\""),
+        (
+            &["estimate", "--hf-config", "/nonexistent/config.json"],
+            "cannot read --hf-config",
+        ),
+        (
+            &[
+                "estimate",
+                "--hf-config",
+                &data("interop/axolotl_qlora.yaml"),
+            ],
+            "--hf-config",
+        ),
+        (&["validate"], "validate needs a CSV file"),
+        (
+            &["validate", "/nonexistent.csv"],
+            "cannot read /nonexistent.csv",
+        ),
+        (
+            &["validate", &csv, "--row", "no-such-row"],
+            "no row \"no-such-row\"",
+        ),
+        (
+            &["export", "--query", "model=llama-2-7b", "--format", "nope"],
+            "accepted: python",
+        ),
+        (
+            &["import", "/nonexistent.yaml"],
+            "cannot read /nonexistent.yaml",
+        ),
+    ];
+    for (args, expect) in cases {
+        check_refused(args, expect);
+    }
+}
+
+#[test]
+fn help_and_version_answer_on_stdout_with_status_0() {
+    for args in [
+        &["--help"][..],
+        &["-h"],
+        &["help"],
+        &["estimate", "--help"],
+        &["help", "validate"],
+    ] {
+        let r = peakplan(args);
+        assert_eq!(r.status, 0, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stdout.starts_with("usage: peakplan ") && r.stdout.contains("Plan keys"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    let one = peakplan(&["estimate", "--help"]).stdout;
+    assert!(
+        one.contains("peakplan estimate") && !one.contains("peakplan validate"),
+        "{one}"
+    );
+    let v = peakplan(&["--version"]);
+    assert_eq!(
+        (v.status, v.stdout.trim()),
+        (0, concat!("peakplan ", env!("CARGO_PKG_VERSION")))
+    );
+}
+
+#[test]
+fn validate_summarizes_the_bundled_measurements() {
+    let csv = data("measured.csv");
+    let r = peakplan(&["validate", &csv]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("median absolute error") && r.stdout.contains("skipped"),
+        "{}",
+        r.stdout
+    );
+    let summary = json(&["validate", &csv, "--format", "json"]);
+    let text = std::fs::read_to_string(&csv).expect("test data");
+    let report = peakplan_core::validate::validate(&text).expect("the bundled CSV parses");
+    assert_eq!(
+        summary,
+        serde_json::to_value(report.summary()).expect("serializable")
+    );
+}
+
+#[test]
+fn advise_json_lists_levers_that_lower_the_peak() {
+    let v = json(&[
+        "advise",
+        "--query",
+        "model=llama-2-13b&method=lora&b=8&s=4096&gc=0&gpu=rtx-4090",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["fits"], Value::Bool(false));
+    let device = v["device_bytes"].as_u64().expect("device_bytes");
+    let to_fit = &v["to_fit"];
+    assert!(
+        to_fit["device_bytes"].as_u64().expect("a change that fits")
+            <= v["capacity_bytes"].as_u64().expect("capacity")
+    );
+    for lever in v["levers"].as_array().expect("levers") {
+        assert!(
+            lever["device_bytes"].as_u64().expect("bytes") < device,
+            "{lever}"
+        );
+    }
+}
