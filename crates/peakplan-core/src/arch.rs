@@ -24,6 +24,18 @@ pub enum Norm {
     LayerNorm,
 }
 
+/// An RMSNorm on the queries and keys before attention (Qwen3, Gemma 3, OLMo 2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QkNorm {
+    #[default]
+    None,
+    /// One `head_dim` weight shared by every head, statistics per head (Qwen3, Gemma 3).
+    PerHead,
+    /// Over the whole projection output, `q_dim` and `kv_dim` weights, statistics per token (OLMo 2).
+    Full,
+}
+
 /// A decoder-only transformer, described by the fields that move memory.
 ///
 /// Plain data: every field is public, and [`Architecture::validate`] checks the invariants
@@ -66,7 +78,8 @@ pub struct Architecture {
     pub experts: u64,
     /// Experts each token is routed to.
     pub experts_per_token: u64,
-    /// Gemma's RMSNorm scales by `1 + weight` in fp32, so a trainable weight keeps the fp32 normalized input.
+    /// The norm weight multiplies in fp32 (Gemma's `1 + weight`, OLMo 2's `weight * x` before the cast back), so a
+    /// trainable weight keeps the fp32 normalized input.
     #[serde(default)]
     pub norm_scale_fp32: bool,
     /// `gelu_new` (Phi-2, GPT-2): the tanh GELU written out in elementwise ops keeps four inter-wide tensors
@@ -82,6 +95,9 @@ pub struct Architecture {
     /// Buffers the model holds beside its parameters, in bytes (GPT-BigCode's positions x positions causal mask).
     #[serde(default)]
     pub buffer_bytes: u64,
+    /// RMSNorms on the queries and keys.
+    #[serde(default)]
+    pub qk_norm: QkNorm,
 }
 
 /// What a LoRA target key selects in a layer.
@@ -344,7 +360,12 @@ impl Architecture {
         } else {
             0
         };
-        norm * self.norms_per_layer + router
+        let qk_norm = match self.qk_norm {
+            QkNorm::None => 0,
+            QkNorm::PerHead => 2 * self.head_dim,
+            QkNorm::Full => self.q_dim() + self.kv_dim(),
+        };
+        norm * self.norms_per_layer + router + qk_norm
     }
 
     /// Parameters of one decoder layer.
@@ -438,7 +459,7 @@ impl Architecture {
         }
         if self.experts == 0 || self.experts > MAX_EXPERTS {
             return Err(ArchError(format!(
-                "num_local_experts = {} is out of range 1..={MAX_EXPERTS}",
+                "the expert count (num_local_experts / num_experts) = {} is out of range 1..={MAX_EXPERTS}",
                 self.experts
             )));
         }
@@ -492,6 +513,7 @@ impl Architecture {
             final_logit_softcap: false,
             attn_logit_softcap: false,
             buffer_bytes: 0,
+            qk_norm: QkNorm::None,
         }
     }
 }

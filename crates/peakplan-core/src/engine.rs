@@ -4,7 +4,7 @@
 //! Arithmetic is done in [`Count`] (an `f64` holding whole numbers) and saturates at `u64::MAX` on output, so
 //! absurd plans report "beyond arithmetic" instead of wrapping.
 
-use crate::arch::{Architecture, Linear, LinearInput, Norm, Target};
+use crate::arch::{Architecture, Linear, LinearInput, Norm, QkNorm, Target};
 use crate::plan::{
     Alloc, Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, TokenTraining,
 };
@@ -740,6 +740,26 @@ fn layer_saved(
         0.0
     };
     bytes += per_norm * arch.norms_per_layer as Count;
+    // Query/key norms read the projections' compute-dtype outputs: unfused, the fp32 copy and one reciprocal RMS
+    // per head (or per token, over the whole projection); fused, the input itself. A trainable weight (full
+    // fine-tuning; LayerNorm tuning leaves them frozen) also keeps the normalized copy it multiplies.
+    let qk_norm = |width: Count, groups: Count| {
+        (if fused {
+            d.c * n * width
+        } else {
+            4.0 * n * width
+        }) + 4.0 * n * groups
+            + if full && !fused {
+                norm_product_bytes(arch, d) * n * width
+            } else {
+                0.0
+            }
+    };
+    bytes += match arch.qk_norm {
+        QkNorm::None => 0.0,
+        QkNorm::PerHead => qk_norm(q, heads) + qk_norm(kv, arch.kv_heads as Count),
+        QkNorm::Full => qk_norm(q, 1.0) + qk_norm(kv, 1.0),
+    };
 
     // Inputs of linear modules: a trainable weight (full) or an adapter (LoRA) needs the module's input for backward.
     let width = |i: LinearInput| match i {

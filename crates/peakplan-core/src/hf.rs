@@ -1,6 +1,6 @@
 //! Import of a Hugging Face `config.json` into an [`Architecture`], with messages that name the field.
 
-use crate::arch::{ArchError, Architecture, Mlp, Norm};
+use crate::arch::{ArchError, Architecture, Mlp, Norm, QkNorm};
 use serde_json::{Map, Value};
 
 /// Larger inputs are refused before parsing: real configs are a few kilobytes.
@@ -12,8 +12,12 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "mistral",
     "mixtral",
     "qwen2",
+    "qwen3",
+    "qwen3_moe",
     "gemma",
     "gemma2",
+    "gemma3_text",
+    "olmo2",
     "phi",
     "phi3",
     "gpt_neox",
@@ -146,8 +150,42 @@ pub fn import_config(text: &str) -> Result<Architecture, ArchError> {
     import_map(map)
 }
 
+/// transformers' defaults for the size fields of families whose configs may leave them out (a Gemma 3
+/// `text_config` names only what differs from `Gemma3TextConfig`).
+fn size_defaults(model_type: &str) -> &'static [(&'static str, u64)] {
+    match model_type {
+        "qwen3" => &[
+            ("vocab_size", 151_936),
+            ("hidden_size", 4096),
+            ("intermediate_size", 22_016),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 32),
+            ("head_dim", 128),
+        ],
+        "qwen3_moe" => &[
+            ("vocab_size", 151_936),
+            ("hidden_size", 2048),
+            ("num_hidden_layers", 24),
+            ("num_attention_heads", 32),
+            ("num_key_value_heads", 4),
+            ("num_experts", 128),
+            ("num_experts_per_tok", 8),
+            ("moe_intermediate_size", 768),
+        ],
+        "gemma3_text" => &[
+            ("vocab_size", 262_208),
+            ("hidden_size", 2304),
+            ("intermediate_size", 9216),
+            ("num_hidden_layers", 26),
+            ("num_attention_heads", 8),
+            ("num_key_value_heads", 4),
+            ("head_dim", 256),
+        ],
+        _ => &[],
+    }
+}
+
 fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
-    let f = Fields(map);
     let model_type = match map.get("model_type") {
         Some(Value::String(s)) => s.as_str(),
         Some(other) => {
@@ -158,6 +196,12 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
         }
         None => return Err(err("config.json has no model_type")),
     };
+    if model_type == "gemma3" {
+        return Err(err(
+            "model_type `gemma3` is Gemma 3's image-text model, whose vision tower (SigLIP, about 0.4B parameters) \
+             is not modelled; to plan its language model, paste the `text_config` object (model_type gemma3_text)",
+        ));
+    }
     if !SUPPORTED_MODEL_TYPES.contains(&model_type) {
         return Err(err(format!(
             "model_type {} is not supported; supported: {}",
@@ -165,6 +209,21 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             SUPPORTED_MODEL_TYPES.join(", ")
         )));
     }
+    let filled;
+    let map = match size_defaults(model_type) {
+        [] => map,
+        defaults => {
+            let mut m = map.clone();
+            for (key, value) in defaults {
+                if matches!(m.get(*key), None | Some(Value::Null)) {
+                    m.insert(key.to_string(), Value::from(*value));
+                }
+            }
+            filled = m;
+            &filled
+        }
+    };
+    let f = Fields(map);
     let hidden = f.need(&["hidden_size", "n_embd", "n_embed", "d_model"])?;
     let layers = f.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
     let heads = f.need(&["num_attention_heads", "n_head"])?;
@@ -187,8 +246,13 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
     let mut a = Architecture::llama(model_type, layers, hidden, 0, heads, heads, vocab);
     a.model_type = model_type.to_string();
     match model_type {
-        "llama" | "mistral" | "mixtral" | "qwen2" | "gemma" | "gemma2" => {
-            a.intermediate = f.need(&["intermediate_size"])?;
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "gemma" | "gemma2"
+        | "gemma3_text" | "olmo2" => {
+            a.intermediate = if model_type == "qwen3_moe" {
+                f.need(&["moe_intermediate_size"])?
+            } else {
+                f.need(&["intermediate_size"])?
+            };
             a.kv_heads = f.uint(&["num_key_value_heads"])?.unwrap_or(heads);
             let gemma = model_type.starts_with("gemma");
             a.head_dim = if gemma {
@@ -207,9 +271,42 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
                 a.final_logit_softcap = f.on_unless_null("final_logit_softcapping", true)?;
                 a.attn_logit_softcap = f.on_unless_null("attn_logit_softcapping", true)?;
             }
+            if model_type == "gemma3_text" {
+                // Gemma3TextConfig: four norms a layer like Gemma 2, but no softcapping unless a value is given.
+                a.norms_per_layer = 4;
+                a.final_logit_softcap = f.on_unless_null("final_logit_softcapping", false)?;
+                a.attn_logit_softcap = f.on_unless_null("attn_logit_softcapping", false)?;
+            }
+            a.qk_norm = match model_type {
+                "qwen3" | "qwen3_moe" | "gemma3_text" => QkNorm::PerHead,
+                "olmo2" => QkNorm::Full,
+                _ => QkNorm::None,
+            };
+            // OLMo 2 multiplies by its norm weights in fp32 before casting back, as Gemma does.
+            a.norm_scale_fp32 |= model_type == "olmo2";
             if model_type == "mixtral" {
                 a.experts = f.uint(&["num_local_experts"])?.unwrap_or(8);
                 a.experts_per_token = f.uint(&["num_experts_per_tok"])?.unwrap_or(2);
+            }
+            if model_type == "qwen3_moe" {
+                a.experts = f.need(&["num_experts"])?;
+                a.experts_per_token = f.need(&["num_experts_per_tok"])?;
+                let dense_layers = match map.get("mlp_only_layers") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Array(v)) => !v.is_empty(),
+                    Some(other) => {
+                        return Err(err(format!(
+                            "mlp_only_layers must be a list of layer indices, got {}",
+                            type_name(other)
+                        )))
+                    }
+                };
+                if dense_layers || f.uint(&["decoder_sparse_step"])?.unwrap_or(1) != 1 {
+                    return Err(err(
+                        "decoder_sparse_step other than 1 or a non-empty mlp_only_layers mixes dense and MoE \
+                         layers, which peakplan does not model",
+                    ));
+                }
             }
         }
         "phi" => {

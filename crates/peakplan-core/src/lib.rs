@@ -17,7 +17,7 @@ pub mod units;
 pub mod validate;
 pub mod workloads;
 
-pub use arch::{ArchError, Architecture, Target};
+pub use arch::{ArchError, Architecture, QkNorm, Target};
 pub use engine::{estimate, Category, Estimate, Kind, Phase, PhaseMemory};
 pub use hf::import_config;
 pub use plan::{Diagnostic, Parsed, Plan};

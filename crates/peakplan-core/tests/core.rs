@@ -5,7 +5,7 @@
 use peakplan_core::plan::{Method, Optimizer, Plan, Precision};
 use peakplan_core::{
     estimate, import_config, preset_arch, presets, solve, Architecture, Category, Estimate, Kind,
-    Phase,
+    Phase, QkNorm,
 };
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -217,6 +217,64 @@ fn family_features_import_from_their_config_fields() {
         "model=starcoderbase-1b&method=lora&targets=q,k,v&b=1&s=512",
     );
     assert!(e.component(Kind::BaseWeights) >= sc.total_params() * 2 + (64 << 20));
+}
+
+#[test]
+fn query_key_norm_families_import_with_their_parameter_counts() {
+    let import = |text: &str| import_config(text).unwrap_or_else(|e| panic!("{text:.60}: {e}"));
+    // Qwen3-8B: the model card's 8.2B, 6.95B without the embedding and head.
+    let q8 = import(
+        r#"{"model_type":"qwen3","hidden_size":4096,"intermediate_size":12288,"num_hidden_layers":36,"num_attention_heads":32,"num_key_value_heads":8,"head_dim":128,"vocab_size":151936,"tie_word_embeddings":false}"#,
+    );
+    assert_eq!(q8.total_params(), 8_190_735_360);
+    assert_eq!(q8.layers * q8.layer_params(), 6_946_071_552);
+    assert_eq!(q8.qk_norm, QkNorm::PerHead);
+    // Qwen3-0.6B: head_dim 128 although hidden / heads is 64, tied head; 0.44B without the embedding.
+    let q06 = import(
+        r#"{"model_type":"qwen3","hidden_size":1024,"intermediate_size":3072,"num_hidden_layers":28,"num_attention_heads":16,"num_key_value_heads":8,"head_dim":128,"vocab_size":151936,"tie_word_embeddings":true}"#,
+    );
+    assert_eq!(q06.total_params(), 596_049_920);
+    // Qwen3-30B-A3B: 128 experts of width 768, 8 per token; 30.5B, 29.9B without the embedding and head.
+    let moe = r#"{"model_type":"qwen3_moe","hidden_size":2048,"intermediate_size":6144,"moe_intermediate_size":768,"num_hidden_layers":48,"num_attention_heads":32,"num_key_value_heads":4,"head_dim":128,"num_experts":128,"num_experts_per_tok":8,"vocab_size":151936"#;
+    let q30 = import(&format!(
+        r#"{moe},"decoder_sparse_step":1,"mlp_only_layers":[]}}"#
+    ));
+    assert_eq!(q30.total_params(), 30_532_122_624);
+    assert_eq!(
+        (q30.experts, q30.experts_per_token, q30.intermediate),
+        (128, 8, 768)
+    );
+    for mixed in [r#""mlp_only_layers":[0]"#, r#""decoder_sparse_step":2"#] {
+        let e = import_config(&format!("{moe},{mixed}}}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mixes dense and MoE layers"), "{mixed}: {e}");
+    }
+    // Gemma-3-1B (gemma3_text): 999,885,952 parameters; no softcapping unless a value is given.
+    let g1 = import(
+        r#"{"model_type":"gemma3_text","hidden_size":1152,"intermediate_size":6912,"num_hidden_layers":26,"num_attention_heads":4,"num_key_value_heads":1,"head_dim":256,"vocab_size":262144}"#,
+    );
+    assert_eq!(g1.total_params(), 999_885_952);
+    assert!(g1.tied_embeddings && g1.norm_scale_fp32 && g1.norms_per_layer == 4);
+    assert!(!g1.final_logit_softcap && !g1.attn_logit_softcap);
+    // Gemma-3-4B's text_config names only what differs from Gemma3TextConfig (vocabulary 262,208, head_dim 256).
+    let g4 = import(
+        r#"{"model_type":"gemma3_text","hidden_size":2560,"intermediate_size":10240,"num_hidden_layers":34,"num_attention_heads":8,"num_key_value_heads":4}"#,
+    );
+    assert_eq!(g4.total_params(), 3_880_263_168);
+    let e = import_config(r#"{"model_type":"gemma3","text_config":{"model_type":"gemma3_text"}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("text_config") && e.contains("vision tower"),
+        "{e}"
+    );
+    // OLMo-2-1124-7B: post-norms, and q/k norms over the whole projections.
+    let olmo = import(
+        r#"{"model_type":"olmo2","hidden_size":4096,"intermediate_size":11008,"num_hidden_layers":32,"num_attention_heads":32,"num_key_value_heads":32,"vocab_size":100352}"#,
+    );
+    assert_eq!(olmo.total_params(), 7_298_617_344);
+    assert_eq!(olmo.qk_norm, QkNorm::Full);
 }
 
 #[test]
@@ -530,12 +588,25 @@ mod properties {
             1u64..=131_072,
             1000u64..=300_000,
             0u32..=3,
+            prop::sample::select(vec![QkNorm::None, QkNorm::PerHead, QkNorm::Full]),
         )
-            .prop_map(|(layers, heads, head_dim, inter, vocab, kv_shift)| {
-                let kv = (heads >> kv_shift).max(1);
-                let kv = if heads % kv == 0 { kv } else { heads };
-                Architecture::llama("random", layers, heads * head_dim, inter, heads, kv, vocab)
-            })
+            .prop_map(
+                |(layers, heads, head_dim, inter, vocab, kv_shift, qk_norm)| {
+                    let kv = (heads >> kv_shift).max(1);
+                    let kv = if heads % kv == 0 { kv } else { heads };
+                    let mut a = Architecture::llama(
+                        "random",
+                        layers,
+                        heads * head_dim,
+                        inter,
+                        heads,
+                        kv,
+                        vocab,
+                    );
+                    a.qk_norm = qk_norm;
+                    a
+                },
+            )
     }
 
     proptest! {
@@ -877,6 +948,28 @@ mod levers {
         // The input is kept as under LoRA; the block-diagonal rotation (2 x 32 x 32 x 2 B = 4,096 B) replaces the
         // rank outputs, per module.
         assert_eq!(saved(&e) - saved(&run("")), 8_192 - 64);
+    }
+
+    #[test]
+    fn query_and_key_norms_keep_their_fp32_inputs() {
+        // Per-head q/k RMSNorms (Qwen3) on q and k (64 wide each, 4 heads of 16): each keeps its fp32 input
+        // (4 B x n x 64 = 2,048 B) and a reciprocal RMS per head (4 B x n x 4 = 128 B): 4,352 B; their weights are
+        // 2 x 16 more parameters. Fused (compile) they keep the 2 B input instead: 2 x (1,024 + 128) = 2,304 B.
+        let mut qk = tiny();
+        qk.qk_norm = QkNorm::PerHead;
+        assert_eq!(qk.total_params(), tiny().total_params() + 32);
+        let more = |extra: &str| saved(&estimate(&qk, &plan(extra))) - saved(&run(extra));
+        assert_eq!(more(""), 4_352);
+        assert_eq!(more("compile=1"), 2_304);
+        // Trained (full fine-tuning), each weight keeps the 16-bit normalized copy it multiplies: 2 x 1,024 B more.
+        assert_eq!(more("method=full"), 4_352 + 2_048);
+        // Over the whole projection (OLMo 2): one statistic per token instead of per head.
+        qk.qk_norm = QkNorm::Full;
+        assert_eq!(qk.total_params(), tiny().total_params() + 128);
+        assert_eq!(
+            saved(&estimate(&qk, &plan(""))) - saved(&run("")),
+            4_352 - 2 * 4 * 8 * 3
+        );
     }
 
     #[test]
