@@ -45,7 +45,8 @@ pub(crate) fn quote(s: &str) -> String {
     }
 }
 
-struct Fields<'a>(&'a Map<String, Value>);
+/// A config's fields, with the library's defaults for size fields it may leave out.
+struct Fields<'a>(&'a Map<String, Value>, &'static [(&'static str, u64)]);
 
 impl Fields<'_> {
     fn uint(&self, keys: &[&str]) -> Result<Option<u64>, ArchError> {
@@ -71,7 +72,11 @@ impl Fields<'_> {
                 }
             }
         }
-        Ok(None)
+        Ok(self
+            .1
+            .iter()
+            .find(|(name, _)| keys.contains(name))
+            .map(|(_, v)| *v))
     }
     fn need(&self, keys: &[&str]) -> Result<u64, ArchError> {
         self.uint(keys)?
@@ -209,21 +214,7 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             SUPPORTED_MODEL_TYPES.join(", ")
         )));
     }
-    let filled;
-    let map = match size_defaults(model_type) {
-        [] => map,
-        defaults => {
-            let mut m = map.clone();
-            for (key, value) in defaults {
-                if matches!(m.get(*key), None | Some(Value::Null)) {
-                    m.insert(key.to_string(), Value::from(*value));
-                }
-            }
-            filled = m;
-            &filled
-        }
-    };
-    let f = Fields(map);
+    let f = Fields(map, size_defaults(model_type));
     let hidden = f.need(&["hidden_size", "n_embd", "n_embed", "d_model"])?;
     let layers = f.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
     let heads = f.need(&["num_attention_heads", "n_head"])?;
