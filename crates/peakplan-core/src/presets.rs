@@ -34,6 +34,9 @@ pub const MODELS: &[ModelPreset] = &[
     ModelPreset { id: "pythia-1.4b", name: "Pythia 1.4B", hf_id: "EleutherAI/pythia-1.4b", config_json: include_str!("../presets/pythia-1.4b.json") },
     ModelPreset { id: "qwen2.5-0.5b", name: "Qwen2.5 0.5B", hf_id: "Qwen/Qwen2.5-0.5B", config_json: include_str!("../presets/qwen2.5-0.5b.json") },
     ModelPreset { id: "qwen2.5-7b", name: "Qwen2.5 7B", hf_id: "Qwen/Qwen2.5-7B", config_json: include_str!("../presets/qwen2.5-7b.json") },
+    ModelPreset { id: "qwen3-30b-a3b", name: "Qwen3 30B-A3B (MoE)", hf_id: "Qwen/Qwen3-30B-A3B", config_json: include_str!("../presets/qwen3-30b-a3b.json") },
+    ModelPreset { id: "qwen3-4b", name: "Qwen3 4B", hf_id: "Qwen/Qwen3-4B", config_json: include_str!("../presets/qwen3-4b.json") },
+    ModelPreset { id: "qwen3-8b", name: "Qwen3 8B", hf_id: "Qwen/Qwen3-8B", config_json: include_str!("../presets/qwen3-8b.json") },
     ModelPreset { id: "starcoderbase-1b", name: "StarCoderBase 1B", hf_id: "bigcode/starcoderbase-1b", config_json: include_str!("../presets/starcoderbase-1b.json") },
     ModelPreset { id: "tinyllama-1.1b", name: "TinyLlama 1.1B", hf_id: "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", config_json: include_str!("../presets/tinyllama-1.1b.json") },
 ];

@@ -153,6 +153,10 @@ fn preset_parameter_counts_match_the_real_models() {
     check("pythia-1.4b", 1_414_647_808);
     check("qwen2.5-0.5b", 494_032_768);
     check("falcon-7b", 6_921_720_704);
+    // Qwen3: KerasHub's stated counts (qwen3_presets.py, qwen3_moe_presets.py).
+    check("qwen3-4b", 4_022_468_096);
+    check("qwen3-8b", 8_190_735_360);
+    check("qwen3-30b-a3b", 30_532_122_624);
 }
 
 #[test]
