@@ -17,6 +17,7 @@ pub struct ModelPreset {
 pub const MODELS: &[ModelPreset] = &[
     ModelPreset { id: "falcon-7b", name: "Falcon 7B", hf_id: "tiiuae/falcon-7b", config_json: include_str!("../presets/falcon-7b.json") },
     ModelPreset { id: "gemma-2-9b", name: "Gemma 2 9B", hf_id: "google/gemma-2-9b", config_json: include_str!("../presets/gemma-2-9b.json") },
+    ModelPreset { id: "gemma-3-1b", name: "Gemma 3 1B", hf_id: "google/gemma-3-1b-pt", config_json: include_str!("../presets/gemma-3-1b.json") },
     ModelPreset { id: "gemma-7b", name: "Gemma 7B", hf_id: "google/gemma-7b", config_json: include_str!("../presets/gemma-7b.json") },
     ModelPreset { id: "gpt3-175b", name: "GPT-3 175B", hf_id: "(none: weights never released; architecture from Brown et al. 2020, arXiv:2005.14165, Table 2.1)", config_json: include_str!("../presets/gpt3-175b.json") },
     ModelPreset { id: "llama-2-13b", name: "Llama 2 13B", hf_id: "meta-llama/Llama-2-13b-hf", config_json: include_str!("../presets/llama-2-13b.json") },

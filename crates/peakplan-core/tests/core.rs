@@ -157,6 +157,7 @@ fn preset_parameter_counts_match_the_real_models() {
     check("qwen3-4b", 4_022_468_096);
     check("qwen3-8b", 8_190_735_360);
     check("qwen3-30b-a3b", 30_532_122_624);
+    check("gemma-3-1b", 999_885_952);
 }
 
 #[test]
