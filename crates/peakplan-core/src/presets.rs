@@ -77,8 +77,15 @@ pub struct GpuPreset {
 
 const MIB: u64 = 1 << 20;
 
-/// The bundled GPUs, from `shared/models/gpus.json`.
+/// The bundled GPUs, from `shared/models/gpus.json` (and two consumer cards peakplan added with their sources in
+/// `tests/data/models/gpus.json`).
 pub const GPUS: &[GpuPreset] = &[
+    GpuPreset {
+        id: "rtx-3060-12gb",
+        name: "NVIDIA GeForce RTX 3060 12GB",
+        capacity_bytes: 12288 * MIB,
+        vendor_bytes: 12 << 30,
+    },
     GpuPreset {
         id: "t4-16gb",
         name: "NVIDIA T4",
@@ -120,6 +127,12 @@ pub const GPUS: &[GpuPreset] = &[
         name: "NVIDIA GeForce RTX 4090",
         capacity_bytes: 24564 * MIB,
         vendor_bytes: 24000000000,
+    },
+    GpuPreset {
+        id: "rtx-5090",
+        name: "NVIDIA GeForce RTX 5090",
+        capacity_bytes: 32607 * MIB,
+        vendor_bytes: 32 << 30,
     },
     GpuPreset {
         id: "rtx-6000-ada",

@@ -161,6 +161,24 @@ fn preset_parameter_counts_match_the_real_models() {
 }
 
 #[test]
+fn gpu_capacities_are_the_sourced_nvidia_smi_totals() {
+    // Each bundled GPU is a row of tests/data/models/gpus.json, in the same order; its capacity is the
+    // nvidia-smi total where a printout is cited, else the vendor's figure.
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&data("models/gpus.json")).unwrap();
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let bundled: Vec<&str> = presets::GPUS.iter().map(|g| g.id).collect();
+    assert_eq!(bundled, ids);
+    for (g, row) in presets::GPUS.iter().zip(&rows) {
+        let want = match row["nvidia_smi_total_mib"].as_u64() {
+            Some(mib) => mib << 20,
+            None => row["vendor_capacity_bytes"].as_u64().unwrap(),
+        };
+        assert_eq!(g.capacity_bytes, want, "{}", g.id);
+        assert_eq!(g.name, row["name"].as_str().unwrap(), "{}", g.id);
+    }
+}
+
+#[test]
 fn bloom_configs_import_with_their_embedding_norm_and_tied_head() {
     // bigscience/bloom-7b1's config.json names its width n_embed; the model card states 7,069,016,064 parameters.
     let a = import_config(r#"{"model_type": "bloom", "n_embed": 4096, "n_layer": 30, "n_head": 32, "vocab_size": 250880}"#)
