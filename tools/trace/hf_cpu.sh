@@ -72,3 +72,8 @@ QLU="method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32&r=16&targets=q,v&prec=
 runf gemma2-qlora-upcast gemma-2-9b "--qlora --upcast --amp" "attn=eager&$QLU&gc=0"
 runf qwen25-qlora-upcast qwen2.5-0.5b "--qlora --upcast --amp" "attn=flash&$QLU&gc=0"
 runf gemma-qlora-upcast-gc gemma-7b "--qlora --upcast --amp --gc" "attn=sdpa&$QLU&gc=1"
+# Query/key norms (Qwen3, Gemma 3): each keeps its fp32 input and a statistic per head.
+runf qwen3-lora qwen3-8b "" "attn=flash&$LORA"
+runf qwen3-full qwen3-8b "--full" "attn=flash&$FULL"
+runf gemma3-lora gemma-3-1b "" "attn=flash&$LORA"
+runf gemma3-full gemma-3-1b "--full" "attn=flash&$FULL"

@@ -1589,12 +1589,42 @@ fn cpu_traces_of_real_steps_match_the_engine() {
 
     // Other families, each built from its preset's config.json scaled down; the traced config is imported as is.
     let text = data("traced/families.csv");
-    let mut rows = 0;
+    let mut peaks = std::collections::BTreeMap::new();
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.splitn(4, ',').collect();
         let arch = import_config(&data(&format!("traced/{}", f[1]))).unwrap();
-        within_1_percent(f[0], f[2].parse().unwrap(), &est_arch(&arch, f[3]));
-        rows += 1;
+        let (traced, e) = (f[2].parse().unwrap(), est_arch(&arch, f[3]));
+        within_1_percent(f[0], traced, &e);
+        peaks.insert(
+            f[0].to_string(),
+            (traced as f64, e.peak_allocated_bytes as f64),
+        );
     }
-    assert_eq!(rows, 30, "every traced family case is replayed");
+    assert_eq!(peaks.len(), 38, "every traced family case is replayed");
+
+    // Each family is traced at one and two layers: the difference is what one layer adds, and the engine's must
+    // match it to 0.5% (the totals above also hold the layer-independent part). The known gaps, with their bound:
+    // Phi-3 slices v out of its fused qkv output, and the view SDPA keeps holds the whole output alive (2 x
+    // hidden values a token more than the engine counts); the other two are not explained yet.
+    let known = [
+        ("phi3-lora", 0.065),
+        ("mixtral-lora", 0.02),
+        ("falcon-full", 0.015),
+    ];
+    for (id, (t1, p1)) in peaks.iter().filter(|(id, _)| id.ends_with("-L1")) {
+        let family = id.trim_end_matches("-L1");
+        let (t2, p2) = peaks[&format!("{family}-L2")];
+        let err = ((p2 - p1) - (t2 - t1)) / (t2 - t1);
+        let bound = known
+            .iter()
+            .find(|(k, _)| *k == family)
+            .map_or(0.005, |(_, b)| *b);
+        assert!(
+            err.abs() < bound,
+            "{family}: one layer adds {:.0} B traced, {:.0} B in the engine ({:+.2}%)",
+            t2 - t1,
+            p2 - p1,
+            100.0 * err
+        );
+    }
 }
