@@ -50,7 +50,9 @@ echo "id,config,traced_peak_allocated_bytes,query" >"$fam"
 runf() { # id, preset, harness flags, plan keys
   for layers in 1 2; do
     local id="$1-L$layers"
-    total=$(total_of hf_step.py "$layers" 2 256 --preset "$presets/$2.json" --json "$cfgs/$id.json" $3)
+    local src="$presets/$2.json"
+    [[ $2 == */* ]] && src="$2"  # a config.json outside the presets (OLMo 2)
+    total=$(total_of hf_step.py "$layers" 2 256 --preset "$src" --json "$cfgs/$id.json" $3)
     echo "$id,configs/$id.json,$total,b=2&s=256&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" >>"$fam"
   done
 }
@@ -77,3 +79,7 @@ runf qwen3-lora qwen3-8b "" "attn=flash&$LORA"
 runf qwen3-full qwen3-8b "--full" "attn=flash&$FULL"
 runf gemma3-lora gemma-3-1b "" "attn=flash&$LORA"
 runf gemma3-full gemma-3-1b "--full" "attn=flash&$FULL"
+# OLMo 2 (OLMo-2-1124-7B's shapes; only the family and its ratios reach the scaled model) normalizes the whole q
+# and k projections, and multiplies by its norm weights in fp32.
+runf olmo2-lora "$here/olmo2-1124-7b.json" "" "attn=sdpa&$LORA"
+runf olmo2-full "$here/olmo2-1124-7b.json" "--full" "attn=sdpa&$FULL"
