@@ -945,6 +945,10 @@ fn layer_saved(
     if arch.experts > 1 {
         // Router logits and their softmax in fp32.
         bytes += 8.0 * n * arch.experts as Count;
+        // Each routed token's expert output is scaled by its routing weight, and that product keeps the output for
+        // the weight's gradient (the router trains through it, frozen or not, as long as the stream needs a
+        // gradient); gathering those weights keeps two int64 index tensors (traced on CPU: Mixtral LoRA).
+        bytes += (d.c * h + 16.0) * n * k_route;
     }
     (bytes, scores)
 }
