@@ -79,6 +79,7 @@ runf qwen3-lora qwen3-8b "" "attn=flash&$LORA"
 runf qwen3-full qwen3-8b "--full" "attn=flash&$FULL"
 runf gemma3-lora gemma-3-1b "" "attn=flash&$LORA"
 runf gemma3-full gemma-3-1b "--full" "attn=flash&$FULL"
+runf qwen3moe-lora qwen3-30b-a3b "" "attn=flash&$LORA"
 # OLMo 2 (OLMo-2-1124-7B's shapes; only the family and its ratios reach the scaled model) normalizes the whole q
 # and k projections, and multiplies by its norm weights in fp32.
 runf olmo2-lora "$here/olmo2-1124-7b.json" "" "attn=sdpa&$LORA"
