@@ -98,6 +98,14 @@ pub struct Architecture {
     /// RMSNorms on the queries and keys.
     #[serde(default)]
     pub qk_norm: QkNorm,
+    /// q, k and v are views of the fused projection's output, and v reaches attention as a view (GPT-NeoX, Phi-3,
+    /// Qwen-v1): while attention keeps v, the whole output stays alive beside the rotated q and k.
+    #[serde(default)]
+    pub qkv_views: bool,
+    /// The two norms of a parallel block read the same input (GPT-NeoX's parallel residual, Falcon's new
+    /// decoder): a LayerNorm keeps that input once for both.
+    #[serde(default)]
+    pub norms_share_input: bool,
 }
 
 /// What a LoRA target key selects in a layer.
@@ -514,6 +522,8 @@ impl Architecture {
             attn_logit_softcap: false,
             buffer_bytes: 0,
             qk_norm: QkNorm::None,
+            qkv_views: false,
+            norms_share_input: false,
         }
     }
 }

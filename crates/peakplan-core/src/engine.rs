@@ -729,17 +729,30 @@ fn layer_saved(
     // 16-bit normalized input it multiplies, unless the norm is fused (compiled, Liger), which rebuilds it from the
     // input and rstd in backward (torchtune's compiled full fine-tune traced on CPU keeps no such copy).
     let fused = plan.compile || plan.liger;
-    let per_norm = match arch.norm {
+    let norm_input = match arch.norm {
         // A fused RMSNorm (torch.compile, Liger) keeps its input in its own dtype and the fp32 rstd only.
-        Norm::RmsNorm if fused => d.r * n * h + 4.0 * n,
-        Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
-        Norm::LayerNorm => (if d.amp { 4.0 } else { d.r }) * n * h + 8.0 * n,
-    } + if norms_trainable(plan) && !fused {
-        norm_product_bytes(arch, d) * n * h
-    } else {
-        0.0
+        Norm::RmsNorm if fused => d.r * n * h,
+        Norm::RmsNorm => 4.0 * n * h,
+        Norm::LayerNorm => (if d.amp { 4.0 } else { d.r }) * n * h,
     };
+    let per_norm = norm_input
+        + match arch.norm {
+            Norm::RmsNorm => 4.0 * n,
+            Norm::LayerNorm => 8.0 * n,
+        }
+        // `native_layer_norm` applies its weight inside the fused op and keeps no normalized copy for it.
+        + if norms_trainable(plan) && !fused && arch.norm == Norm::RmsNorm {
+            norm_product_bytes(arch, d) * n * h
+        } else {
+            0.0
+        };
     bytes += per_norm * arch.norms_per_layer as Count;
+    // LayerNorms of a parallel block that read one 16-bit input keep it once (an RMSNorm's fp32 copy, or an
+    // autocast cast, is made per norm).
+    if arch.norms_share_input && arch.norms_per_layer > 1 && arch.norm == Norm::LayerNorm && !d.amp
+    {
+        bytes -= norm_input * (arch.norms_per_layer - 1) as Count;
+    }
     // Query/key norms read the projections' compute-dtype outputs: unfused, the fp32 copy and one reciprocal RMS
     // per head (or per token, over the whole projection); fused, the input itself. A trainable weight (full
     // fine-tuning; LayerNorm tuning leaves them frozen) also keeps the normalized copy it multiplies.
@@ -913,6 +926,15 @@ fn layer_saved(
     // Prefix tuning's virtual keys and values are concatenated in front of each layer's own, and kept with them.
     let b = plan.micro_batch as Count;
     bytes += c * (n * q + kv_kept * (n + b * prefix_tokens(plan)));
+    // Under transformers, v sliced out of a fused projection reaches attention as a view unless repeat_kv copies
+    // it (grouped heads under SDPA or eager): the whole q|k|v output stays alive, q + kv more than v alone
+    // (traced on CPU: Phi-3, GPT-NeoX).
+    if arch.qkv_views
+        && plan.framework == Framework::Hf
+        && (plan.attn == Attn::Flash || arch.kv_heads == arch.heads)
+    {
+        bytes += c * n * (q + kv);
+    }
     let mut scores = 0.0;
     match plan.attn {
         Attn::Eager => {
@@ -1161,7 +1183,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let final_norm = match arch.norm {
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => 4.0 * n * h + 8.0 * n,
-    } + if norms_trainable(plan) && !plan.liger {
+    } + if norms_trainable(plan) && !plan.liger && arch.norm == Norm::RmsNorm {
         norm_product_bytes(arch, d) * n * h
     } else {
         0.0

@@ -329,6 +329,7 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             a.kv_heads = f.uint(&["num_key_value_heads"])?.unwrap_or(heads);
             a.head_dim = default_head_dim(hidden)?;
             a.fused_qkv = true;
+            a.qkv_views = true;
             a.mlp = Mlp::GatedFused;
             a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
         }
@@ -351,6 +352,8 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             a.head_dim = default_head_dim(hidden)?;
             a.norm = Norm::LayerNorm;
             a.fused_qkv = true;
+            a.qkv_views = true;
+            a.norms_share_input = f.flag("use_parallel_residual", true)?;
             a.mlp = Mlp::Plain;
             a.qkv_bias = f.flag("attention_bias", true)?;
             a.o_bias = a.qkv_bias;
@@ -374,6 +377,9 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             } else {
                 2
             };
+            // The new decoder's ln_attn and ln_mlp both read the layer's input.
+            a.norms_share_input =
+                new_arch && f.uint(&["num_ln_in_parallel_attn"])?.unwrap_or(2) == 2;
             a.fused_qkv = true;
             a.mlp = Mlp::Plain;
             let bias = f.flag("bias", false)?;
