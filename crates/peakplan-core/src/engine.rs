@@ -384,13 +384,15 @@ fn bnb_saves_input(plan: &Plan) -> bool {
     plan.method == Method::Qlora && plan.qlora_saves_input && plan.gptq_bits().is_none()
 }
 
-/// Bytes per value of the normalized input a trainable norm weight keeps: the residual dtype, or fp32 for
-/// Gemma's `(1 + weight)` scaling done in fp32 (traced on CPU).
-fn norm_product_bytes(arch: &Architecture, d: Dtypes) -> Count {
-    if arch.norm_scale_fp32 {
-        4.0
-    } else {
-        d.r
+/// Bytes per value of the normalized input a trainable weight of a `norm` keeps: an RMSNorm multiplies by its
+/// weight in a separate op that keeps the normalized input, in the residual dtype or in fp32 where the weight
+/// multiplies in fp32 (Gemma's `1 + weight`, traced on CPU); `native_layer_norm` applies its weight inside the
+/// fused op and keeps no such copy.
+fn norm_product_bytes(norm: Norm, arch: &Architecture, d: Dtypes) -> Count {
+    match norm {
+        Norm::LayerNorm => 0.0,
+        Norm::RmsNorm if arch.norm_scale_fp32 => 4.0,
+        Norm::RmsNorm => d.r,
     }
 }
 
@@ -735,24 +737,23 @@ fn layer_saved(
         Norm::RmsNorm => 4.0 * n * h,
         Norm::LayerNorm => (if d.amp { 4.0 } else { d.r }) * n * h,
     };
-    let per_norm = norm_input
-        + match arch.norm {
-            Norm::RmsNorm => 4.0 * n,
-            Norm::LayerNorm => 8.0 * n,
-        }
-        // `native_layer_norm` applies its weight inside the fused op and keeps no normalized copy for it.
-        + if norms_trainable(plan) && !fused && arch.norm == Norm::RmsNorm {
-            norm_product_bytes(arch, d) * n * h
-        } else {
-            0.0
-        };
-    bytes += per_norm * arch.norms_per_layer as Count;
+    let per_norm = match arch.norm {
+        Norm::RmsNorm => 4.0 * n,
+        Norm::LayerNorm => 8.0 * n,
+    } + if norms_trainable(plan) && !fused {
+        norm_product_bytes(arch.norm, arch, d) * n * h
+    } else {
+        0.0
+    };
     // LayerNorms of a parallel block that read one 16-bit input keep it once (an RMSNorm's fp32 copy, or an
     // autocast cast, is made per norm).
-    if arch.norms_share_input && arch.norms_per_layer > 1 && arch.norm == Norm::LayerNorm && !d.amp
-    {
-        bytes -= norm_input * (arch.norms_per_layer - 1) as Count;
-    }
+    let norms = arch.norms_per_layer as Count;
+    let inputs_kept = if arch.norms_share_input && arch.norm == Norm::LayerNorm && !d.amp {
+        norms.min(1.0)
+    } else {
+        norms
+    };
+    bytes += per_norm * norms + norm_input * inputs_kept;
     // Query/key norms read the projections' compute-dtype outputs: unfused, the fp32 copy and one reciprocal RMS
     // per head (or per token, over the whole projection); fused, the input itself. A trainable weight (full
     // fine-tuning; LayerNorm tuning leaves them frozen) also keeps the normalized copy it multiplies.
@@ -763,7 +764,7 @@ fn layer_saved(
             4.0 * n * width
         }) + 4.0 * n * groups
             + if full && !fused {
-                norm_product_bytes(arch, d) * n * width
+                norm_product_bytes(Norm::RmsNorm, arch, d) * n * width
             } else {
                 0.0
             }
@@ -1183,8 +1184,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let final_norm = match arch.norm {
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => 4.0 * n * h + 8.0 * n,
-    } + if norms_trainable(plan) && !plan.liger && arch.norm == Norm::RmsNorm {
-        norm_product_bytes(arch, d) * n * h
+    } + if norms_trainable(plan) && !plan.liger {
+        norm_product_bytes(arch.norm, arch, d) * n * h
     } else {
         0.0
     };
