@@ -98,8 +98,8 @@ pub struct Architecture {
     /// RMSNorms on the queries and keys.
     #[serde(default)]
     pub qk_norm: QkNorm,
-    /// q, k and v are views of the fused projection's output, and v reaches attention as a view (GPT-NeoX, Phi-3,
-    /// Qwen-v1): while attention keeps v, the whole output stays alive beside the rotated q and k.
+    /// q, k and v are views of the fused projection's output, and v reaches attention as a view (GPT-NeoX, Phi-3):
+    /// while attention keeps v, the whole output stays alive beside the rotated q and k.
     #[serde(default)]
     pub qkv_views: bool,
     /// The two norms of a parallel block read the same input (GPT-NeoX's parallel residual, Falcon's new

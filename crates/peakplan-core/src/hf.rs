@@ -255,26 +255,21 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             a.qkv_bias = model_type == "qwen2" || f.flag("attention_bias", false)?;
             a.o_bias = f.flag("attention_bias", false)?;
             a.mlp_bias = f.flag("mlp_bias", false)?;
-            a.norm_scale_fp32 = gemma;
-            if model_type == "gemma2" {
+            // OLMo 2 multiplies by its norm weights in fp32 before casting back, as Gemma does.
+            a.norm_scale_fp32 = gemma || model_type == "olmo2";
+            if matches!(model_type, "gemma2" | "gemma3_text") {
                 a.norms_per_layer = 4;
-                // Gemma2Config's defaults are 30 and 50; a null turns each off.
-                a.final_logit_softcap = f.on_unless_null("final_logit_softcapping", true)?;
-                a.attn_logit_softcap = f.on_unless_null("attn_logit_softcapping", true)?;
-            }
-            if model_type == "gemma3_text" {
-                // Gemma3TextConfig: four norms a layer like Gemma 2, but no softcapping unless a value is given.
-                a.norms_per_layer = 4;
-                a.final_logit_softcap = f.on_unless_null("final_logit_softcapping", false)?;
-                a.attn_logit_softcap = f.on_unless_null("attn_logit_softcapping", false)?;
+                // Gemma2Config softcaps by default (30 and 50); Gemma3TextConfig only when a value is given. A
+                // null turns each off.
+                let softcap = model_type == "gemma2";
+                a.final_logit_softcap = f.on_unless_null("final_logit_softcapping", softcap)?;
+                a.attn_logit_softcap = f.on_unless_null("attn_logit_softcapping", softcap)?;
             }
             a.qk_norm = match model_type {
                 "qwen3" | "qwen3_moe" | "gemma3_text" => QkNorm::PerHead,
                 "olmo2" => QkNorm::Full,
                 _ => QkNorm::None,
             };
-            // OLMo 2 multiplies by its norm weights in fp32 before casting back, as Gemma does.
-            a.norm_scale_fp32 |= model_type == "olmo2";
             if model_type == "mixtral" {
                 a.experts = f.uint(&["num_local_experts"])?.unwrap_or(8);
                 a.experts_per_token = f.uint(&["num_experts_per_tok"])?.unwrap_or(2);
