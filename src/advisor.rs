@@ -74,8 +74,8 @@ pub fn Advisor() -> impl IntoView {
                     let none = (a.fits == Some(false) && a.to_fit.is_none())
                         .then(|| view! { <p class="error">"No combination of up to four changes fits this GPU: try more GPUs with ZeRO-3, or a larger GPU."</p> });
                     // The fit suggestion is often one lever on its own: listing it twice in a row reads as a glitch.
-                    let fit_plan = a.to_fit.as_ref().map(|s| s.plan.clone());
-                    let levers = a.levers.iter().filter(|s| Some(&s.plan) != fit_plan.as_ref()).take(8).cloned().enumerate()
+                    let fit_plan = a.to_fit.as_ref().map(|s| &s.plan);
+                    let levers = a.levers.iter().filter(|s| Some(&s.plan) != fit_plan).take(8).cloned().enumerate()
                         .map(|(i, s)| row(s, format!("advisor-apply-{i}"), false)).collect_view();
                     view! {
                         {fit}

@@ -249,7 +249,7 @@ fn legend_bottom(w: i32, font: f64) -> i32 {
     let mut x = 12;
     let mut y = 10 + (font * 1.6) as i32;
     for c in Category::ALL {
-        let item_w = 22 + (c.label().len() as f64 * font * CHAR_WIDTH_EM) as i32;
+        let item_w = legend_item_width(c.label(), font);
         if x + item_w > w - 8 {
             x = 12;
             y += (font * 1.5) as i32;
@@ -341,6 +341,11 @@ const CHAR_WIDTH_EM: f64 = 0.58;
 /// Estimated width of a label.
 fn text_width(label: &str, size: f64) -> i32 {
     (label.chars().count() as f64 * size * CHAR_WIDTH_EM).ceil() as i32
+}
+
+/// Width of a legend entry: its swatch and gap, then its label (the legend's layout and its drawing agree on it).
+fn legend_item_width(label: &str, font: f64) -> i32 {
+    22 + (label.len() as f64 * font * CHAR_WIDTH_EM) as i32
 }
 
 /// Height of a label's box: the font size and a pixel of room above and below.
@@ -508,7 +513,7 @@ pub fn draw_chart<B: DrawingBackend>(
     y += (font * 1.6) as i32;
     for (i, c) in Category::ALL.iter().enumerate() {
         let label = c.label();
-        let item_w = 22 + (label.len() as f64 * font * CHAR_WIDTH_EM) as i32;
+        let item_w = legend_item_width(label, font);
         if x + item_w > w - 8 {
             x = 12;
             y += (font * 1.5) as i32;

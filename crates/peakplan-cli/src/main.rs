@@ -76,19 +76,16 @@ fn parse_estimate_args(args: &[String]) -> Result<EstimateArgs> {
 
 /// The usage text: every command, or the one named, and the plan keys.
 fn help(command: Option<&str>) -> String {
-    let lines: Vec<&str> = USAGE
+    let all: Vec<&str> = USAGE
         .lines()
         .map(|l| l.trim_start_matches("usage:").trim())
-        .filter(|l| command.is_none_or(|c| l.starts_with(&format!("peakplan {c}"))))
         .collect();
-    let lines = if lines.is_empty() {
-        USAGE
-            .lines()
-            .map(|l| l.trim_start_matches("usage:").trim())
-            .collect()
-    } else {
-        lines
-    };
+    let named: Vec<&str> = all
+        .iter()
+        .copied()
+        .filter(|l| command.is_some_and(|c| l.starts_with(&format!("peakplan {c}"))))
+        .collect();
+    let lines = if named.is_empty() { all } else { named };
     format!(
         "usage: {}\nPlan keys (the page's URL vocabulary; README has each one's values): {}\n",
         lines.join("\n       "),
