@@ -52,8 +52,8 @@ runf() { # id, preset, harness flags, plan keys
     local id="$1-L$layers"
     local src="$presets/$2.json"
     [[ $2 == */* ]] && src="$2"  # a config.json outside the presets (OLMo 2)
-    total=$(total_of hf_step.py "$layers" 2 256 --preset "$src" --json "$cfgs/$id.json" $3)
-    echo "$id,configs/$id.json,$total,b=2&s=256&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" >>"$fam"
+    total=$(total_of hf_step.py "$layers" "${FB:-2}" "${FS:-256}" --preset "$src" --json "$cfgs/$id.json" $3)
+    echo "$id,configs/$id.json,$total,b=${FB:-2}&s=${FS:-256}&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" >>"$fam"
   done
 }
 LORA="method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=0&prec=bf16"
@@ -85,3 +85,10 @@ runf qwen3moe-lora qwen3-30b-a3b "" "attn=flash&$LORA"
 # and k projections, and multiplies by its norm weights in fp32.
 runf olmo2-lora "$here/olmo2-1124-7b.json" "" "attn=sdpa&$LORA"
 runf olmo2-full "$here/olmo2-1124-7b.json" "--full" "attn=sdpa&$FULL"
+# Routers that train keep their own input beside the experts' routed copies.
+runf qwen3moe-full qwen3-30b-a3b "--full" "attn=flash&$FULL"
+# gpt-oss: attention sinks (eager only), clamped SwiGLU experts, a router that softmaxes its top k.
+runf gptoss-lora gpt-oss-20b "" "attn=eager&$LORA"
+runf gptoss-full gpt-oss-20b "--full" "attn=eager&$FULL"
+# The same at 2048 tokens, where the activations, not the optimizer step, make the peak.
+FB=4 FS=512 runf gptoss-full-t2048 gpt-oss-20b "--full" "attn=eager&$FULL"

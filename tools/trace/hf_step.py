@@ -58,7 +58,8 @@ if a.preset:
             if old_key in d:
                 d[new_key] = d.pop(old_key)
     d.setdefault("pad_token_id", None)
-    for k in ("architectures", "auto_map", "torch_dtype", "transformers_version"):
+    # A checkpoint's quantization (gpt-oss's MXFP4 experts) belongs to from_pretrained, not to this bf16 model.
+    for k in ("architectures", "auto_map", "torch_dtype", "transformers_version", "quantization_config"):
         d.pop(k, None)
     hkey = "n_embd" if "n_embd" in d else "hidden_size"
     scale = a.hidden / d[hkey]
@@ -85,6 +86,9 @@ if a.preset:
     for k in ("num_hidden_layers", "n_layer", "num_layers"):
         if k in d or k == "num_hidden_layers":
             d[k] = a.layers
+    # Per-layer attention kinds (gpt-oss alternates sliding and full) keep their pattern over the first LAYERS.
+    if "layer_types" in d:
+        d["layer_types"] = d["layer_types"][: a.layers]
     d["vocab_size"] = a.vocab
     for k in ("max_position_embeddings", "n_positions"):
         if k in d:
@@ -93,7 +97,8 @@ if a.preset:
         json.dump(dict(d, torch_dtype="bfloat16"), open(a.json, "w"))
     cfg = AutoConfig.for_model(**d)
     # Gemma 2's attention softcapping has no SDPA path: transformers runs it eagerly.
-    cfg._attn_implementation = "eager" if mt == "gemma2" else "sdpa"
+    # gpt-oss's attention sinks have no SDPA path either.
+    cfg._attn_implementation = "eager" if mt in ("gemma2", "gpt_oss") else "sdpa"
     make = lambda c: AutoModelForCausalLM.from_config(c)
 else:
     cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,

@@ -106,6 +106,19 @@ pub struct Architecture {
     /// decoder): a LayerNorm keeps that input once for both.
     #[serde(default)]
     pub norms_share_input: bool,
+    /// A learned per-head sink logit joins each query's attention scores (gpt-oss): one parameter per head, and
+    /// eager attention softmaxes the scores with it in the compute dtype, keeping only that softmax.
+    #[serde(default)]
+    pub attn_sinks: bool,
+    /// gpt-oss's clamped SwiGLU over an interleaved gate|up projection: backward keeps the projection's output
+    /// and four intermediate-wide tensors (the clamped gate, its sigmoid, `up + 1` and the gated product) where
+    /// the plain SwiGLU keeps three.
+    #[serde(default)]
+    pub swiglu_clamp: bool,
+    /// The MoE router has a bias, and softmaxes only the top-k logits it picked (gpt-oss): it keeps k weights
+    /// and k indices per token instead of a softmax over every expert.
+    #[serde(default)]
+    pub router_topk_softmax: bool,
 }
 
 /// What a LoRA target key selects in a layer.
@@ -364,16 +377,17 @@ impl Architecture {
             Norm::LayerNorm => 2 * self.hidden,
         };
         let router = if self.experts > 1 {
-            self.hidden * self.experts
+            (self.hidden + u64::from(self.router_topk_softmax)) * self.experts
         } else {
             0
         };
+        let sinks = if self.attn_sinks { self.heads } else { 0 };
         let qk_norm = match self.qk_norm {
             QkNorm::None => 0,
             QkNorm::PerHead => 2 * self.head_dim,
             QkNorm::Full => self.q_dim() + self.kv_dim(),
         };
-        norm * self.norms_per_layer + router + qk_norm
+        norm * self.norms_per_layer + router + qk_norm + sinks
     }
 
     /// Parameters of one decoder layer.
@@ -524,6 +538,9 @@ impl Architecture {
             qk_norm: QkNorm::None,
             qkv_views: false,
             norms_share_input: false,
+            attn_sinks: false,
+            swiglu_clamp: false,
+            router_topk_softmax: false,
         }
     }
 }

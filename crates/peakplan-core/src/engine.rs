@@ -115,7 +115,7 @@ components! {
     SavedActivations => "saved_activations", Activations, "Saved activations",
         "tensors each layer keeps for backward (per token: norm inputs in fp32, adapted-layer inputs, q/k/v, attention output, MLP intermediates) x layers";
     AttentionScores => "attention_scores", Activations, "Attention scores",
-        "eager attention keeps heads x batch x seq^2 softmax output in fp32 plus its 16-bit copy, per layer; SDPA and flash keep none";
+        "eager attention keeps heads x batch x seq^2 softmax output in fp32 plus its 16-bit copy, per layer (gpt-oss: one 16-bit softmax over the keys and its sink); SDPA and flash keep none";
     Checkpoints => "checkpoints", Activations, "Checkpointed layer inputs",
         "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
     WeightCopies => "weight_copies", Activations, "16-bit weight copies",
@@ -938,6 +938,12 @@ fn layer_saved(
     }
     let mut scores = 0.0;
     match plan.attn {
+        Attn::Eager if arch.attn_sinks => {
+            // gpt-oss appends each head's sink logit as one more key, subtracts the row maximum (whose backward
+            // keeps its int64 index) and softmaxes in the compute dtype; P·V reads a view of that softmax, the one
+            // scores-sized tensor kept (traced on CPU).
+            scores = c * heads * n * (key_positions(plan) + 1.0) + 8.0 * heads * n;
+        }
         Attn::Eager => {
             // Softmax output in fp32 plus the 16-bit copy fed to P·V; softcapped scores keep their tanh as well.
             let per = if c == 4.0 { 4.0 } else { 4.0 + c }
@@ -957,6 +963,10 @@ fn layer_saved(
         {
             2.0 * d.m * n * inter
         }
+        // gpt-oss's clamped SwiGLU keeps the gate|up output (both clamps read views of it) and four products.
+        crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused if arch.swiglu_clamp => {
+            6.0 * d.m * n * inter
+        }
         crate::arch::Mlp::Gated | crate::arch::Mlp::GatedFused => 3.0 * d.m * n * inter,
         // transformers writes `gelu_new` out in elementwise ops, which keep its input, the tanh, 1 + tanh and
         // x / 2 (traced on CPU: Phi-2); litgpt and torchtune call the fused tanh GELU.
@@ -966,18 +976,35 @@ fn layer_saved(
         crate::arch::Mlp::Plain => d.m * n * inter,
     };
     if arch.experts > 1 {
-        // Router logits and their softmax in fp32.
-        bytes += 8.0 * n * arch.experts as Count;
+        bytes += if arch.router_topk_softmax {
+            // The top-k indices and the softmax over those k logits, in the compute dtype.
+            (8.0 + c) * n * k_route
+        } else {
+            // Router logits and their softmax in fp32.
+            8.0 * n * arch.experts as Count
+        };
         // Each routed token's expert output is scaled by its routing weight, and that product keeps the output for
         // the weight's gradient (the router trains through it, frozen or not, as long as the stream needs a
         // gradient); gathering those weights keeps two int64 index tensors (traced on CPU: Mixtral LoRA).
         bytes += (d.c * h + 16.0) * n * k_route;
+        // A trainable router keeps its own input, the norm output, beside the routed copies the experts keep
+        // (traced on CPU: gpt-oss full fine-tuning).
+        if full {
+            bytes += d.c * n * h;
+        }
     }
     (bytes, scores)
 }
 
 /// Computes the memory of one training step of `plan` on `arch`.
 pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
+    // transformers has no SDPA path for attention sinks (gpt-oss declares `_supports_sdpa = False`): the model
+    // runs eager attention unless a flash kernel that takes sinks is chosen.
+    if arch.attn_sinks && plan.attn == Attn::Sdpa && plan.framework == Framework::Hf {
+        let mut eager = plan.clone();
+        eager.attn = Attn::Eager;
+        return estimate(arch, &eager);
+    }
     if plan.split_layers && plan.gpus > 1 {
         return estimate_split(arch, plan);
     }

@@ -18,6 +18,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "gemma2",
     "gemma3_text",
     "olmo2",
+    "gpt_oss",
     "phi",
     "phi3",
     "gpt_neox",
@@ -177,6 +178,17 @@ fn size_defaults(model_type: &str) -> &'static [(&'static str, u64)] {
             ("num_experts_per_tok", 8),
             ("moe_intermediate_size", 768),
         ],
+        "gpt_oss" => &[
+            ("vocab_size", 201_088),
+            ("hidden_size", 2880),
+            ("intermediate_size", 2880),
+            ("num_hidden_layers", 36),
+            ("num_attention_heads", 64),
+            ("num_key_value_heads", 8),
+            ("head_dim", 64),
+            ("num_local_experts", 128),
+            ("num_experts_per_tok", 4),
+        ],
         "gemma3_text" => &[
             ("vocab_size", 262_208),
             ("hidden_size", 2304),
@@ -294,6 +306,26 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
                     ));
                 }
             }
+        }
+        "gpt_oss" => {
+            // gpt-oss: biased attention with a learned sink per head, an MoE of fused, biased gate|up and down
+            // experts behind a biased router that softmaxes its top-k logits, clamped SwiGLU, RMSNorms that scale
+            // in fp32 (kept in fp32 by `_keep_in_fp32_modules`), untied head. The checkpoint's MXFP4 experts are
+            // dequantized for training (`Mxfp4Config(dequantize=True)`); the plan's `quant` says what they become.
+            a.intermediate = f.need(&["intermediate_size"])?;
+            a.kv_heads = f.need(&["num_key_value_heads"])?;
+            a.head_dim = f.need(&["head_dim"])?;
+            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
+            a.qkv_bias = f.flag("attention_bias", true)?;
+            a.o_bias = a.qkv_bias;
+            a.mlp = Mlp::GatedFused;
+            a.mlp_bias = true;
+            a.experts = f.need(&["num_local_experts"])?;
+            a.experts_per_token = f.need(&["num_experts_per_tok", "experts_per_token"])?;
+            a.norm_scale_fp32 = true;
+            a.attn_sinks = true;
+            a.swiglu_clamp = true;
+            a.router_topk_softmax = true;
         }
         "phi" => {
             a.intermediate = f.need(&["intermediate_size"])?;

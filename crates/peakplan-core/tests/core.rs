@@ -158,6 +158,16 @@ fn preset_parameter_counts_match_the_real_models() {
     check("qwen3-8b", 8_190_735_360);
     check("qwen3-30b-a3b", 30_532_122_624);
     check("gemma-3-1b", 999_885_952);
+    // KerasHub's stated counts (qwen_presets.py; the 32B and 72B figures are of the Instruct ports, same shapes).
+    check("qwen2.5-3b", 3_085_938_688);
+    check("qwen2.5-32b", 32_763_876_352);
+    check("qwen2.5-72b", 72_706_203_648);
+    check("gemma-2-2b", 2_614_341_888);
+    check("gemma-2-27b", 27_227_128_320);
+    // gpt-oss: no exact count is published; these sum OpenAI's reference modules (biased attention with 64
+    // sinks, a biased router, biased experts, untied head) and round to the model card's 20.91B and 116.83B.
+    check("gpt-oss-20b", 20_914_757_184);
+    check("gpt-oss-120b", 116_829_156_672);
 }
 
 #[test]
@@ -195,6 +205,40 @@ fn every_shared_config_imports_to_its_preset() {
         a.name = m.id.to_string();
         assert_eq!(&a, presets::model_arch(m.id).unwrap(), "{}", m.id);
     }
+}
+
+#[test]
+fn gpt_oss_imports_with_sinks_and_runs_eager_attention_under_transformers() {
+    // GptOssConfig's defaults are gpt-oss-120b's sizes: a config that names only its family still imports.
+    let a = import_config(r#"{"model_type": "gpt_oss"}"#).unwrap();
+    assert_eq!(a.total_params(), 116_829_156_672);
+    assert!(a.attn_sinks && a.swiglu_clamp && a.router_topk_softmax && a.qkv_bias && a.mlp_bias);
+    assert_eq!((a.experts, a.experts_per_token, a.head_dim), (128, 4, 64));
+    let e = import_config(
+        r#"{"model_type": "gpt_oss", "num_local_experts": 4, "num_experts_per_tok": 8}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("num_experts_per_tok = 8"), "{e}");
+    // transformers has no SDPA path for sinks, so SDPA means eager there; a flash kernel with sinks keeps no
+    // scores, and eager keeps one 16-bit softmax over s + 1 keys per head and layer, with its row maxima's indices.
+    let q = |attn: &str, fw: &str| {
+        format!("model=gpt-oss-20b&method=lora&b=1&s=1024&gc=0&attn={attn}&fw={fw}")
+    };
+    let (sdpa, eager, flash) = (
+        est(&q("sdpa", "hf")),
+        est(&q("eager", "hf")),
+        est(&q("flash", "hf")),
+    );
+    assert_eq!(sdpa.peak_allocated_bytes, eager.peak_allocated_bytes);
+    assert_eq!(flash.component(Kind::AttentionScores), 0);
+    let (scores, mask) = (24 * (2 * 64 * 1024 * 1025 + 8 * 64 * 1024), 2 * 1024 * 1024);
+    assert_eq!(eager.component(Kind::AttentionScores), scores + mask);
+    // Outside transformers, SDPA is taken as asked.
+    assert_eq!(
+        est(&q("sdpa", "litgpt")).component(Kind::AttentionScores),
+        0
+    );
 }
 
 #[test]
@@ -1662,7 +1706,7 @@ fn cpu_traces_of_real_steps_match_the_engine() {
             (traced as f64, e.peak_allocated_bytes as f64),
         );
     }
-    assert_eq!(peaks.len(), 46, "every traced family case is replayed");
+    assert_eq!(peaks.len(), 54, "every traced family case is replayed");
 
     // Each family is traced at one and two layers: the difference is what one layer adds, and the engine's must
     // match it to 0.5% (the totals above also hold the layer-independent part). Falcon's is the known gap.
