@@ -8,7 +8,8 @@ use crate::scale::{self, Log2Scale};
 use leptos::prelude::*;
 use peakplan_chart::{chart_svg, Theme};
 use peakplan_core::plan::{
-    Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Precision, Quant, Targets,
+    Alloc, Attn, DType, Framework, Loss, Method, MoeExperts, Optimizer, Peft, Precision, Quant,
+    Targets,
 };
 use peakplan_core::units::{format_bytes, format_count};
 use peakplan_core::{
@@ -376,6 +377,18 @@ fn PlanSettings() -> impl IntoView {
                 .then_some("A bitsandbytes/torchao setting: a GPTQ checkpoint comes quantized and keeps its dequantized weight, not its input")
         })
     });
+    let not_moe = Signal::derive(move || {
+        not_qlora.get().or_else(|| {
+            let moe = c.custom.with(|a| a.as_ref().map(|a| a.experts > 1));
+            if !moe.unwrap_or_else(|| c.plan.with(|p| preset_arch(p).experts > 1)) {
+                Some("The model has no MoE experts")
+            } else if c.plan.with(|p| p.framework != Framework::Hf) {
+                Some("litgpt and torchtune quantize one Linear per expert")
+            } else {
+                None
+            }
+        })
+    });
     let single_gpu = Signal::derive(move || {
         c.plan
             .with(|p| p.gpus == 1)
@@ -426,6 +439,8 @@ fn PlanSettings() -> impl IntoView {
                 hint="bitsandbytes up to 0.44 kept each 4-bit matmul's input for backward; later releases keep none."/>
             <KeySelect label="Quantizer at load" key="qload" options=vec![("0", "chunked"), ("1", "wide (torchao < 5/2024)")] disabled=not_bnb
                 hint="Chunked: bitsandbytes and torchao from May 2024. Wide: torchao's earlier NF4 quantizer compared every weight of a matrix with the 16 NF4 values at once."/>
+            <KeySelect label="MoE experts" key="moe" options=vec![(MoeExperts::Fused.key(), "3D (v5+)"), (MoeExperts::Linear.key(), "per expert (v4)")] disabled=not_moe
+                hint="transformers 5 stores each MoE layer's experts as 3D parameters, which bitsandbytes leaves 16-bit (fp32 once upcast); one Linear per expert (transformers 4, Unsloth's checkpoints) is quantized."/>
             <FrameworkSelect/>
             <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>
             <KeySelect label="Layers split across GPUs" key="split" options=vec![("0", "no"), ("1", "yes (device_map)")] disabled=no_split
@@ -611,6 +626,7 @@ fn Verdict() -> impl IntoView {
         let limits = match (comp.max_batch, comp.max_seq) {
             (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
             (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
+            _ if p.method == Method::Qlora => "Not even batch 1 at sequence 1 fits this GPU: try more GPUs with ZeRO-3, or a larger GPU.".to_string(),
             _ => "Not even batch 1 at sequence 1 fits this GPU: try QLoRA, more GPUs with ZeRO-3, or a larger GPU.".to_string(),
         };
         view! {

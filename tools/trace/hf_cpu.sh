@@ -87,6 +87,9 @@ runf olmo2-lora "$here/olmo2-1124-7b.json" "" "attn=sdpa&$LORA"
 runf olmo2-full "$here/olmo2-1124-7b.json" "--full" "attn=sdpa&$FULL"
 # Routers that train keep their own input beside the experts' routed copies.
 runf qwen3moe-full qwen3-30b-a3b "--full" "attn=flash&$FULL"
+# transformers 5 stores MoE experts as 3D parameters, which bitsandbytes leaves in bf16 (fp32 once upcast).
+runf qwen3moe-qlora qwen3-30b-a3b "--qlora" "attn=flash&method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32&r=16&targets=q,v&prec=bf16&upcast=0&dq=0&gc=0"
+runf qwen3moe-qlora-upcast qwen3-30b-a3b "--qlora --upcast --amp" "attn=flash&$QLU&gc=0"
 # gpt-oss: attention sinks (eager only), clamped SwiGLU experts, a router that softmaxes its top k.
 runf gptoss-lora gpt-oss-20b "" "attn=eager&$LORA"
 runf gptoss-full gpt-oss-20b "--full" "attn=eager&$FULL"

@@ -2,7 +2,9 @@
 
 use crate::arch::Architecture;
 use crate::engine::estimate;
-use crate::plan::{Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining};
+use crate::plan::{
+    Alloc, Attn, DType, Framework, Loss, Method, MoeExperts, Optimizer, Plan, TokenTraining,
+};
 use crate::solve;
 use serde::Serialize;
 
@@ -149,6 +151,19 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
             "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
             Cost::Free,
             "freed blocks are reused instead of stranded: reserved memory stays near allocated",
+        ));
+    }
+    // Dense models gain nothing here, and a change that saves nothing is not listed.
+    if plan.method == Method::Qlora
+        && plan.framework == Framework::Hf
+        && plan.moe_experts == MoeExperts::Fused
+    {
+        c.push(change(
+            "moe",
+            "linear",
+            "Load a checkpoint with one Linear per expert (Unsloth's), so the experts quantize too",
+            Cost::Free,
+            "the same weights; transformers 5 leaves 3D expert parameters 16-bit",
         ));
     }
     if plan.optimizer == Optimizer::AdamwTorch {

@@ -6,7 +6,8 @@
 
 use crate::arch::{Architecture, Linear, LinearInput, Norm, QkNorm, Target};
 use crate::plan::{
-    Alloc, Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, TokenTraining,
+    Alloc, Attn, Framework, Loss, Method, MoeExperts, Optimizer, Peft, Plan, Precision, Quant,
+    TokenTraining,
 };
 use serde::Serialize;
 
@@ -335,6 +336,12 @@ fn ceil_div(a: Count, b: Count) -> Count {
 }
 
 /// Quantized bytes of one weight matrix of `rows` outputs by `cols` inputs: its packed weights and its constants.
+/// Whether a quantized base (bitsandbytes, GPTQ: both replace `nn.Linear` modules) quantizes this linear. MoE
+/// experts stored as 3D parameters, as transformers 5 stores them, stay in the weight dtype.
+fn quantizes(l: &Linear, plan: &Plan) -> bool {
+    l.copies == 1 || plan.framework != Framework::Hf || plan.moe_experts == MoeExperts::Linear
+}
+
 fn quantized_tensor_bytes(rows: Count, cols: Count, plan: &Plan) -> (Count, Count) {
     let n = rows * cols;
     if plan.quant == Quant::Int8 {
@@ -895,7 +902,7 @@ fn layer_saved(
                     bytes += (d.c + ad) * rows * l.out_features as Count;
                 }
             }
-            if bnb_saves_input(plan) {
+            if bnb_saves_input(plan) && quantizes(l, plan) {
                 // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the
                 // frozen weight needs no gradient: shared when the stream is already in the compute dtype.
                 if d.r == d.c || attn_out_kept {
@@ -985,8 +992,9 @@ fn layer_saved(
         };
         // Each routed token's expert output is scaled by its routing weight, and that product keeps the output for
         // the weight's gradient (the router trains through it, frozen or not, as long as the stream needs a
-        // gradient); gathering those weights keeps two int64 index tensors (traced on CPU: Mixtral LoRA).
-        bytes += (d.c * h + 16.0) * n * k_route;
+        // gradient); gathering those weights keeps two int64 index tensors (traced on CPU: Mixtral LoRA). The
+        // output has the MLP's dtype: fp32 in an upcast QLoRA model (traced on CPU: Qwen3-MoE).
+        bytes += (d.m * h + 16.0) * n * k_route;
         // A trainable router keeps its own input, the norm output, beside the routed copies the experts keep
         // (traced on CPU: gpt-oss full fine-tuning).
         if full {
@@ -1023,15 +1031,15 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let set = |comp: &mut [Count; Kind::COUNT], k: Kind, v: Count| comp[k as usize] = v;
 
     // ---- Weights
-    let lin_weights: Count = linears
-        .iter()
-        .map(|l| l.weight_params() as Count)
-        .sum::<Count>()
-        * layers;
     let head_quantized = plan.method == Method::Qlora && plan.framework == Framework::Litgpt;
+    let quantized_layer_weights: Count = linears
+        .iter()
+        .filter(|l| quantizes(l, plan))
+        .map(|l| l.weight_params() as Count)
+        .sum();
     let (base, constants) = if plan.method == Method::Qlora {
         let (mut packed, mut consts) = (0.0, 0.0);
-        for l in linears.iter() {
+        for l in linears.iter().filter(|l| quantizes(l, plan)) {
             let (p, c) =
                 quantized_tensor_bytes(l.out_features as Count, l.in_features as Count, plan);
             packed += p * l.copies as Count * layers;
@@ -1041,7 +1049,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         // skips `lm_head`; litgpt's bitsandbytes plugin converts every Linear, the head included (a tied head then
         // gets its own 4-bit copy while the embedding stays 16-bit).
         let head_w = arch.vocab as Count * arch.hidden as Count;
-        let mut rest = total_params - lin_weights;
+        let mut rest = total_params - quantized_layer_weights * layers;
         if head_quantized {
             let (p, c) = quantized_tensor_bytes(arch.vocab as Count, arch.hidden as Count, plan);
             packed += p;
@@ -1235,8 +1243,10 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // for the input's gradient.
     let gptq = plan.gptq_bits().is_some();
     let fp32_frozen_base = d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast;
-    let copies_per_layer = if fp32_frozen_base || gptq {
+    let copies_per_layer = if fp32_frozen_base {
         d.c * arch.layer_linear_weight_params() as Count
+    } else if gptq {
+        d.c * quantized_layer_weights
     } else {
         0.0
     };
@@ -1444,9 +1454,15 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     let backward_work = grad_flow + recompute;
     set(&mut comp, Kind::BackwardWork, backward_work);
-    // Weights of the largest linear of a layer: what one dequantization or one load-time quantization handles.
     let largest_linear = linears
         .iter()
+        .map(|l| l.in_features as Count * l.out_features as Count)
+        .fold(0.0, Count::max);
+    // Weights of the largest quantized linear of a layer: what one dequantization or one load-time quantization
+    // handles.
+    let largest_quantized = linears
+        .iter()
+        .filter(|l| quantizes(l, plan))
         .map(|l| l.in_features as Count * l.out_features as Count)
         .fold(0.0, Count::max);
     // The WebGPU runtime's fused dequantize-matmul kernels never materialize a dense weight.
@@ -1463,12 +1479,13 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         } else {
             1.0
         };
-        let backward = copies * d.c * largest_linear.max(head);
+        let backward = copies * d.c * largest_quantized.max(head);
         if plan.quant == Quant::Int8 {
             // LLM.int8's forward multiplies in int8: each matmul quantizes its input row- and column-wise (two int8
             // copies) and accumulates an int32 output before scaling it back; its backward dequantizes the weight.
             let forward = linears
                 .iter()
+                .filter(|l| quantizes(l, plan))
                 .map(|l| n * (2.0 * l.in_features as Count + 4.0 * l.out_features as Count))
                 .fold(0.0, Count::max);
             backward.max(forward)
@@ -1625,7 +1642,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let load_transient =
         if plan.method == Method::Qlora && plan.quantize_at_load_wide && plan.gptq_bits().is_none()
         {
-            (2.0 + 2.0 * 16.0 * 2.0) * largest_linear
+            (2.0 + 2.0 * 16.0 * 2.0) * largest_quantized
         } else {
             0.0
         };

@@ -79,6 +79,18 @@ keyword_enum!(
     }
 );
 
+keyword_enum!(
+    /// How transformers stores an MoE layer's experts, which decides what bitsandbytes and GPTQ quantize.
+    MoeExperts {
+        /// 3D parameters per layer (transformers 5 and later for every MoE family; gpt-oss always): they are no
+        /// `nn.Linear`, so a quantized base keeps them in 16-bit (fp32 once upcast).
+        Fused = "fused",
+        /// One `nn.Linear` per expert (transformers 4, Unsloth's checkpoints; litgpt and torchtune always):
+        /// quantized with the other linears.
+        Linear = "linear",
+    }
+);
+
 impl Framework {
     /// Sets the switches that this framework's recipes use by default (what selecting it on the page does).
     pub fn apply_defaults(self, plan: &mut Plan) {
@@ -287,6 +299,8 @@ pub struct Plan {
     /// 4-bit matmuls keep their input for backward, as bitsandbytes' MatMul4Bit did up to its 0.44
     /// releases (`ctx.tensors = (A, B)`); current releases keep none.
     pub qlora_saves_input: bool,
+    /// How transformers stores MoE experts (only a quantized base under `fw=hf` tells them apart).
+    pub moe_experts: MoeExperts,
     pub gpus: u64,
     pub zero: u8,
     pub gpu: String,
@@ -348,6 +362,7 @@ impl Default for Plan {
             double_quant: true,
             upcast: false,
             qlora_saves_input: false,
+            moe_experts: MoeExperts::Fused,
             gpus: 1,
             zero: 0,
             gpu: "rtx-4090".into(),
@@ -396,9 +411,9 @@ pub const DEFAULT_VIRTUAL_TOKENS: u64 = 20;
 /// Every key of the contract's vocabulary, in the order [`Plan::to_query`] writes them.
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "ga", "gc", "attn", "loss",
-    "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "gpus", "zero", "gpu", "fw", "peft",
-    "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "hold", "split", "alloc",
-    "embed",
+    "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "moe", "gpus", "zero", "gpu", "fw",
+    "peft", "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "hold", "split",
+    "alloc", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -536,6 +551,9 @@ impl Plan {
             "dq" => self.double_quant = parse_bool(key, v)?,
             "upcast" => self.upcast = parse_bool(key, v)?,
             "qsave" => self.qlora_saves_input = parse_bool(key, v)?,
+            "moe" => {
+                self.moe_experts = keyword(key, v, MoeExperts::from_key, MoeExperts::accepted())?
+            }
             "gpus" => self.gpus = parse_uint(key, v, 1, MAX_GPUS)?,
             "zero" => self.zero = parse_uint(key, v, 0, 3)? as u8,
             "gpu" => {
@@ -618,6 +636,7 @@ impl Plan {
             "dq" => b(self.double_quant),
             "upcast" => b(self.upcast),
             "qsave" => b(self.qlora_saves_input),
+            "moe" => self.moe_experts.key().into(),
             "gpus" => self.gpus.to_string(),
             "zero" => self.zero.to_string(),
             "gpu" => self.gpu.clone(),
@@ -670,6 +689,7 @@ impl Plan {
             "hold" => self.hold_logits_bits > 0,
             "split" => self.split_layers,
             "alloc" => self.allocator != Alloc::Cached,
+            "moe" => self.moe_experts != MoeExperts::Fused,
             _ => true,
         }
     }

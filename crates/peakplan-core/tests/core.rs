@@ -208,6 +208,54 @@ fn every_shared_config_imports_to_its_preset() {
 }
 
 #[test]
+fn fused_moe_experts_stay_16_bit_under_a_quantized_transformers_base() {
+    // Qwen3-30B-A3B: 48 layers x 128 experts x 3 x 2048 x 768 expert weights. transformers 5 stores them as 3D
+    // parameters, which bitsandbytes does not replace: 2 B each where one nn.Linear per expert packs 0.5 B.
+    let expert_weights: u64 = 48 * 128 * 3 * 2048 * 768;
+    let q = |extra: &str| {
+        est(&format!(
+            "model=qwen3-30b-a3b&method=qlora&gc=1&b=1&s=1024{extra}"
+        ))
+    };
+    let (fused, linear) = (q(""), q("&moe=linear"));
+    assert_eq!(
+        fused.component(Kind::BaseWeights) - linear.component(Kind::BaseWeights),
+        expert_weights * 3 / 2
+    );
+    assert!(fused.component(Kind::QuantConstants) < linear.component(Kind::QuantConstants) / 20);
+    // prepare_model_for_kbit_training upcasts them with the other 16-bit weights.
+    let up = q("&upcast=1&prec=amp_bf16");
+    assert!(up.component(Kind::BaseWeights) > expert_weights * 4);
+    // litgpt quantizes its per-expert linears whatever transformers does; LoRA has nothing to quantize.
+    let lit = |extra: &str| q(&format!("&fw=litgpt{extra}")).peak_allocated_bytes;
+    assert_eq!(lit(""), lit("&moe=linear"));
+    let lora =
+        |extra: &str| est(&format!("model=qwen3-30b-a3b&method=lora{extra}")).peak_allocated_bytes;
+    assert_eq!(lora(""), lora("&moe=linear"));
+    // The key is written only when it is not the default, and a bad value is named.
+    assert!(!plan("method=qlora").to_query().contains("moe="));
+    assert!(plan("moe=linear").to_query().contains("moe=linear"));
+    let bad = Plan::parse_query("moe=3d");
+    assert!(
+        bad.diagnostics[0].message.contains("fused, linear"),
+        "{:?}",
+        bad.diagnostics
+    );
+    // The advisor offers the per-expert layout for an MoE model, and not for a dense one (it would save nothing).
+    let moe_lever = |q: &str| {
+        let p = plan(q);
+        peakplan_core::advise::advise(preset_arch(&p), &p, Some(24 << 30))
+            .levers
+            .iter()
+            .find(|l| l.changes[0].key == "moe")
+            .map(|l| l.saved_bytes)
+    };
+    let saved = moe_lever("model=qwen3-30b-a3b&method=qlora&b=1&s=2048").unwrap();
+    assert!(saved > expert_weights, "{saved}");
+    assert_eq!(moe_lever("model=llama-2-7b&method=qlora&b=1&s=2048"), None);
+}
+
+#[test]
 fn gpt_oss_imports_with_sinks_and_runs_eager_attention_under_transformers() {
     // GptOssConfig's defaults are gpt-oss-120b's sizes: a config that names only its family still imports.
     let a = import_config(r#"{"model_type": "gpt_oss"}"#).unwrap();
@@ -1706,7 +1754,7 @@ fn cpu_traces_of_real_steps_match_the_engine() {
             (traced as f64, e.peak_allocated_bytes as f64),
         );
     }
-    assert_eq!(peaks.len(), 54, "every traced family case is replayed");
+    assert_eq!(peaks.len(), 58, "every traced family case is replayed");
 
     // Each family is traced at one and two layers: the difference is what one layer adds, and the engine's must
     // match it to 0.5% (the totals above also hold the layer-independent part). Falcon's is the known gap.

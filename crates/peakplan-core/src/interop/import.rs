@@ -1972,7 +1972,7 @@ fn merge(base: &Plan, readers: &[Reader]) -> Imported {
         "embed" => false,
         "r" | "targets" | "dropout" | "adtype" | "peft" | "tt" => plan.method != Method::Full,
         "vt" => plan.method != Method::Full && plan.peft.uses_virtual_tokens(),
-        "quant" | "dq" | "upcast" | "qsave" => plan.method == Method::Qlora,
+        "quant" | "dq" | "upcast" | "qsave" | "moe" => plan.method == Method::Qlora,
         "chunk" => plan.loss == crate::plan::Loss::Chunked,
         "zero" => plan.gpus > 1,
         _ => true,
