@@ -255,6 +255,22 @@ await test('each advisor card leads with what the plan then needs, and the fit c
   assert(repeats.length === 0, `the fit change is listed again: ${cards[0].changes}`);
 });
 
+await test('the MoE experts select applies to QLoRA of an MoE model; per-expert Linears quantize the experts', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=qlora');
+  await ready(page);
+  assert(await page.locator('[data-testid="select-moe"]').isDisabled(), 'enabled for a dense model');
+  await page.goto(base + '?model=qwen3-30b-a3b&method=qlora&b=1&s=1024&gpu=rtx-4090');
+  await ready(page);
+  const select = page.locator('[data-testid="select-moe"]');
+  assert(!(await select.isDisabled()) && (await select.inputValue()) === 'fused', 'fused and enabled at first');
+  const fused = await bytes(page, 'value-peak');
+  await select.selectOption('linear'); await page.waitForTimeout(300);
+  const linear = await bytes(page, 'value-peak');
+  // 28,991,029,248 expert weights: 2 B each as 3D parameters, 0.5 B packed per Linear.
+  assert(fused - linear > 40e9, `peak ${fused} -> ${linear}`);
+  assert(page.url().includes('moe=linear'), `url: ${page.url()}`);
+});
+
 await test('an imported axolotl YAML becomes the plan and the URL; a broken one shows import-error', async page => {
   await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
   await page.goto(base + '?model=llama-3.1-8b&method=qlora&r=16&b=1&s=2048&gpu=a100-80gb');
