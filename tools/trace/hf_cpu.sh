@@ -95,3 +95,14 @@ runf gptoss-lora gpt-oss-20b "" "attn=eager&$LORA"
 runf gptoss-full gpt-oss-20b "--full" "attn=eager&$FULL"
 # The same at 2048 tokens, where the activations, not the optimizer step, make the peak.
 FB=4 FS=512 runf gptoss-full-t2048 gpt-oss-20b "--full" "attn=eager&$FULL"
+# Gemma 3's image-text model (what AutoModelForCausalLM loads for it): bitsandbytes quantizes the SigLIP tower's
+# linears too, and text-only training never runs the tower. gemma3-scaled.json is built as it is.
+runc() { # id, config.json, harness flags, plan keys
+  for layers in 1 2; do
+    local id="$1-L$layers"
+    total=$(total_of hf_step.py "$layers" 2 256 --config "$here/$2" --json "$cfgs/$id.json" $3)
+    echo "$id,configs/$id.json,$total,b=2&s=256&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" >>"$fam"
+  done
+}
+runc gemma3mm-qlora gemma3-scaled.json "--qlora" "attn=flash&method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32&r=16&targets=q,v&prec=bf16&upcast=0&dq=0&gc=0"
+runc gemma3mm-qlora-upcast gemma3-scaled.json "--qlora --upcast --amp" "attn=flash&$QLU&gc=0"

@@ -1,7 +1,8 @@
 """Trace the allocations of one Hugging Face + PEFT training step on CPU.
 
 usage: hf_step.py LAYERS BATCH SEQ [--full] [--qlora [--upcast] [--dq]] [--gc] [--targets q_proj,v_proj] [--dropout P] [--amp] [--fp32]
-                  [--r R] [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V] [--tied] [--json cfg.json]
+                  [--r R] [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V] [--tied]
+                  [--preset config.json | --config config.json] [--json cfg.json]
 
 A Llama-shaped model of LAYERS layers runs the step the Trainer runs (forward, `del outputs`, backward, a
 foreach AdamW step, `zero_grad(set_to_none=True)`) twice; the second is measured (memtrace.report). Prints one
@@ -41,6 +42,7 @@ ap.add_argument("--qlora", action="store_true", help="bitsandbytes NF4 base load
 ap.add_argument("--upcast", action="store_true", help="QLoRA: prepare_model_for_kbit_training")
 ap.add_argument("--dq", action="store_true", help="QLoRA: double quantization")
 ap.add_argument("--preset", help="a config.json (../shared/models/*.json) whose family to build, scaled down")
+ap.add_argument("--config", help="a config.json built as it is, but with LAYERS layers (nested text_config too)")
 ap.add_argument("--json")
 a = ap.parse_args()
 
@@ -99,6 +101,16 @@ if a.preset:
     # Gemma 2's attention softcapping has no SDPA path: transformers runs it eagerly.
     # gpt-oss's attention sinks have no SDPA path either.
     cfg._attn_implementation = "eager" if mt in ("gemma2", "gpt_oss") else "sdpa"
+    make = lambda c: AutoModelForCausalLM.from_config(c)
+elif a.config:
+    d = {k: v for k, v in json.load(open(a.config)).items() if not k.startswith("_")}
+    for sub in (d, d.get("text_config") or {}):
+        if "num_hidden_layers" in sub or sub is not d:
+            sub["num_hidden_layers"] = a.layers
+    if a.json:
+        json.dump(dict(d, torch_dtype="bfloat16"), open(a.json, "w"))
+    cfg = AutoConfig.for_model(**d)
+    cfg._attn_implementation = "sdpa"
     make = lambda c: AutoModelForCausalLM.from_config(c)
 else:
     cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,

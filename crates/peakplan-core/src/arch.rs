@@ -36,6 +36,31 @@ pub enum QkNorm {
     Full,
 }
 
+/// A vision encoder loaded beside the language model (Gemma 3's SigLIP tower and its projector). Text-only
+/// training never runs it: it is frozen weights, no activations, no gradients.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VisionTower {
+    pub hidden: u64,
+    pub intermediate: u64,
+    /// Encoder layers; 0 when the model has no vision tower.
+    pub layers: u64,
+    /// Parameters outside the encoder layers' linear modules: patch and position embeddings, biases, norms,
+    /// the pooling head, the projection into the language model.
+    pub other_params: u64,
+}
+
+impl VisionTower {
+    /// The `nn.Linear` weights of the encoder layers (q, k, v, out, fc1, fc2), which bitsandbytes quantizes.
+    pub fn linear_params(&self) -> u64 {
+        self.layers
+            .saturating_mul(self.hidden)
+            .saturating_mul(4 * self.hidden + 2 * self.intermediate)
+    }
+    pub fn params(&self) -> u64 {
+        self.linear_params().saturating_add(self.other_params)
+    }
+}
+
 /// A decoder-only transformer, described by the fields that move memory.
 ///
 /// Plain data: every field is public, and [`Architecture::validate`] checks the invariants
@@ -119,6 +144,9 @@ pub struct Architecture {
     /// and k indices per token instead of a softmax over every expert.
     #[serde(default)]
     pub router_topk_softmax: bool,
+    /// An image encoder the checkpoint loads with the language model (Gemma 3's image-text models).
+    #[serde(default)]
+    pub vision: VisionTower,
 }
 
 /// What a LoRA target key selects in a layer.
@@ -439,6 +467,7 @@ impl Architecture {
             + self.embedding_params()
             + self.lm_head_params()
             + self.final_norm_params()
+            + self.vision.params()
     }
 
     /// Checks the invariants the engine relies on; every message names the field.
@@ -541,6 +570,7 @@ impl Architecture {
             attn_sinks: false,
             swiglu_clamp: false,
             router_topk_softmax: false,
+            vision: VisionTower::default(),
         }
     }
 }

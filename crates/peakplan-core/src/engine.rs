@@ -1048,8 +1048,22 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         // Embeddings, norms, biases and the LM head stay in 16-bit (fp32 when upcast) under transformers, which
         // skips `lm_head`; litgpt's bitsandbytes plugin converts every Linear, the head included (a tied head then
         // gets its own 4-bit copy while the embedding stays 16-bit).
+        // A vision tower's encoder linears are nn.Linear modules too (traced on CPU: Gemma 3 under bitsandbytes).
+        let v = arch.vision;
+        let (vh, vi, vl) = (
+            v.hidden as Count,
+            v.intermediate as Count,
+            v.layers as Count,
+        );
+        for (rows, cols, count) in [(vh, vh, 4.0 * vl), (vi, vh, vl), (vh, vi, vl)] {
+            if count > 0.0 {
+                let (p, c) = quantized_tensor_bytes(rows, cols, plan);
+                packed += p * count;
+                consts += c * count;
+            }
+        }
         let head_w = arch.vocab as Count * arch.hidden as Count;
-        let mut rest = total_params - quantized_layer_weights * layers;
+        let mut rest = total_params - quantized_layer_weights * layers - v.linear_params() as Count;
         if head_quantized {
             let (p, c) = quantized_tensor_bytes(arch.vocab as Count, arch.hidden as Count, plan);
             packed += p;

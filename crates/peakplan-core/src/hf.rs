@@ -1,6 +1,6 @@
 //! Import of a Hugging Face `config.json` into an [`Architecture`], with messages that name the field.
 
-use crate::arch::{ArchError, Architecture, Mlp, Norm, QkNorm};
+use crate::arch::{ArchError, Architecture, Mlp, Norm, QkNorm, VisionTower, MAX_DIM, MAX_LAYERS};
 use serde_json::{Map, Value};
 
 /// Larger inputs are refused before parsing: real configs are a few kilobytes.
@@ -16,6 +16,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "qwen3_moe",
     "gemma",
     "gemma2",
+    "gemma3",
     "gemma3_text",
     "olmo2",
     "gpt_oss",
@@ -202,6 +203,83 @@ fn size_defaults(model_type: &str) -> &'static [(&'static str, u64)] {
     }
 }
 
+/// The object under `key`, or `empty` when the key is absent (the config class's defaults then apply).
+fn sub_config<'a>(
+    map: &'a Map<String, Value>,
+    key: &str,
+    empty: &'a Map<String, Value>,
+) -> Result<&'a Map<String, Value>, ArchError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(empty),
+        Some(Value::Object(m)) => Ok(m),
+        Some(other) => Err(err(format!(
+            "{key} must be an object, got {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// Gemma 3's image-text models (`Gemma3ForConditionalGeneration`, what `AutoModelForCausalLM` loads for them):
+/// the `gemma3_text` language model plus a SigLIP vision tower and its projector, which text-only training loads
+/// but never runs.
+fn import_gemma3(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
+    let empty = Map::new();
+    let text = sub_config(map, "text_config", &empty)?;
+    let mut a = import_typed("gemma3_text", text).map_err(|e| err(format!("text_config: {e}")))?;
+    a.name = "gemma3".into();
+    let v = sub_config(map, "vision_config", &empty)?;
+    // SiglipVisionConfig's defaults, for keys a vision_config leaves out.
+    let f = Fields(
+        v,
+        &[
+            ("hidden_size", 768),
+            ("intermediate_size", 3072),
+            ("num_hidden_layers", 12),
+            ("num_channels", 3),
+            ("image_size", 224),
+            ("patch_size", 16),
+        ],
+    );
+    let small = |key: &str, max: u64| -> Result<u64, ArchError> {
+        let n = f.need(&[key])?;
+        if n == 0 || n > max {
+            return Err(err(format!(
+                "vision_config.{key} = {n} is out of range 1..={max}"
+            )));
+        }
+        Ok(n)
+    };
+    let (h, i) = (
+        small("hidden_size", MAX_DIM)?,
+        small("intermediate_size", MAX_DIM)?,
+    );
+    let layers = small("num_hidden_layers", MAX_LAYERS)?;
+    let (channels, patch) = (small("num_channels", 64)?, small("patch_size", 1024)?);
+    let positions = (small("image_size", 65_536)? / patch).pow(2);
+    // SigLIP's attention-pooling head: a probe, an nn.MultiheadAttention, a LayerNorm and an MLP.
+    let head = if f.flag("vision_use_head", true)? {
+        h + (4 * h * h + 4 * h) + 2 * h + (2 * h * i + i + h)
+    } else {
+        0
+    };
+    a.vision = VisionTower {
+        hidden: h,
+        intermediate: i,
+        layers,
+        // Patch convolution with bias, position embeddings, per layer the q/k/v/out and fc1/fc2 biases and two
+        // LayerNorms, the post-LayerNorm, the head, and the projector (a hidden x text-hidden matrix and an RMSNorm).
+        other_params: channels * patch * patch * h
+            + h
+            + positions * h
+            + layers * (4 * h + 4 * h + i + h)
+            + 2 * h
+            + head
+            + h * a.hidden
+            + h,
+    };
+    Ok(a)
+}
+
 fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
     let model_type = match map.get("model_type") {
         Some(Value::String(s)) => s.as_str(),
@@ -214,11 +292,13 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
         None => return Err(err("config.json has no model_type")),
     };
     if model_type == "gemma3" {
-        return Err(err(
-            "model_type `gemma3` is Gemma 3's image-text model, whose vision tower (SigLIP, about 0.4B parameters) \
-             is not modelled; to plan its language model, paste the `text_config` object (model_type gemma3_text)",
-        ));
+        return import_gemma3(map);
     }
+    import_typed(model_type, map)
+}
+
+/// Imports `map` as a config of `model_type` (a Gemma 3 `text_config` may leave its own type out).
+fn import_typed(model_type: &str, map: &Map<String, Value>) -> Result<Architecture, ArchError> {
     if !SUPPORTED_MODEL_TYPES.contains(&model_type) {
         return Err(err(format!(
             "model_type {} is not supported; supported: {}",

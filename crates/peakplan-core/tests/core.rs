@@ -168,6 +168,14 @@ fn preset_parameter_counts_match_the_real_models() {
     // sinks, a biased router, biased experts, untied head) and round to the model card's 20.91B and 116.83B.
     check("gpt-oss-20b", 20_914_757_184);
     check("gpt-oss-120b", 116_829_156_672);
+    // Gemma 3's image-text checkpoints, vision tower included: KerasHub's medgemma counts (the Hugging Face
+    // vocabulary), and its gemma3_12b count plus the 64 vocabulary rows x 3840 its port lacks.
+    check("gemma-3-4b", 4_300_079_472);
+    check("gemma-3-12b", 12_187_079_280 + 64 * 3840);
+    check("gemma-3-27b", 27_432_406_640);
+    // The tower is frozen and never runs on text: a full fine-tune trains only the language model.
+    let full = est("model=gemma-3-4b&method=full");
+    assert_eq!(full.trainable_params, 3_880_263_168);
 }
 
 #[test]
@@ -377,13 +385,33 @@ fn query_key_norm_families_import_with_their_parameter_counts() {
         r#"{"model_type":"gemma3_text","hidden_size":2560,"intermediate_size":10240,"num_hidden_layers":34,"num_attention_heads":8,"num_key_value_heads":4}"#,
     );
     assert_eq!(g4.total_params(), 3_880_263_168);
-    let e = import_config(r#"{"model_type":"gemma3","text_config":{"model_type":"gemma3_text"}}"#)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("text_config") && e.contains("vision tower"),
-        "{e}"
-    );
+    // The image-text checkpoint adds a SigLIP tower (27 layers of 1152, patches of 14 over 896 pixels, no pooling
+    // head) and its projector: 4,300,079,472 in all, KerasHub's count for medgemma_4b (Gemma 3 4B's shapes).
+    let vision = r#""vision_config":{"hidden_size":1152,"image_size":896,"intermediate_size":4304,"num_hidden_layers":27,"patch_size":14,"vision_use_head":false}"#;
+    let mm = import(&format!(
+        r#"{{"model_type":"gemma3","text_config":{{"hidden_size":2560,"intermediate_size":10240,"num_hidden_layers":34}},{vision}}}"#
+    ));
+    assert_eq!(mm.total_params(), 4_300_079_472);
+    assert_eq!(mm.vision.params(), 4_300_079_472 - 3_880_263_168);
+    // Absent sub-configs take Gemma3TextConfig's and SiglipVisionConfig's defaults; bad ones are named.
+    assert!(import(r#"{"model_type":"gemma3"}"#).vision.layers == 12);
+    for (bad, want) in [
+        (
+            r#"{"model_type":"gemma3","text_config":[]}"#,
+            "text_config must be an object",
+        ),
+        (
+            r#"{"model_type":"gemma3","vision_config":{"patch_size":0}}"#,
+            "vision_config.patch_size = 0",
+        ),
+        (
+            r#"{"model_type":"gemma3","text_config":{"num_hidden_layers":0}}"#,
+            "text_config: num_hidden_layers",
+        ),
+    ] {
+        let e = import_config(bad).unwrap_err().to_string();
+        assert!(e.contains(want), "{bad}: {e}");
+    }
     // OLMo-2-1124-7B: post-norms, and q/k norms over the whole projections.
     let olmo = import(
         r#"{"model_type":"olmo2","hidden_size":4096,"intermediate_size":11008,"num_hidden_layers":32,"num_attention_heads":32,"num_key_value_heads":32,"vocab_size":100352}"#,
@@ -662,8 +690,10 @@ mod properties {
             let e = estimate(preset_arch(&plan), &plan);
             prop_assert!(e.peak_allocated_bytes <= e.peak_reserved_bytes);
             prop_assert!(e.peak_reserved_bytes <= e.device_bytes);
-            // Adapters of very high rank can outnumber the base; only full fine-tuning trains exactly the model.
-            prop_assert!(plan.method != Method::Full || e.trainable_params == e.total_params);
+            // Adapters of very high rank can outnumber the base; only full fine-tuning trains exactly the model
+            // (all of it but a vision tower, which text never reaches).
+            let vision = preset_arch(&plan).vision.params();
+            prop_assert!(plan.method != Method::Full || e.trainable_params == e.total_params - vision);
             let again = Plan::parse_query(&plan.to_query());
             prop_assert!(again.diagnostics.is_empty());
             prop_assert_eq!(figures(&estimate(preset_arch(&again.plan), &again.plan)), figures(&e));
@@ -1754,7 +1784,7 @@ fn cpu_traces_of_real_steps_match_the_engine() {
             (traced as f64, e.peak_allocated_bytes as f64),
         );
     }
-    assert_eq!(peaks.len(), 58, "every traced family case is replayed");
+    assert_eq!(peaks.len(), 62, "every traced family case is replayed");
 
     // Each family is traced at one and two layers: the difference is what one layer adds, and the engine's must
     // match it to 0.5% (the totals above also hold the layer-independent part). Falcon's is the known gap.
