@@ -154,7 +154,11 @@ fn preset_parameter_counts_match_the_real_models() {
     check("qwen2.5-0.5b", 494_032_768);
     check("falcon-7b", 6_921_720_704);
     // Qwen3: KerasHub's stated counts (qwen3_presets.py, qwen3_moe_presets.py).
+    check("qwen3-0.6b", 596_049_920);
+    check("qwen3-1.7b", 1_720_574_976);
     check("qwen3-4b", 4_022_468_096);
+    check("qwen3-14b", 14_768_307_200);
+    check("qwen3-32b", 32_762_123_264);
     check("qwen3-8b", 8_190_735_360);
     check("qwen3-30b-a3b", 30_532_122_624);
     check("gemma-3-1b", 999_885_952);
