@@ -1,6 +1,7 @@
 """Trace the allocations of one Hugging Face + PEFT training step on CPU.
 
-usage: hf_step.py LAYERS BATCH SEQ [--full] [--qlora [--upcast] [--dq]] [--gc] [--targets q_proj,v_proj] [--dropout P] [--amp] [--fp32]
+usage: hf_step.py LAYERS BATCH SEQ [--full] [--qlora [--upcast] [--dq]] [--gc] [--targets q_proj,v_proj] [--target-params P,Q]
+                  [--dropout P] [--amp] [--fp32]
                   [--r R] [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V] [--tied]
                   [--preset config.json | --config config.json] [--json cfg.json]
 
@@ -29,6 +30,8 @@ ap.add_argument("--full", action="store_true")
 ap.add_argument("--gc", action="store_true")
 ap.add_argument("--targets", default="q_proj,v_proj")
 ap.add_argument("--dropout", type=float, default=0.0)
+ap.add_argument("--target-params", help="PEFT target_parameters, e.g. mlp.experts.gate_up_proj,mlp.experts.down_proj "
+                "(MoE experts stored as 3D parameters)")
 ap.add_argument("--amp", action="store_true", help="run forward under bf16 autocast")
 ap.add_argument("--fp32", action="store_true", help="fp32 weights (bf16 otherwise)")
 ap.add_argument("--r", type=int, default=16)
@@ -143,8 +146,9 @@ if a.qlora:
 model.config.use_cache = False
 if not a.full:
     from peft import LoraConfig, get_peft_model
+    extra = {"target_parameters": a.target_params.split(",")} if a.target_params else {}
     pc = LoraConfig(r=a.r, lora_alpha=2 * a.r, lora_dropout=a.dropout, target_modules=a.targets.split(","),
-                    task_type="CAUSAL_LM")
+                    task_type="CAUSAL_LM", **extra)
     model = get_peft_model(model, pc)
 if a.gc and not (a.qlora and a.upcast):
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

@@ -120,7 +120,7 @@ components! {
     Checkpoints => "checkpoints", Activations, "Checkpointed layer inputs",
         "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
     WeightCopies => "weight_copies", Activations, "16-bit weight copies",
-        "an fp32 frozen base under autocast casts each weight to 16-bit for its matmul, and a GPTQ base dequantizes each to 16-bit; the linear keeps that copy for backward, so each layer holds a 16-bit copy of its linear weights until its backward (an upcast QLoRA model's fp32 head, likewise)";
+        "an fp32 frozen base under autocast casts each weight to 16-bit for its matmul, a GPTQ base dequantizes each to 16-bit, and LoRA on 3D MoE expert parameters builds each dense W + BA; the linear keeps that copy for backward, so each layer holds a 16-bit copy of those weights until its backward (an upcast QLoRA model's fp32 head, likewise)";
     KvCache => "kv_cache", Activations, "Returned key/value cache",
         "a Hugging Face model trained without checkpointing keeps use_cache on and returns every layer's keys and values; under grouped-query attention (SDPA, eager) attention keeps head-expanded copies, so the cache is extra: through forward under the Trainer, through backward and the step in loops that keep the output (hold)";
     PreviousInputs => "previous_inputs", Activations, "Previous micro-batch's 4-bit inputs",
@@ -383,6 +383,18 @@ fn adapted(plan: &Plan, l: &Linear) -> bool {
     matches!(plan.method, Method::Lora | Method::Qlora)
         && !matches!(plan.peft, Peft::Ln | Peft::Prompt | Peft::Prefix)
         && l.selected_by & plan.targets.0 != 0
+}
+
+/// LoRA on MoE experts stored as 3D parameters (transformers 5): PEFT's `target_parameters` parametrizes each
+/// parameter as W + BA, so every forward builds the dense 16-bit sum for all experts, the grouped matmul keeps it
+/// and the routed inputs for backward as a full fine-tune's would, and backward makes its dense gradient (traced
+/// on CPU: Qwen3-MoE). Other PEFT kinds cannot target parameters.
+fn parametrized(plan: &Plan, l: &Linear) -> bool {
+    l.copies > 1
+        && plan.framework == Framework::Hf
+        && plan.moe_experts == MoeExperts::Fused
+        && matches!(plan.peft, Peft::Lora | Peft::Rslora | Peft::Lorafa)
+        && adapted(plan, l)
 }
 
 /// bitsandbytes' 4-bit and 8-bit matmuls up to 0.44 keep their input for backward (`qsave=1`); GPTQ's keep the
@@ -831,7 +843,7 @@ fn layer_saved(
             && plan.method != Method::Full;
         let mut qkv_dropout_kept = false;
         for l in members {
-            if full {
+            if full || parametrized(plan, l) {
                 if d.r == d.c || attn_out_kept {
                     shared_saved = true;
                 } else {
@@ -1257,13 +1269,18 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // for the input's gradient.
     let gptq = plan.gptq_bits().is_some();
     let fp32_frozen_base = d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast;
+    let parametrized_weights: Count = linears
+        .iter()
+        .filter(|l| parametrized(plan, l))
+        .map(|l| l.weight_params() as Count)
+        .sum();
     let copies_per_layer = if fp32_frozen_base {
         d.c * arch.layer_linear_weight_params() as Count
     } else if gptq {
         d.c * quantized_layer_weights
     } else {
         0.0
-    };
+    } + d.c * parametrized_weights;
     // The frozen fp32 head is cast the same way for each matmul it takes part in: once for the whole batch, or
     // once per 128-token chunk of litgpt's chunked head, each copy kept until that chunk's backward. QLoRA's head
     // is such a head too once `prepare_model_for_kbit_training` upcasts every unquantized weight (HF QLoRA traced
@@ -1455,12 +1472,19 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     } else {
         0.0
     };
+    // A parametrized expert parameter's dense 16-bit gradient, on its way to B and A.
+    let parametrized_grad = d.c
+        * linears
+            .iter()
+            .filter(|l| parametrized(plan, l))
+            .map(|l| l.weight_params() as Count)
+            .fold(0.0, Count::max);
     let grad_flow = if plan.framework == Framework::Webgpu {
         // The residual stream's gradient, and the MLP's three gradients at their widest moment.
         4.0 * n * h + 12.0 * n * arch.intermediate as Count * k_route + scores_grad
     } else {
         2.0 * d.r * n * h + 3.0 * d.m * n * arch.intermediate as Count * k_route + scores_grad
-    };
+    } + parametrized_grad;
     let recompute = if plan.grad_checkpointing {
         per_layer + per_layer_scores + mask + copies_per_layer
     } else {
