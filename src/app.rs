@@ -379,8 +379,7 @@ fn PlanSettings() -> impl IntoView {
     });
     let not_moe = Signal::derive(move || {
         not_qlora.get().or_else(|| {
-            let moe = c.custom.with(|a| a.as_ref().map(|a| a.experts > 1));
-            if !moe.unwrap_or_else(|| c.plan.with(|p| preset_arch(p).experts > 1)) {
+            if !is_moe(c) {
                 Some("The model has no MoE experts")
             } else if c.plan.with(|p| p.framework != Framework::Hf) {
                 Some("litgpt and torchtune quantize one Linear per expert")
@@ -542,8 +541,29 @@ fn TargetPicker(#[prop(into)] disabled: Signal<Option<&'static str>>) -> impl In
             <button class="link" disabled=move || disabled.get().is_some()
                 on:click=move |_| c.set("targets", &Targets::ALL_LINEAR.key())>"all-linear"</button>
             {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
+            {move || experts_as_parameters(c).then(|| view! {
+                <p class="why" data-testid="moe-targets-note">"gate, up and down adapt every expert: transformers 5 stores them as 3D parameters, which PEFT reaches through target_parameters (a dense W + BA per layer); its all-linear leaves them out"</p>
+            })}
         </fieldset>
     }
+}
+
+/// Whether the planned model (the pasted config, else the preset) routes tokens to experts.
+fn is_moe(c: Ctx) -> bool {
+    let pasted = c.custom.with(|a| a.as_ref().map(|a| a.experts > 1));
+    pasted.unwrap_or_else(|| c.plan.with(|p| preset_arch(p).experts > 1))
+}
+
+/// A LoRA plan on an MoE model under transformers whose experts are 3D parameters, with expert targets checked.
+fn experts_as_parameters(c: Ctx) -> bool {
+    c.plan.with(|p| {
+        p.method != Method::Full
+            && p.framework == Framework::Hf
+            && p.moe_experts == MoeExperts::Fused
+            && [Target::Gate, Target::Up, Target::Down]
+                .iter()
+                .any(|t| p.targets.contains(*t))
+    }) && is_moe(c)
 }
 
 #[component]

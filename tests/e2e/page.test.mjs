@@ -269,6 +269,10 @@ await test('the MoE experts select applies to QLoRA of an MoE model; per-expert 
   // 28,991,029,248 expert weights: 2 B each as 3D parameters, 0.5 B packed per Linear.
   assert(fused - linear > 40e9, `peak ${fused} -> ${linear}`);
   assert(page.url().includes('moe=linear'), `url: ${page.url()}`);
+  // With 3D experts, checked expert targets mean PEFT's target_parameters, and the targets say so.
+  assert(await page.locator('[data-testid="moe-targets-note"]').count() === 0, 'note shown for per-expert Linears');
+  await select.selectOption('fused'); await page.waitForTimeout(300);
+  assert(await page.locator('[data-testid="moe-targets-note"]').count() === 1, 'no note for 3D experts');
 });
 
 await test('an imported axolotl YAML becomes the plan and the URL; a broken one shows import-error', async page => {
