@@ -247,6 +247,9 @@ fn KeySelect(
 ) -> impl IntoView {
     let c = ctx();
     let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
+    // Memos, so that a slider move (which changes the plan) touches no option of a select it leaves as it is.
+    let disabled = Memo::new(move |_| disabled.get());
+    let value = Memo::new(move |_| c.plan.with(|p| p.get(key).unwrap_or_default()));
     let id = format!("sel-{key}");
     view! {
         <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
@@ -256,13 +259,13 @@ fn KeySelect(
                 data-testid=format!("select-{key}")
                 disabled=move || disabled.get().is_some()
                 on:change=move |ev| c.set(key, &event_target_value(&ev))
-                prop:value=move || c.plan.with(|p| p.get(key).unwrap_or_default())
+                prop:value=move || value.get()
             >
                 {options
                     .into_iter()
                     .map(|(v, text)| {
                         view! {
-                            <option value=v selected=move || c.plan.with(|p| p.get(key).as_deref() == Some(v))>
+                            <option value=v selected=move || value.with(|x| x == v)>
                                 {text}
                             </option>
                         }
@@ -457,6 +460,7 @@ fn PlanSettings() -> impl IntoView {
 #[component]
 fn FrameworkSelect() -> impl IntoView {
     let c = ctx();
+    let framework = Memo::new(move |_| c.plan.with(|p| p.framework));
     view! {
         <div class="field">
             <label for="sel-fw">"Framework profile"</label>
@@ -467,10 +471,10 @@ fn FrameworkSelect() -> impl IntoView {
                         c.plan.update(|p| fw.apply_defaults(p));
                     }
                 }
-                prop:value=move || c.plan.with(|p| p.framework.key().to_string())>
+                prop:value=move || framework.get().key()>
                 {[(Framework::Hf, "HF + PEFT"), (Framework::Torchtune, "torchtune"), (Framework::Litgpt, "litgpt")]
                     .into_iter()
-                    .map(|(f, label)| view! { <option value=f.key() selected=move || c.plan.with(|p| p.framework == f)>{label}</option> })
+                    .map(|(f, label)| view! { <option value=f.key() selected=move || framework.get() == f>{label}</option> })
                     .collect_view()}
             </select>
         </div>
@@ -483,6 +487,8 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
     let c = ctx();
     let filter = RwSignal::new(String::new());
     let models = StoredValue::new(models);
+    // The model alone: read through the whole plan, every slider move would rebuild the option list.
+    let model = Memo::new(move |_| c.plan.with(|p| p.model.clone()));
     view! {
         <div class="field">
             <label for="model-filter">"Model"</label>
@@ -491,17 +497,17 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
             <select id="sel-model" data-testid="select-model" aria-label="Model preset"
                 disabled=move || c.custom.with(Option::is_some)
                 on:change=move |ev| c.set("model", &event_target_value(&ev))
-                prop:value=move || c.plan.with(|p| p.model.clone())>
+                prop:value=move || model.get()>
                 {move || {
                     let f = filter.get();
-                    let current = c.plan.with(|p| p.model.clone());
+                    let current = model.get();
                     models
                         .get_value()
                         .into_iter()
                         .filter(|(id, name)| f.is_empty() || id.contains(&f) || name.to_lowercase().contains(&f) || *id == current)
                         .map(|(id, name)| {
                             let params = presets::model_arch(id).map(|a| format_count(a.total_params())).unwrap_or_default();
-                            view! { <option value=id selected=move || c.plan.with(|p| p.model == id)>{format!("{name} ({params})")}</option> }
+                            view! { <option value=id selected=move || model.with(|m| m == id)>{format!("{name} ({params})")}</option> }
                         })
                         .collect_view()
                 }}
