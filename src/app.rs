@@ -564,8 +564,7 @@ fn is_moe(c: Ctx) -> bool {
 fn experts_as_parameters(c: Ctx) -> bool {
     c.plan.with(|p| {
         p.method != Method::Full
-            && p.framework == Framework::Hf
-            && p.moe_experts == MoeExperts::Fused
+            && p.experts_are_parameters()
             && [Target::Gate, Target::Up, Target::Down]
                 .iter()
                 .any(|t| p.targets.contains(*t))
@@ -652,8 +651,10 @@ fn Verdict() -> impl IntoView {
         let limits = match (comp.max_batch, comp.max_seq) {
             (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
             (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
-            _ if p.method == Method::Qlora => "Not even batch 1 at sequence 1 fits this GPU: try more GPUs with ZeRO-3, or a larger GPU.".to_string(),
-            _ => "Not even batch 1 at sequence 1 fits this GPU: try QLoRA, more GPUs with ZeRO-3, or a larger GPU.".to_string(),
+            _ => format!(
+                "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU.",
+                if p.method == Method::Qlora { "" } else { "QLoRA, " }
+            ),
         };
         view! {
             <div class=class data-testid="verdict" role="status">

@@ -47,12 +47,13 @@ cfgs="$data/configs"
 presets="$here/../../crates/peakplan-core/presets"
 mkdir -p "$cfgs"
 echo "id,config,traced_peak_allocated_bytes,query" >"$fam"
+# BUILD=--config builds the config.json as it is instead of scaling a preset down (hf_step.py).
 runf() { # id, preset, harness flags, plan keys
   for layers in 1 2; do
     local id="$1-L$layers"
     local src="$presets/$2.json"
     [[ $2 == */* ]] && src="$2"  # a config.json outside the presets (OLMo 2)
-    total=$(total_of hf_step.py "$layers" "${FB:-2}" "${FS:-256}" --preset "$src" --json "$cfgs/$id.json" $3)
+    total=$(total_of hf_step.py "$layers" "${FB:-2}" "${FS:-256}" "${BUILD:---preset}" "$src" --json "$cfgs/$id.json" $3)
     echo "$id,configs/$id.json,$total,b=${FB:-2}&s=${FS:-256}&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" >>"$fam"
   done
 }
@@ -99,12 +100,5 @@ runf gptoss-full gpt-oss-20b "--full" "attn=eager&$FULL"
 FB=4 FS=512 runf gptoss-full-t2048 gpt-oss-20b "--full" "attn=eager&$FULL"
 # Gemma 3's image-text model (what AutoModelForCausalLM loads for it): bitsandbytes quantizes the SigLIP tower's
 # linears too, and text-only training never runs the tower. gemma3-scaled.json is built as it is.
-runc() { # id, config.json, harness flags, plan keys
-  for layers in 1 2; do
-    local id="$1-L$layers"
-    total=$(total_of hf_step.py "$layers" 2 256 --config "$here/$2" --json "$cfgs/$id.json" $3)
-    echo "$id,configs/$id.json,$total,b=2&s=256&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" >>"$fam"
-  done
-}
-runc gemma3mm-qlora gemma3-scaled.json "--qlora" "attn=flash&method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32&r=16&targets=q,v&prec=bf16&upcast=0&dq=0&gc=0"
-runc gemma3mm-qlora-upcast gemma3-scaled.json "--qlora --upcast --amp" "attn=flash&$QLU&gc=0"
+BUILD=--config runf gemma3mm-qlora "$here/gemma3-scaled.json" "--qlora" "attn=flash&method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32&r=16&targets=q,v&prec=bf16&upcast=0&dq=0&gc=0"
+BUILD=--config runf gemma3mm-qlora-upcast "$here/gemma3-scaled.json" "--qlora --upcast --amp" "attn=flash&$QLU&gc=0"

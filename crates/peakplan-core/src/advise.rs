@@ -2,9 +2,7 @@
 
 use crate::arch::Architecture;
 use crate::engine::estimate;
-use crate::plan::{
-    Alloc, Attn, DType, Framework, Loss, Method, MoeExperts, Optimizer, Plan, TokenTraining,
-};
+use crate::plan::{Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining};
 use crate::solve;
 use serde::Serialize;
 
@@ -154,10 +152,7 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
         ));
     }
     // Dense models gain nothing here, and a change that saves nothing is not listed.
-    if plan.method == Method::Qlora
-        && plan.framework == Framework::Hf
-        && plan.moe_experts == MoeExperts::Fused
-    {
+    if plan.method == Method::Qlora && plan.experts_are_parameters() {
         c.push(change(
             "moe",
             "linear",

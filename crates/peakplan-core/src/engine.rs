@@ -6,8 +6,7 @@
 
 use crate::arch::{Architecture, Linear, LinearInput, Norm, QkNorm, Target};
 use crate::plan::{
-    Alloc, Attn, Framework, Loss, Method, MoeExperts, Optimizer, Peft, Plan, Precision, Quant,
-    TokenTraining,
+    Alloc, Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, TokenTraining,
 };
 use serde::Serialize;
 
@@ -335,13 +334,13 @@ fn ceil_div(a: Count, b: Count) -> Count {
     }
 }
 
-/// Quantized bytes of one weight matrix of `rows` outputs by `cols` inputs: its packed weights and its constants.
 /// Whether a quantized base (bitsandbytes, GPTQ: both replace `nn.Linear` modules) quantizes this linear. MoE
 /// experts stored as 3D parameters, as transformers 5 stores them, stay in the weight dtype.
 fn quantizes(l: &Linear, plan: &Plan) -> bool {
-    l.copies == 1 || plan.framework != Framework::Hf || plan.moe_experts == MoeExperts::Linear
+    l.copies == 1 || !plan.experts_are_parameters()
 }
 
+/// Quantized bytes of one weight matrix of `rows` outputs by `cols` inputs: its packed weights and its constants.
 fn quantized_tensor_bytes(rows: Count, cols: Count, plan: &Plan) -> (Count, Count) {
     let n = rows * cols;
     if plan.quant == Quant::Int8 {
@@ -391,8 +390,7 @@ fn adapted(plan: &Plan, l: &Linear) -> bool {
 /// on CPU: Qwen3-MoE). Other PEFT kinds cannot target parameters.
 fn parametrized(plan: &Plan, l: &Linear) -> bool {
     l.copies > 1
-        && plan.framework == Framework::Hf
-        && plan.moe_experts == MoeExperts::Fused
+        && plan.experts_are_parameters()
         && matches!(plan.peft, Peft::Lora | Peft::Rslora | Peft::Lorafa)
         && adapted(plan, l)
 }
@@ -1269,11 +1267,15 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     // for the input's gradient.
     let gptq = plan.gptq_bits().is_some();
     let fp32_frozen_base = d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast;
-    let parametrized_weights: Count = linears
+    // Expert parameters LoRA reaches through `target_parameters`: all of them are rebuilt dense and kept, and the
+    // largest one's dense gradient passes through backward.
+    let (parametrized_weights, largest_parametrized) = linears
         .iter()
         .filter(|l| parametrized(plan, l))
         .map(|l| l.weight_params() as Count)
-        .sum();
+        .fold((0.0, 0.0), |(sum, max): (Count, Count), w| {
+            (sum + w, max.max(w))
+        });
     let copies_per_layer = if fp32_frozen_base {
         d.c * arch.layer_linear_weight_params() as Count
     } else if gptq {
@@ -1473,12 +1475,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         0.0
     };
     // A parametrized expert parameter's dense 16-bit gradient, on its way to B and A.
-    let parametrized_grad = d.c
-        * linears
-            .iter()
-            .filter(|l| parametrized(plan, l))
-            .map(|l| l.weight_params() as Count)
-            .fold(0.0, Count::max);
+    let parametrized_grad = d.c * largest_parametrized;
     let grad_flow = if plan.framework == Framework::Webgpu {
         // The residual stream's gradient, and the MLP's three gradients at their widest moment.
         4.0 * n * h + 12.0 * n * arch.intermediate as Count * k_route + scores_grad

@@ -499,6 +499,12 @@ impl Plan {
             && self.loss == Loss::Standard
     }
 
+    /// Whether an MoE model's experts are 3D parameters here (transformers 5 under the HF profile, `moe=fused`):
+    /// bitsandbytes and GPTQ leave them unquantized, and LoRA reaches them through PEFT's `target_parameters`.
+    pub fn experts_are_parameters(&self) -> bool {
+        self.framework == Framework::Hf && self.moe_experts == MoeExperts::Fused
+    }
+
     /// Bits of the plan's GPTQ base: `Some` for a quantized-base plan over a GPTQ checkpoint.
     pub fn gptq_bits(&self) -> Option<u64> {
         self.quant
