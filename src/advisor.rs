@@ -72,7 +72,7 @@ pub fn Advisor() -> impl IntoView {
                         <ul class="suggestions">{row(s, "advisor-apply-fit".into(), true)}</ul>
                     });
                     let none = (a.fits == Some(false) && a.to_fit.is_none())
-                        .then(|| view! { <p class="error">"No combination of up to four changes fits this GPU: try more GPUs with ZeRO-3, or a larger GPU."</p> });
+                        .then(|| view! { <p class="error">"No combination of up to four changes fits this GPU: \"On other GPUs\" below says which GPU holds it, and how many sharded with ZeRO-3."</p> });
                     // The fit suggestion is often one lever on its own: listing it twice in a row reads as a glitch.
                     let fit_plan = a.to_fit.as_ref().map(|s| &s.plan);
                     let levers = a.levers.iter().filter(|s| Some(&s.plan) != fit_plan).take(8).cloned().enumerate()

@@ -135,6 +135,7 @@ fn Planner(url_errors: RwSignal<Vec<Diagnostic>>) -> impl IntoView {
                 <Verdict/>
                 <ChartCanvas/>
                 <crate::advisor::Advisor/>
+                <crate::gpu_table::GpuTable/>
                 <Figures/>
                 <Timeline/>
                 <crate::gpu::panel::GpuPanel

@@ -1,6 +1,6 @@
 //! The core's speed budgets measured inside the browser, for comparing wasm with native (`window.wasmBindings.bench_core`).
 
-use peakplan_core::workloads::{plan_70b_qlora, sweep_256x3, INVERSE_CAPACITY_BYTES};
+use peakplan_core::workloads::{gpu_table, plan_70b_qlora, sweep_256x3, INVERSE_CAPACITY_BYTES};
 use peakplan_core::{estimate, preset_arch, solve};
 use wasm_bindgen::prelude::*;
 
@@ -46,6 +46,10 @@ pub fn bench_core(iters: u32) -> js_sys::Object {
         time_ns(iters * 10, || {
             solve::max_seq(arch, &plan, INVERSE_CAPACITY_BYTES).unwrap_or(0)
         }),
+    );
+    put(
+        "gpu_table_ns",
+        time_ns(iters.div_ceil(10), || gpu_table(&plan)),
     );
     out
 }

@@ -2,6 +2,7 @@
 //! logic in plain Rust types ([`scale`], and the core).
 
 pub mod accuracy_table;
+pub mod gpu_rows;
 pub mod html;
 pub mod planner;
 pub mod scale;
@@ -21,6 +22,8 @@ mod canvas;
 /// The WebGPU micro QLoRA measurement (public for the browser tests in `tests/gpu.rs`).
 #[cfg(target_arch = "wasm32")]
 pub mod gpu;
+#[cfg(target_arch = "wasm32")]
+mod gpu_table;
 #[cfg(target_arch = "wasm32")]
 mod interop;
 

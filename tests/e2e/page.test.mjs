@@ -275,6 +275,29 @@ await test('the MoE experts select applies to QLoRA of an MoE model; per-expert 
   assert(await page.locator('[data-testid="moe-targets-note"]').count() === 1, 'no note for 3D experts');
 });
 
+await test('the GPU table lists every GPU only when opened, and Use moves the plan to enough sharded GPUs', async page => {
+  await page.goto(base + '?model=llama-2-70b&method=full&prec=amp_bf16&gc=1&b=1&s=2048&gpu=h100-80gb');
+  await ready(page);
+  const summary = await page.locator('[data-testid="gpu-table-summary"]').textContent();
+  assert(summary.includes('none of the') && summary.includes('bundled GPUs'), `summary: ${summary}`);
+  assert(await page.locator('[data-testid^="gpu-row-"]').count() === 0, 'rows worked out while closed');
+  await page.click('[data-testid="gpu-table-summary"]');
+  await page.waitForSelector('[data-testid="gpu-row-h100-80gb"]', { timeout: 5000 });
+  assert(await page.locator('[data-testid^="gpu-row-"]').count() >= 18, 'a GPU is missing');
+  const row = page.locator('[data-testid="gpu-row-h100-80gb"]');
+  assert(await row.getAttribute('data-fits') === 'false', 'a 70B full fine-tune fits one H100');
+  const needed = Number(await page.locator('[data-testid="gpu-needed-h100-80gb"]').textContent());
+  assert(needed > 8 && needed <= 64, `H100s needed: ${needed}`);
+  await page.click('[data-testid="gpu-use-h100-80gb"]'); await page.waitForTimeout(400);
+  for (const kv of [`gpus=${needed}`, 'zero=3', 'gpu=h100-80gb'])
+    assert(new RegExp(`[?&]${kv}(&|$)`).test(page.url()), `URL lacks ${kv}: ${page.url()}`);
+  const verdict = await page.locator('[data-testid="verdict"]').textContent();
+  assert(verdict.startsWith('Fits'), `verdict after Use: ${verdict}`);
+  // Open, the table follows the plan: now every row is worked out for the sharded plan and the H100 is current.
+  await page.waitForSelector('[data-testid="gpu-row-h100-80gb"][data-fits="true"]', { timeout: 5000 });
+  await page.screenshot({ path: path.join(out, 'gpu-table.png'), fullPage: true });
+});
+
 await test('an imported axolotl YAML becomes the plan and the URL; a broken one shows import-error', async page => {
   await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
   await page.goto(base + '?model=llama-3.1-8b&method=qlora&r=16&b=1&s=2048&gpu=a100-80gb');

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE] [--format table|json|svg]
        peakplan advise [--query 'QUERY'] [--hf-config FILE] [--gpu GPU] [--format table|json]
+       peakplan gpus [--query 'QUERY'] [--hf-config FILE] [--format table|json]
        peakplan validate FILE.csv [--row ID | --format json]
        peakplan export --query 'QUERY' [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]
        peakplan import FILE...
@@ -113,6 +114,7 @@ fn run(args: &[String]) -> Result<String> {
             })
         }
         Some("advise") => advise_cmd(&args[1..]),
+        Some("gpus") => gpus_cmd(&args[1..]),
         Some("validate") => {
             let path = args
                 .get(1)
@@ -503,6 +505,69 @@ fn advise_cmd(args: &[String]) -> Result<String> {
             c.cost_text,
             limits(l)
         ));
+    }
+    Ok(out)
+}
+
+/// The plan on every bundled GPU: whether it fits, the largest batch and longest sequence, and how many GPUs of
+/// that kind hold it.
+fn gpus_cmd(args: &[String]) -> Result<String> {
+    use peakplan_core::gpu_choice::gpu_fits;
+    let a = parse_estimate_args(args)?;
+    if a.format == "svg" {
+        bail!("--format svg is not accepted by gpus; accepted: table, json");
+    }
+    let (plan, arch) = plan_and_arch(&a.query, a.hf_config.as_deref())?;
+    let rows = gpu_fits(&arch, &plan);
+    if a.format == "json" {
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&rows)?));
+    }
+    let need = rows.first().map_or(0, |r| r.device_bytes);
+    let per_gpu = if plan.gpus > 1 {
+        format!(" per GPU on {}", plan.gpus)
+    } else {
+        String::new()
+    };
+    let mut out = format!(
+        "{}, {}: needs {}{per_gpu}\n\n{:<22} {:>10} {:>20}  {:>10} {:>13} {:>12}\n",
+        arch.name,
+        label(plan.method),
+        format_bytes(need),
+        "gpu",
+        "memory",
+        "verdict",
+        "max batch",
+        "max sequence",
+        "gpus needed"
+    );
+    let opt = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
+    for r in &rows {
+        let verdict = if r.fits {
+            format!(
+                "fits, {} free",
+                format_bytes(r.capacity_bytes - r.device_bytes)
+            )
+        } else {
+            format!("{} short", format_bytes(r.device_bytes - r.capacity_bytes))
+        };
+        out.push_str(&format!(
+            "{:<22} {:>10} {:>20}  {:>10} {:>13} {:>12}\n",
+            r.id,
+            format_bytes(r.capacity_bytes),
+            verdict,
+            opt(r.max_batch),
+            opt(r.max_seq),
+            r.gpus_needed.map_or("none".to_string(), |n| n.to_string())
+        ));
+    }
+    out.push_str(&format!(
+        "\nmax batch at s={}, max sequence at b={}; gpus needed: one as planned, more sharded with ZeRO-3 / FSDP full shard{}\n",
+        plan.seq_len,
+        plan.micro_batch,
+        if plan.split_layers { " (the plan's layer split kept)" } else { "" }
+    ));
+    if rows.iter().any(|r| r.gpus_needed.is_none()) {
+        out.push_str("none: not even 64 of that GPU hold the plan; sharding splits parameters, gradients and optimizer states, not a GPU's own activations and logits\n");
     }
     Ok(out)
 }

@@ -204,6 +204,11 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
             &["import", "/nonexistent.yaml"],
             "cannot read /nonexistent.yaml",
         ),
+        (
+            &["gpus", "--format", "svg"],
+            "not accepted by gpus; accepted: table, json",
+        ),
+        (&["gpus", "--query", "b=0"], "b=0 is out of range"),
     ];
     for (args, expect) in cases {
         check_refused(args, expect);
@@ -280,4 +285,33 @@ fn advise_json_lists_levers_that_lower_the_peak() {
             "{lever}"
         );
     }
+}
+
+#[test]
+fn gpus_json_has_a_row_per_bundled_gpu_with_the_cores_numbers() {
+    let query = "model=qwen2.5-14b&method=qlora&b=4&s=4096";
+    let v = json(&["gpus", "--query", query, "--format", "json"]);
+    let rows = v.as_array().expect("an array of GPUs");
+    assert_eq!(rows.len(), peakplan_core::presets::GPUS.len());
+    let plan = Plan::parse_query(query).plan;
+    let need = estimate(preset_arch(&plan), &plan).device_bytes;
+    let mut fitting = 0;
+    for r in rows {
+        let cap = r["capacity_bytes"].as_u64().expect("capacity_bytes");
+        assert_eq!(r["device_bytes"].as_u64(), Some(need), "{r}");
+        assert_eq!(r["fits"].as_bool(), Some(need <= cap), "{r}");
+        if need <= cap {
+            fitting += 1;
+            assert_eq!(r["gpus_needed"].as_u64(), Some(1), "{r}");
+            assert!(r["max_batch"].as_u64().expect("a batch fits") >= 4, "{r}");
+        }
+    }
+    assert!(
+        fitting > 0 && fitting < rows.len(),
+        "{fitting} of {}",
+        rows.len()
+    );
+    let table = peakplan(&["gpus", "--query", query]);
+    assert_eq!(table.status, 0, "{}", table.stderr);
+    assert!(table.stdout.contains("h100-80gb") && table.stdout.contains("gpus needed"));
 }

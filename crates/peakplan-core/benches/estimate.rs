@@ -1,8 +1,9 @@
 //! Criterion benchmarks of the accounting engine against the budgets of the speed issue
-//! (one estimate ≤ 5 µs, a 256 x 3 sweep ≤ 1 ms, each inverse question ≤ 50 µs).
+//! (one estimate ≤ 5 µs, a 256 x 3 sweep ≤ 1 ms, each inverse question ≤ 50 µs), and the GPU table (every bundled
+//! GPU's verdict, largest batch, longest sequence and GPU count), which has no budget of its own.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use peakplan_core::workloads::{plan_70b_qlora, sweep_256x3, INVERSE_CAPACITY_BYTES};
+use peakplan_core::workloads::{gpu_table, plan_70b_qlora, sweep_256x3, INVERSE_CAPACITY_BYTES};
 use peakplan_core::{estimate, preset_arch, solve};
 
 fn bench(c: &mut Criterion) {
@@ -20,6 +21,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("max seq", |b| {
         b.iter(|| solve::max_seq(arch, black_box(&plan), INVERSE_CAPACITY_BYTES))
     });
+    c.bench_function("gpu table", |b| b.iter(|| gpu_table(black_box(&plan))));
 }
 
 criterion_group!(benches, bench);

@@ -7,6 +7,7 @@
 pub mod advise;
 pub mod arch;
 pub mod engine;
+pub mod gpu_choice;
 pub mod hf;
 pub mod interop;
 pub mod micro;

@@ -35,3 +35,11 @@ pub fn inverse(plan: &Plan) -> (Option<u64>, Option<u64>) {
         solve::max_seq(arch, plan, INVERSE_CAPACITY_BYTES),
     )
 }
+
+/// The page's "On other GPUs" table for the plan; returns a checksum.
+pub fn gpu_table(plan: &Plan) -> u64 {
+    crate::gpu_choice::gpu_fits(preset_arch(plan), plan)
+        .iter()
+        .map(|r| r.max_seq.unwrap_or(0) + r.gpus_needed.unwrap_or(0))
+        .sum()
+}

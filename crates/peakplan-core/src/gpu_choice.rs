@@ -1,0 +1,152 @@
+//! Which GPU to run a plan on: the plan against every bundled GPU, with the largest micro-batch, the longest
+//! sequence and the fewest GPUs of each kind that hold it.
+
+use crate::arch::Architecture;
+use crate::engine::estimate;
+use crate::plan::Plan;
+use crate::presets::{GpuPreset, GPUS};
+use crate::solve;
+use serde::Serialize;
+
+/// GPU counts tried for [`GpuFit::gpus_needed`]: the sizes of one node, then of the clusters people rent.
+pub const GPU_COUNTS: [u64; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// How a plan fares on one bundled GPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GpuFit {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub short_name: &'static str,
+    pub capacity_bytes: u64,
+    /// What `nvidia-smi` would show on each GPU for the plan as it is (with its own GPU count).
+    pub device_bytes: u64,
+    pub fits: bool,
+    /// Largest micro-batch that fits at the plan's sequence length.
+    pub max_batch: Option<u64>,
+    /// Longest sequence that fits at the plan's micro-batch.
+    pub max_seq: Option<u64>,
+    /// The fewest GPUs of this kind (from [`GPU_COUNTS`]) that hold the plan: one as it is, more sharded with
+    /// ZeRO-3 / FSDP full shard (or split by layers, when the plan splits layers). None: not even 64; sharding
+    /// splits parameters, gradients and optimizer states, never a GPU's own activations and logits.
+    pub gpus_needed: Option<u64>,
+}
+
+/// The plan on `n` GPUs: a single GPU keeps no sharding; several shard the parameters, gradients and optimizer
+/// states (ZeRO-3), or keep the plan's layer split, since data parallelism alone copies the model to each.
+pub fn plan_on_gpus(plan: &Plan, n: u64) -> Plan {
+    let mut p = plan.clone();
+    p.gpus = n;
+    if n > 1 && !p.split_layers {
+        p.zero = 3;
+    }
+    p
+}
+
+/// The plan on every bundled GPU, smallest memory first.
+pub fn gpu_fits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
+    let device_bytes = estimate(arch, plan).device_bytes;
+    // The estimate does not depend on the GPU, only on the count: one estimate per count serves every GPU.
+    let by_count: Vec<(u64, u64)> = GPU_COUNTS
+        .iter()
+        .map(|&n| (n, estimate(arch, &plan_on_gpus(plan, n)).device_bytes))
+        .collect();
+    // Ordered by insertion rather than a sort call: eighteen entries, and no sort code in the page's wasm.
+    let mut gpus: Vec<&GpuPreset> = Vec::with_capacity(GPUS.len());
+    for g in GPUS {
+        let at = gpus.partition_point(|o| o.capacity_bytes <= g.capacity_bytes);
+        gpus.insert(at, g);
+    }
+    gpus.into_iter()
+        .map(|g| {
+            let cap = g.capacity_bytes;
+            GpuFit {
+                id: g.id,
+                name: g.name,
+                short_name: g.short_name,
+                capacity_bytes: cap,
+                device_bytes,
+                fits: device_bytes <= cap,
+                max_batch: solve::max_batch(arch, plan, cap),
+                max_seq: solve::max_seq(arch, plan, cap),
+                gpus_needed: by_count
+                    .iter()
+                    .find(|(_, bytes)| *bytes <= cap)
+                    .map(|(n, _)| *n),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preset_arch;
+
+    fn fits(query: &str) -> Vec<GpuFit> {
+        let p = Plan::parse_query(query).plan;
+        gpu_fits(preset_arch(&p), &p)
+    }
+
+    fn row<'a>(rows: &'a [GpuFit], id: &str) -> &'a GpuFit {
+        rows.iter()
+            .find(|r| r.id == id)
+            .unwrap_or_else(|| panic!("no row {id}"))
+    }
+
+    #[test]
+    fn every_bundled_gpu_gets_a_row_that_agrees_with_the_solver() {
+        let query = "model=llama-3.1-8b&method=lora&b=2&s=2048";
+        let rows = fits(query);
+        assert_eq!(rows.len(), GPUS.len());
+        let p = Plan::parse_query(query).plan;
+        let arch = preset_arch(&p);
+        let need = estimate(arch, &p).device_bytes;
+        for r in &rows {
+            assert_eq!(r.device_bytes, need);
+            assert_eq!(r.fits, need <= r.capacity_bytes, "{}", r.id);
+            assert_eq!(r.max_batch, solve::max_batch(arch, &p, r.capacity_bytes));
+            assert_eq!(r.max_seq, solve::max_seq(arch, &p, r.capacity_bytes));
+            // A plan that fits needs one GPU; one that does not needs more, or cannot be held at all.
+            assert_eq!(r.fits, r.gpus_needed == Some(1), "{}", r.id);
+        }
+        // LoRA of an 8B model in bf16 (16 GB of weights) fits an 80 GB card and not a 12 GB one.
+        assert!(row(&rows, "a100-80gb").fits);
+        assert!(!row(&rows, "rtx-3060-12gb").fits);
+    }
+
+    #[test]
+    fn full_fine_tuning_of_a_70b_model_takes_several_nodes_of_80_gb_cards() {
+        // 70B x 16 B (16-bit weights and gradients, fp32 master and Adam moments) is about 1.1 TB before the
+        // optimizer step's temporaries: 16 H100s hold 70 GB of it each, and the step's sqrt temporary tips them over.
+        let query = "model=llama-2-70b&method=full&prec=amp_bf16&gc=1&b=1&s=2048";
+        let rows = fits(query);
+        let h100 = row(&rows, "h100-80gb");
+        assert!(!h100.fits);
+        assert_eq!(h100.max_batch, None);
+        assert_eq!(h100.gpus_needed, Some(32));
+        let p = Plan::parse_query(query).plan;
+        let on = |n| estimate(preset_arch(&p), &plan_on_gpus(&p, n)).device_bytes;
+        assert!(on(16) > h100.capacity_bytes && on(32) <= h100.capacity_bytes);
+        assert_eq!(row(&rows, "mi300x-192gb").gpus_needed, Some(8));
+        // Smallest memory first, and more memory never needs more GPUs.
+        for w in rows.windows(2) {
+            assert!(w[0].capacity_bytes <= w[1].capacity_bytes);
+            assert!(
+                w[1].gpus_needed.unwrap_or(u64::MAX) <= w[0].gpus_needed.unwrap_or(u64::MAX),
+                "{} then {}",
+                w[0].id,
+                w[1].id
+            );
+        }
+    }
+
+    #[test]
+    fn a_layer_split_plan_keeps_its_split_when_counting_gpus() {
+        let split = plan_on_gpus(&Plan::parse_query("split=1&zero=0").plan, 4);
+        assert_eq!((split.gpus, split.zero, split.split_layers), (4, 0, true));
+        let sharded = plan_on_gpus(&Plan::parse_query("zero=0").plan, 4);
+        assert_eq!((sharded.gpus, sharded.zero), (4, 3));
+        let single = plan_on_gpus(&Plan::parse_query("gpus=8&zero=2").plan, 1);
+        assert_eq!((single.gpus, single.zero), (1, 2));
+    }
+}

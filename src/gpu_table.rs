@@ -1,0 +1,89 @@
+//! "Which GPU?": the plan on every bundled GPU, worked out off the slider's critical path and only while open.
+
+use crate::app::ctx;
+use crate::gpu_rows::{summary, table_html, UseGpu};
+use leptos::prelude::*;
+use peakplan_core::gpu_choice::{gpu_fits, plan_on_gpus};
+use peakplan_core::preset_arch;
+use std::time::Duration;
+use wasm_bindgen::JsCast;
+
+/// Waits this long after the last change before solving: each row runs two searches of a dozen estimates.
+const SETTLE: Duration = Duration::from_millis(120);
+
+/// The button under a click inside the table, as what it applies.
+fn clicked(ev: &web_sys::MouseEvent) -> Option<UseGpu> {
+    let button = ev
+        .target()?
+        .dyn_into::<web_sys::Element>()
+        .ok()?
+        .closest("button[data-gpu]")
+        .ok()??;
+    UseGpu::from_attrs(
+        button.get_attribute("data-gpu"),
+        button.get_attribute("data-gpus"),
+    )
+}
+
+/// The plan on every bundled GPU: fit and headroom, the largest micro-batch and longest sequence, and how many of
+/// that GPU hold it (sharded with ZeRO-3 beyond one). "Use" makes that GPU, and that count, the plan.
+#[component]
+pub fn GpuTable() -> impl IntoView {
+    let c = ctx();
+    let open = RwSignal::new(false);
+    let table: RwSignal<Option<String>> = RwSignal::new(None);
+    let pending = StoredValue::new(None::<TimeoutHandle>);
+    Effect::new(move |_| {
+        if !open.get() {
+            return;
+        }
+        let plan = c.plan.get();
+        let custom = c.custom.get();
+        if let Some(h) = pending.get_value() {
+            h.clear();
+        }
+        let handle = set_timeout_with_handle(
+            move || {
+                let arch = custom.as_ref().unwrap_or_else(|| preset_arch(&plan));
+                let rows = gpu_fits(arch, &plan);
+                table.set(Some(table_html(
+                    &rows,
+                    &plan.gpu,
+                    plan.micro_batch,
+                    plan.seq_len,
+                )));
+            },
+            SETTLE,
+        );
+        pending.set_value(handle.ok());
+    });
+    let line = move || {
+        let device = c.computed.with(|comp| comp.selected.device_bytes);
+        summary(device, c.plan.with(|p| p.gpus))
+    };
+    let on_click = move |ev: web_sys::MouseEvent| {
+        let Some(choice) = clicked(&ev) else { return };
+        c.input_started.set_value(Some(crate::browser::now_ms()));
+        c.plan.update(|p| {
+            if let Some(n) = choice.gpus {
+                *p = plan_on_gpus(p, n);
+            }
+            // `from_attrs` only passes bundled GPU ids, so this is accepted.
+            let _ = p.set("gpu", &choice.gpu);
+        });
+    };
+    view! {
+        <details class="gpu-table" data-testid="gpu-table" on:toggle=move |ev| {
+            let now_open = ev
+                .target()
+                .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+                .is_some_and(|d| d.has_attribute("open"));
+            open.set(now_open);
+        }>
+            <summary data-testid="gpu-table-summary">{line}</summary>
+            <div on:click=on_click inner_html=move || {
+                table.get().unwrap_or_else(|| r#"<p class="why">Working out every GPU…</p>"#.to_string())
+            }></div>
+        </details>
+    }
+}
