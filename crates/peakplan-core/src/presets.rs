@@ -37,6 +37,7 @@ pub const MODELS: &[ModelPreset] = &[
     ModelPreset { id: "llama-65b", name: "LLaMA 65B", hf_id: "huggyllama/llama-65b", config_json: include_str!("../presets/llama-65b.json") },
     ModelPreset { id: "mistral-7b", name: "Mistral 7B", hf_id: "mistralai/Mistral-7B-v0.1", config_json: include_str!("../presets/mistral-7b.json") },
     ModelPreset { id: "mistral-nemo-12b", name: "Mistral NeMo 12B", hf_id: "mistralai/Mistral-Nemo-Base-2407", config_json: include_str!("../presets/mistral-nemo-12b.json") },
+    ModelPreset { id: "mistral-small-24b", name: "Mistral Small 3 24B", hf_id: "mistralai/Mistral-Small-24B-Base-2501", config_json: include_str!("../presets/mistral-small-24b.json") },
     ModelPreset { id: "mixtral-8x7b", name: "Mixtral 8x7B", hf_id: "mistralai/Mixtral-8x7B-v0.1", config_json: include_str!("../presets/mixtral-8x7b.json") },
     ModelPreset { id: "phi-2", name: "Phi-2", hf_id: "microsoft/phi-2", config_json: include_str!("../presets/phi-2.json") },
     ModelPreset { id: "phi-3-mini", name: "Phi-3 mini", hf_id: "microsoft/Phi-3-mini-4k-instruct", config_json: include_str!("../presets/phi-3-mini.json") },

@@ -168,6 +168,8 @@ fn preset_parameter_counts_match_the_real_models() {
     check("qwen2.5-72b", 72_706_203_648);
     check("gemma-2-2b", 2_614_341_888);
     check("gemma-2-27b", 27_227_128_320);
+    // Mistral Small 3: the text model's count in a public spec, which the shapes reproduce.
+    check("mistral-small-24b", 23_572_403_200);
     // gpt-oss: no exact count is published; these sum OpenAI's reference modules (biased attention with 64
     // sinks, a biased router, biased experts, untied head) and round to the model card's 20.91B and 116.83B.
     check("gpt-oss-20b", 20_914_757_184);
