@@ -93,6 +93,12 @@ runf qwen3moe-qlora qwen3-30b-a3b "--qlora" "attn=flash&method=qlora&quant=nf4&q
 runf qwen3moe-qlora-upcast qwen3-30b-a3b "--qlora --upcast --amp" "attn=flash&$QLU&gc=0"
 # LoRA on those 3D experts (PEFT target_parameters) builds each layer's dense W + BA and keeps it for backward.
 runf qwen3moe-lora-experts qwen3-30b-a3b "--target-params mlp.experts.gate_up_proj,mlp.experts.down_proj" "attn=flash&method=lora&r=16&targets=q,v,gate,up,down&dropout=0&adtype=fp32&gc=0&prec=bf16"
+# Qwen2-MoE: a dense shared expert, scaled by a sigmoid gate, beside the routed ones; LoRA on gate/up/down adapts
+# the shared expert's linears and, through target_parameters, the 3D routed experts.
+runf qwen2moe-lora qwen1.5-moe-a2.7b "" "attn=flash&$LORA"
+runf qwen2moe-full qwen1.5-moe-a2.7b "--full" "attn=flash&$FULL"
+runf qwen2moe-qlora qwen1.5-moe-a2.7b "--qlora" "attn=flash&method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32&r=16&targets=q,v&prec=bf16&upcast=0&dq=0&gc=0"
+runf qwen2moe-lora-mlp qwen1.5-moe-a2.7b "--targets q_proj,v_proj,gate_proj,up_proj,down_proj --target-params mlp.experts.gate_up_proj,mlp.experts.down_proj" "attn=flash&method=lora&r=16&targets=q,v,gate,up,down&dropout=0&adtype=fp32&gc=0&prec=bf16"
 # gpt-oss: attention sinks (eager only), clamped SwiGLU experts, a router that softmaxes its top k.
 runf gptoss-lora gpt-oss-20b "" "attn=eager&$LORA"
 runf gptoss-full gpt-oss-20b "--full" "attn=eager&$FULL"

@@ -1,6 +1,7 @@
 """List what one decoder layer keeps for backward, storage by storage, on CPU.
 
-usage: saved.py CONFIG.json [--full | --targets q_proj,v_proj] [--attn sdpa|eager] [--b 2] [--s 256]
+usage: saved.py CONFIG.json [--full | --targets q_proj,v_proj [--target-params P,...]] [--attn sdpa|eager] [--b 2]
+                [--s 256]
 
 Builds the model of CONFIG.json (a traced config from crates/peakplan-core/tests/data/traced/configs/, or any
 scaled-down config.json) in bf16, runs its first layer once under `saved_tensors_hooks`, and prints every tensor
@@ -19,6 +20,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("config")
 ap.add_argument("--full", action="store_true", help="every parameter trains (else LoRA on --targets)")
 ap.add_argument("--targets", default="q_proj,v_proj")
+ap.add_argument("--target-params", help="comma list of 3D parameters LoRA adapts too (PEFT target_parameters)")
 ap.add_argument("--attn", default="sdpa")
 ap.add_argument("--b", type=int, default=2)
 ap.add_argument("--s", type=int, default=256)
@@ -31,8 +33,9 @@ torch.manual_seed(0)
 model = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
 if not a.full:
     from peft import LoraConfig, get_peft_model
+    extra = {"target_parameters": a.target_params.split(",")} if a.target_params else {}
     model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
-                                             target_modules=a.targets.split(","), task_type="CAUSAL_LM"))
+                                             target_modules=a.targets.split(","), task_type="CAUSAL_LM", **extra))
     model = model.base_model.model
 inner = next(m for m in model.modules() if hasattr(m, "layers") and hasattr(m, "rotary_emb"))
 params = {p.untyped_storage().data_ptr() for p in model.parameters()}

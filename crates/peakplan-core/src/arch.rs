@@ -147,6 +147,15 @@ pub struct Architecture {
     /// An image encoder the checkpoint loads with the language model (Gemma 3's image-text models).
     #[serde(default)]
     pub vision: VisionTower,
+    /// Width of a dense gated MLP every token runs beside the routed experts (Qwen2-MoE's `shared_expert`); 0 for
+    /// none. Its gate_proj, up_proj and down_proj are ordinary linears: quantized, and adapted by the gate, up and
+    /// down targets.
+    #[serde(default)]
+    pub shared_expert_intermediate: u64,
+    /// The shared expert's output is scaled by a learned sigmoid gate (one `hidden -> 1` linear), and the product
+    /// keeps that output and the sigmoid for backward.
+    #[serde(default)]
+    pub shared_expert_gate: bool,
 }
 
 /// What a LoRA target key selects in a layer.
@@ -218,12 +227,14 @@ pub enum LinearInput {
     MlpNorm,
     /// The MLP's inner activation (`intermediate` wide).
     MlpInner,
+    /// The shared expert's inner activation (`shared_expert_intermediate` wide, one row per token).
+    SharedInner,
 }
 
-/// Up to eight linear modules of a layer, stored inline (the estimate runs on every slider move).
+/// Up to ten linear modules of a layer, stored inline (the estimate runs on every slider move).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Linears {
-    items: [Linear; 8],
+    items: [Linear; 10],
     len: usize,
 }
 
@@ -239,7 +250,7 @@ impl Default for Linears {
             input: LinearInput::AttnNorm,
         };
         Linears {
-            items: [EMPTY; 8],
+            items: [EMPTY; 10],
             len: 0,
         }
     }
@@ -247,7 +258,8 @@ impl Default for Linears {
 
 impl Linears {
     fn push(&mut self, l: Linear) {
-        // A layer has at most six linears (q, k, v, o, gate/up, down); the capacity is never exceeded.
+        // A layer has at most ten linears (q, k, v, o, gate, up, down, and a shared expert's gate, up and down);
+        // the capacity is never exceeded.
         if self.len < self.items.len() {
             self.items[self.len] = l;
             self.len += 1;
@@ -395,6 +407,32 @@ impl Architecture {
             selected_by: Target::Down.bit(),
             input: MlpInner,
         });
+        let si = self.shared_expert_intermediate;
+        if si > 0 {
+            for (name, t) in [
+                ("shared_expert.gate_proj", Target::Gate),
+                ("shared_expert.up_proj", Target::Up),
+            ] {
+                out.push(Linear {
+                    name,
+                    in_features: h,
+                    out_features: si,
+                    bias: false,
+                    copies: 1,
+                    selected_by: t.bit(),
+                    input: MlpNorm,
+                });
+            }
+            out.push(Linear {
+                name: "shared_expert.down_proj",
+                in_features: si,
+                out_features: h,
+                bias: false,
+                copies: 1,
+                selected_by: Target::Down.bit(),
+                input: SharedInner,
+            });
+        }
         out
     }
 
@@ -410,12 +448,17 @@ impl Architecture {
             0
         };
         let sinks = if self.attn_sinks { self.heads } else { 0 };
+        let shared_gate = if self.shared_expert_gate {
+            self.hidden
+        } else {
+            0
+        };
         let qk_norm = match self.qk_norm {
             QkNorm::None => 0,
             QkNorm::PerHead => 2 * self.head_dim,
             QkNorm::Full => self.q_dim() + self.kv_dim(),
         };
-        norm * self.norms_per_layer + router + qk_norm + sinks
+        norm * self.norms_per_layer + router + qk_norm + sinks + shared_gate
     }
 
     /// Parameters of one decoder layer.
@@ -520,6 +563,12 @@ impl Architecture {
                 self.experts_per_token, self.experts
             )));
         }
+        if self.shared_expert_intermediate > MAX_DIM {
+            return Err(ArchError(format!(
+                "shared_expert_intermediate_size = {} is larger than any model (at most {MAX_DIM})",
+                self.shared_expert_intermediate
+            )));
+        }
         if self.norms_per_layer > 8 {
             return Err(ArchError("more than 8 norms per layer".into()));
         }
@@ -571,6 +620,8 @@ impl Architecture {
             swiglu_clamp: false,
             router_topk_softmax: false,
             vision: VisionTower::default(),
+            shared_expert_intermediate: 0,
+            shared_expert_gate: false,
         }
     }
 }

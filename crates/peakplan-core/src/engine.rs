@@ -395,6 +395,17 @@ fn parametrized(plan: &Plan, l: &Linear) -> bool {
         && adapted(plan, l)
 }
 
+/// Whether the routed experts' gate and up are one 3D `gate_up_proj` parameter that LoRA adapts through
+/// `target_parameters`: the two halves then share one A per expert (traced on CPU: Qwen2-MoE).
+fn parametrized_gate_up(plan: &Plan, linears: &[Linear]) -> bool {
+    let hit = |t: Target| {
+        linears
+            .iter()
+            .any(|l| l.copies > 1 && l.selected_by == t.bit() && parametrized(plan, l))
+    };
+    hit(Target::Gate) && hit(Target::Up)
+}
+
 /// bitsandbytes' 4-bit and 8-bit matmuls up to 0.44 keep their input for backward (`qsave=1`); GPTQ's keep the
 /// dequantized weight instead (see `copies_per_layer`).
 fn bnb_saves_input(plan: &Plan) -> bool {
@@ -635,8 +646,18 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Sh
                     }
                 }
             };
+            let shared_a = parametrized_gate_up(plan, linears);
             for l in linears.iter().filter(|l| adapted(plan, l)) {
                 let copies = l.copies as Count * layers;
+                if shared_a && l.copies > 1 && l.selected_by == Target::Up.bit() {
+                    // up_proj is the second half of gate_up_proj, whose A the gate half already counted.
+                    t.push(TensorShape {
+                        rows: l.out_features as Count,
+                        cols: plan.rank as Count,
+                        count: copies,
+                    });
+                    continue;
+                }
                 let feedforward = l.input == LinearInput::MlpInner;
                 adapter(
                     &mut t,
@@ -797,6 +818,7 @@ fn layer_saved(
         LinearInput::AttnNorm | LinearInput::MlpNorm => h,
         LinearInput::AttnOut => q,
         LinearInput::MlpInner => arch.intermediate as Count,
+        LinearInput::SharedInner => arch.shared_expert_intermediate as Count,
     };
     // Parallel blocks (one norm) feed attention and MLP from the same tensor.
     let same_norm = arch.norms_per_layer == 1;
@@ -818,7 +840,13 @@ fn layer_saved(
     } else {
         &[LinearInput::MlpInner]
     };
-    for g in groups.into_iter().chain([last]) {
+    // Whether a module of the MLP's own rows (a shared expert) keeps the 16-bit norm output itself, which a
+    // trainable router reads too.
+    let mut mlp_norm_kept = false;
+    for g in groups
+        .into_iter()
+        .chain([last, &[LinearInput::SharedInner][..]])
+    {
         // Flash and memory-efficient kernels (SDPA's choice for 16-bit inputs, and peakplan's WebGPU runtime) write
         // their output in (batch, seq, heads, dim) order and keep it for backward, so the `transpose(1, 2)
         // .contiguous()` before o_proj copies nothing: o_proj's input is that kept compute-dtype tensor, and only
@@ -830,10 +858,10 @@ fn layer_saved(
             continue;
         };
         let w = width(first.input);
-        // MoE expert inputs are routed copies: each token reaches k experts.
-        let route = if first.copies > 1 { k_route } else { 1.0 };
-        let rows = n * route;
-        let mut shared_saved = false;
+        // MoE expert inputs are routed copies: each token reaches k experts. A shared expert beside them reads
+        // the tokens themselves, so one group may hold two tensors: the routed copies and the plain input.
+        let rows_of = |l: &Linear| n * if l.copies > 1 { k_route } else { 1.0 };
+        let mut shared_saved = [false; 2];
         // litgpt's attention is one fused qkv linear: its LoRA runs one dropout over the shared input, and keeps
         // the adapted outputs zero-padded to the full q|k|v width for the concatenation.
         let litgpt_qkv = plan.framework == Framework::Litgpt
@@ -841,9 +869,11 @@ fn layer_saved(
             && plan.method != Method::Full;
         let mut qkv_dropout_kept = false;
         for l in members {
+            let rows = rows_of(l);
+            let routed = usize::from(l.copies > 1);
             if full || parametrized(plan, l) {
                 if d.r == d.c || attn_out_kept {
-                    shared_saved = true;
+                    shared_saved[routed] = true;
                 } else {
                     // Autocast casts the fp32 input separately for each module and keeps each 16-bit copy.
                     bytes += d.c * rows * w;
@@ -886,7 +916,7 @@ fn layer_saved(
                     // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit.
                     bytes += ad * rows * w;
                 } else {
-                    shared_saved = true;
+                    shared_saved[routed] = true;
                 }
                 match plan.peft {
                     // LoHa builds the dense update (B1 A1) ⊙ (B2 A2) in the adapter dtype each forward, and the
@@ -916,7 +946,7 @@ fn layer_saved(
                 // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the
                 // frozen weight needs no gradient: shared when the stream is already in the compute dtype.
                 if d.r == d.c || attn_out_kept {
-                    shared_saved = true;
+                    shared_saved[routed] = true;
                 } else {
                     bytes += d.c * rows * w;
                 }
@@ -926,8 +956,15 @@ fn layer_saved(
                 }
             }
         }
-        if shared_saved && !attn_out_kept {
-            bytes += d.r * rows * w;
+        if !attn_out_kept {
+            for (routed, kept) in shared_saved.into_iter().enumerate() {
+                if kept {
+                    bytes += d.r * n * if routed == 1 { k_route } else { 1.0 } * w;
+                }
+            }
+        }
+        if g.contains(&LinearInput::MlpNorm) && shared_saved[0] {
+            mlp_norm_kept = true;
         }
     }
 
@@ -992,6 +1029,21 @@ fn layer_saved(
         }
         crate::arch::Mlp::Plain => d.m * n * inter,
     };
+    // A shared expert is a gated MLP over every token (traced on CPU: Qwen2-MoE); its sigmoid gate's product keeps
+    // the expert's output and the sigmoid.
+    let shared = arch.shared_expert_intermediate as Count;
+    if shared > 0.0 {
+        bytes += if plan.compile || plan.liger || webgpu {
+            2.0
+        } else {
+            3.0
+        } * d.m
+            * n
+            * shared;
+        if arch.shared_expert_gate {
+            bytes += d.m * n * (h + 1.0);
+        }
+    }
     if arch.experts > 1 {
         bytes += if arch.router_topk_softmax {
             // The top-k indices and the softmax over those k logits, in the compute dtype.
@@ -1007,7 +1059,7 @@ fn layer_saved(
         bytes += (d.m * h + 16.0) * n * k_route;
         // A trainable router keeps its own input, the norm output, beside the routed copies the experts keep
         // (traced on CPU: gpt-oss full fine-tuning).
-        if full {
+        if full && !mlp_norm_kept {
             bytes += d.c * n * h;
         }
     }
@@ -1276,13 +1328,31 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         .fold((0.0, 0.0), |(sum, max): (Count, Count), w| {
             (sum + w, max.max(w))
         });
+    // Building W + BA casts each expert's A and B to the compute dtype, and the product keeps both casts.
+    let factor_casts = if d.a != d.c && parametrized_weights > 0.0 {
+        let r = plan.rank as Count;
+        let factors: Count = linears
+            .iter()
+            .filter(|l| parametrized(plan, l))
+            .map(|l| l.copies as Count * r * (l.in_features + l.out_features) as Count)
+            .sum();
+        let shared_a = if parametrized_gate_up(plan, &linears) {
+            arch.experts as Count * r * arch.hidden as Count
+        } else {
+            0.0
+        };
+        d.c * (factors - shared_a)
+    } else {
+        0.0
+    };
     let copies_per_layer = if fp32_frozen_base {
         d.c * arch.layer_linear_weight_params() as Count
     } else if gptq {
         d.c * quantized_layer_weights
     } else {
         0.0
-    } + d.c * parametrized_weights;
+    } + d.c * parametrized_weights
+        + factor_casts;
     // The frozen fp32 head is cast the same way for each matmul it takes part in: once for the whole batch, or
     // once per 128-token chunk of litgpt's chunked head, each copy kept until that chunk's backward. QLoRA's head
     // is such a head too once `prepare_model_for_kbit_training` upcasts every unquantized weight (HF QLoRA traced
@@ -1476,11 +1546,14 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     // A parametrized expert parameter's dense 16-bit gradient, on its way to B and A.
     let parametrized_grad = d.c * largest_parametrized;
+    // The widest MLP in backward: the routed experts' rows, or a shared expert's, whose backward runs apart.
+    let mlp_inner =
+        (arch.intermediate as Count * k_route).max(arch.shared_expert_intermediate as Count);
     let grad_flow = if plan.framework == Framework::Webgpu {
         // The residual stream's gradient, and the MLP's three gradients at their widest moment.
-        4.0 * n * h + 12.0 * n * arch.intermediate as Count * k_route + scores_grad
+        4.0 * n * h + 12.0 * n * mlp_inner + scores_grad
     } else {
-        2.0 * d.r * n * h + 3.0 * d.m * n * arch.intermediate as Count * k_route + scores_grad
+        2.0 * d.r * n * h + 3.0 * d.m * n * mlp_inner + scores_grad
     } + parametrized_grad;
     let recompute = if plan.grad_checkpointing {
         per_layer + per_layer_scores + mask + copies_per_layer

@@ -14,6 +14,7 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "qwen2",
     "qwen3",
     "qwen3_moe",
+    "qwen2_moe",
     "gemma",
     "gemma2",
     "gemma3",
@@ -179,6 +180,17 @@ fn size_defaults(model_type: &str) -> &'static [(&'static str, u64)] {
             ("num_experts_per_tok", 8),
             ("moe_intermediate_size", 768),
         ],
+        "qwen2_moe" => &[
+            ("vocab_size", 151_936),
+            ("hidden_size", 2048),
+            ("num_hidden_layers", 24),
+            ("num_attention_heads", 16),
+            ("num_key_value_heads", 16),
+            ("num_experts", 60),
+            ("num_experts_per_tok", 4),
+            ("moe_intermediate_size", 1408),
+            ("shared_expert_intermediate_size", 5632),
+        ],
         "gpt_oss" => &[
             ("vocab_size", 201_088),
             ("hidden_size", 2880),
@@ -329,9 +341,10 @@ fn import_typed(model_type: &str, map: &Map<String, Value>) -> Result<Architectu
     let mut a = Architecture::llama(model_type, layers, hidden, 0, heads, heads, vocab);
     a.model_type = model_type.to_string();
     match model_type {
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "gemma" | "gemma2"
-        | "gemma3_text" | "olmo2" => {
-            a.intermediate = if model_type == "qwen3_moe" {
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "qwen2_moe"
+        | "gemma" | "gemma2" | "gemma3_text" | "olmo2" => {
+            let qwen_moe = matches!(model_type, "qwen3_moe" | "qwen2_moe");
+            a.intermediate = if qwen_moe {
                 f.need(&["moe_intermediate_size"])?
             } else {
                 f.need(&["intermediate_size"])?
@@ -344,7 +357,9 @@ fn import_typed(model_type: &str, map: &Map<String, Value>) -> Result<Architectu
                 default_head_dim(hidden)?
             };
             a.tied_embeddings = f.flag("tie_word_embeddings", gemma)?;
-            a.qkv_bias = model_type == "qwen2" || f.flag("attention_bias", false)?;
+            a.qkv_bias = model_type == "qwen2"
+                || (model_type == "qwen2_moe" && f.flag("qkv_bias", true)?)
+                || f.flag("attention_bias", false)?;
             a.o_bias = f.flag("attention_bias", false)?;
             a.mlp_bias = f.flag("mlp_bias", false)?;
             // OLMo 2 multiplies by its norm weights in fp32 before casting back, as Gemma does.
@@ -366,9 +381,15 @@ fn import_typed(model_type: &str, map: &Map<String, Value>) -> Result<Architectu
                 a.experts = f.uint(&["num_local_experts"])?.unwrap_or(8);
                 a.experts_per_token = f.uint(&["num_experts_per_tok"])?.unwrap_or(2);
             }
-            if model_type == "qwen3_moe" {
+            if qwen_moe {
                 a.experts = f.need(&["num_experts"])?;
                 a.experts_per_token = f.need(&["num_experts_per_tok"])?;
+                if model_type == "qwen2_moe" {
+                    // Every Qwen2-MoE block runs a dense shared expert beside the routed ones, scaled by a sigmoid
+                    // gate.
+                    a.shared_expert_intermediate = f.need(&["shared_expert_intermediate_size"])?;
+                    a.shared_expert_gate = true;
+                }
                 let dense_layers = match map.get("mlp_only_layers") {
                     None | Some(Value::Null) => false,
                     Some(Value::Array(v)) => !v.is_empty(),

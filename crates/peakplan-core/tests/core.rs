@@ -168,6 +168,8 @@ fn preset_parameter_counts_match_the_real_models() {
     check("qwen2.5-72b", 72_706_203_648);
     check("gemma-2-2b", 2_614_341_888);
     check("gemma-2-27b", 27_227_128_320);
+    // Qwen1.5-MoE-A2.7B: 60 routed experts, a shared expert and its gate per layer; Qwen states 14.3B.
+    check("qwen1.5-moe-a2.7b", 14_315_784_192);
     // Mistral Small 3: the text model's count in a public spec, which the shapes reproduce.
     check("mistral-small-24b", 23_572_403_200);
     // gpt-oss: no exact count is published; these sum OpenAI's reference modules (biased attention with 64
@@ -243,9 +245,20 @@ fn fused_moe_experts_stay_16_bit_under_a_quantized_transformers_base() {
     // litgpt quantizes its per-expert linears whatever transformers does; LoRA has nothing to quantize.
     let lit = |extra: &str| q(&format!("&fw=litgpt{extra}")).peak_allocated_bytes;
     assert_eq!(lit(""), lit("&moe=linear"));
-    let lora =
-        |extra: &str| est(&format!("model=qwen3-30b-a3b&method=lora{extra}")).peak_allocated_bytes;
-    assert_eq!(lora(""), lora("&moe=linear"));
+    // LoRA on the default targets adapts the experts: per-expert gate and up Linears have an A each, while the
+    // halves of one 3D gate_up_proj share it (48 layers x 128 experts x r 16 x 2048 fp32 parameters fewer, each with
+    // its gradient, two Adam moments and the foreach temporary: 20 B).
+    let lora = |extra: &str| est(&format!("model=qwen3-30b-a3b&method=lora{extra}"));
+    let (fused_lora, linear_lora) = (lora(""), lora("&moe=linear"));
+    let shared_a: u64 = 48 * 128 * 16 * 2048;
+    assert_eq!(
+        linear_lora.trainable_params - fused_lora.trainable_params,
+        shared_a
+    );
+    assert_eq!(
+        linear_lora.peak_allocated_bytes - fused_lora.peak_allocated_bytes,
+        20 * shared_a
+    );
     // LoRA on the 3D experts (PEFT target_parameters) keeps each layer's dense 16-bit W + BA until its backward;
     // per-expert Linears keep no such copy, and checkpointing rebuilds one layer at a time.
     let copies = |targets: &str, extra: &str| {
@@ -255,7 +268,10 @@ fn fused_moe_experts_stay_16_bit_under_a_quantized_transformers_base() {
         .component(Kind::WeightCopies)
     };
     let experts = "q,v,gate,up,down";
-    assert_eq!(copies(experts, "&gc=0"), 2 * expert_weights);
+    // With them, the bf16 casts of each expert's fp32 A and B that built it: gate_up's shared A (2048) and B
+    // (2 x 768), down's A (768) and B (2048), at rank 16.
+    let factor_casts: u64 = 48 * 128 * 16 * (2048 + 2 * 768 + 768 + 2048) * 2;
+    assert_eq!(copies(experts, "&gc=0"), 2 * expert_weights + factor_casts);
     assert_eq!(copies(experts, "&gc=0&moe=linear"), 0);
     assert_eq!(copies("q,v", "&gc=0"), 0);
     assert_eq!(copies(experts, "&gc=1"), 0);
@@ -392,6 +408,20 @@ fn query_key_norm_families_import_with_their_parameter_counts() {
             .to_string();
         assert!(e.contains("mixes dense and MoE layers"), "{mixed}: {e}");
     }
+    // Qwen2-MoE takes its sizes from Qwen2MoeConfig's defaults (Qwen1.5-MoE-A2.7B's) where a config leaves them
+    // out: 60 experts of 1408, 4 a token, a 5632-wide shared expert and its gate, biased q/k/v.
+    let q2 = import(r#"{"model_type":"qwen2_moe"}"#);
+    assert_eq!(q2.total_params(), 14_315_784_192);
+    assert_eq!(
+        (q2.experts, q2.experts_per_token, q2.intermediate),
+        (60, 4, 1408)
+    );
+    assert!(q2.shared_expert_intermediate == 5632 && q2.shared_expert_gate && q2.qkv_bias);
+    assert!(!import(r#"{"model_type":"qwen2_moe","qkv_bias":false}"#).qkv_bias);
+    let mixed = import_config(r#"{"model_type":"qwen2_moe","mlp_only_layers":[0,1]}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(mixed.contains("mixes dense and MoE layers"), "{mixed}");
     // Gemma-3-1B (gemma3_text): 999,885,952 parameters; no softcapping unless a value is given.
     let g1 = import(
         r#"{"model_type":"gemma3_text","hidden_size":1152,"intermediate_size":6912,"num_hidden_layers":26,"num_attention_heads":4,"num_key_value_heads":1,"head_dim":256,"vocab_size":262144}"#,
@@ -1803,7 +1833,7 @@ fn cpu_traces_of_real_steps_match_the_engine() {
             (traced as f64, e.peak_allocated_bytes as f64),
         );
     }
-    assert_eq!(peaks.len(), 64, "every traced family case is replayed");
+    assert_eq!(peaks.len(), 72, "every traced family case is replayed");
 
     // Each family is traced at one and two layers: the difference is what one layer adds, and the engine's must
     // match it to 0.5% (the totals above also hold the layer-independent part). Falcon's is the known gap.
