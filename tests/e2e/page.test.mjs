@@ -266,8 +266,9 @@ await test('the MoE experts select applies to QLoRA of an MoE model; per-expert 
   const fused = await bytes(page, 'value-peak');
   await select.selectOption('linear'); await page.waitForTimeout(300);
   const linear = await bytes(page, 'value-peak');
-  // 28,991,029,248 expert weights: 2 B each as 3D parameters, 0.5 B packed per Linear.
-  assert(fused - linear > 40e9, `peak ${fused} -> ${linear}`);
+  // 28,991,029,248 expert weights: 2 B each as 3D parameters, 0.5 B packed per Linear (43.5 GB less), while
+  // per-expert Linears give gate and up an A each where the fused gate_up_proj shares one (about 4 GB more).
+  assert(fused - linear > 38e9, `peak ${fused} -> ${linear}`);
   assert(page.url().includes('moe=linear'), `url: ${page.url()}`);
   // With 3D experts, checked expert targets mean PEFT's target_parameters, and the targets say so.
   assert(await page.locator('[data-testid="moe-targets-note"]').count() === 0, 'note shown for per-expert Linears');
