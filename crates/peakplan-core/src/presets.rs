@@ -44,6 +44,7 @@ pub const MODELS: &[ModelPreset] = &[
     ModelPreset { id: "phi-4", name: "Phi-4", hf_id: "microsoft/phi-4", config_json: include_str!("../presets/phi-4.json") },
     ModelPreset { id: "pythia-1.4b", name: "Pythia 1.4B", hf_id: "EleutherAI/pythia-1.4b", config_json: include_str!("../presets/pythia-1.4b.json") },
     ModelPreset { id: "qwen1.5-moe-a2.7b", name: "Qwen1.5 MoE A2.7B (MoE)", hf_id: "Qwen/Qwen1.5-MoE-A2.7B", config_json: include_str!("../presets/qwen1.5-moe-a2.7b.json") },
+    ModelPreset { id: "qwen2-57b-a14b", name: "Qwen2 57B-A14B (MoE)", hf_id: "Qwen/Qwen2-57B-A14B", config_json: include_str!("../presets/qwen2-57b-a14b.json") },
     ModelPreset { id: "qwen2.5-0.5b", name: "Qwen2.5 0.5B", hf_id: "Qwen/Qwen2.5-0.5B", config_json: include_str!("../presets/qwen2.5-0.5b.json") },
     ModelPreset { id: "qwen2.5-1.5b", name: "Qwen2.5 1.5B", hf_id: "Qwen/Qwen2.5-1.5B", config_json: include_str!("../presets/qwen2.5-1.5b.json") },
     ModelPreset { id: "qwen2.5-14b", name: "Qwen2.5 14B", hf_id: "Qwen/Qwen2.5-14B", config_json: include_str!("../presets/qwen2.5-14b.json") },

@@ -170,6 +170,8 @@ fn preset_parameter_counts_match_the_real_models() {
     check("gemma-2-27b", 27_227_128_320);
     // Qwen1.5-MoE-A2.7B: 60 routed experts, a shared expert and its gate per layer; Qwen states 14.3B.
     check("qwen1.5-moe-a2.7b", 14_315_784_192);
+    // Qwen2-57B-A14B: Qwen states 57.4B total, 14B activated.
+    check("qwen2-57b-a14b", 57_408_658_944);
     // Mistral Small 3: the text model's count in a public spec, which the shapes reproduce.
     check("mistral-small-24b", 23_572_403_200);
     // gpt-oss: no exact count is published; these sum OpenAI's reference modules (biased attention with 64
