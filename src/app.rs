@@ -653,7 +653,7 @@ fn Verdict() -> impl IntoView {
             (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
             (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
             _ => format!(
-                "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU.",
+                "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU (\"On other GPUs\" below counts them).",
                 if p.method == Method::Qlora { "" } else { "QLoRA, " }
             ),
         };

@@ -103,7 +103,7 @@ pub fn table_html(rows: &[GpuFit], current_gpu: &str, micro_batch: u64, seq_len:
         ""
     };
     format!(
-        r#"<table><thead><tr><th>GPU</th><th class="num">Memory</th><th class="num">Verdict</th><th class="num">Largest batch at s={seq_len}</th><th class="num">Longest sequence at b={micro_batch}</th><th class="num">GPUs needed</th><th></th></tr></thead><tbody>{body}</tbody></table><p class="note">GPUs needed: one as planned; more share the parameters, gradients and optimizer states (ZeRO-3 / FSDP full shard, or the plan's own layer split), each with this micro-batch.</p>{none}"#
+        r#"<table><thead><tr><th>GPU</th><th class="num">Memory</th><th class="num">Verdict</th><th class="num wrap">Largest batch<br>at s={seq_len}</th><th class="num wrap">Longest sequence<br>at b={micro_batch}</th><th class="num wrap">GPUs<br>needed</th><th></th></tr></thead><tbody>{body}</tbody></table><p class="note">GPUs needed: one as planned; more share the parameters, gradients and optimizer states (ZeRO-3 / FSDP full shard, or the plan's own layer split), each with this micro-batch.</p>{none}"#
     )
 }
 
@@ -132,7 +132,8 @@ mod tests {
         assert!(html
             .contains(r#"class="short current" data-testid="gpu-row-rtx-4090" data-fits="false""#));
         assert!(
-            html.contains("Largest batch at s=2048") && html.contains("Longest sequence at b=2")
+            html.contains("Largest batch<br>at s=2048")
+                && html.contains("Longest sequence<br>at b=2")
         );
         assert!(!html.contains("gpu-table-none"));
     }
