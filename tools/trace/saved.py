@@ -37,7 +37,9 @@ if not a.full:
     model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
                                              target_modules=a.targets.split(","), task_type="CAUSAL_LM", **extra))
     model = model.base_model.model
-inner = next(m for m in model.modules() if hasattr(m, "layers") and hasattr(m, "rotary_emb"))
+# The decoder stack: `layers` in most families, `h` in Falcon's.
+inner = next(m for m in model.modules() if hasattr(m, "rotary_emb") and (hasattr(m, "layers") or hasattr(m, "h")))
+blocks = inner.layers if hasattr(inner, "layers") else inner.h
 params = {p.untyped_storage().data_ptr() for p in model.parameters()}
 saved = {}
 
@@ -53,7 +55,9 @@ x = torch.randn(a.b, a.s, cfg.hidden_size, dtype=torch.bfloat16, requires_grad=T
 positions = torch.arange(a.s).unsqueeze(0).expand(a.b, a.s)
 rope = inner.rotary_emb(x, positions)
 with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-    inner.layers[0](x, position_embeddings=rope, attention_mask=None)
+    # Falcon's layer also requires its ALiBi bias (None: rotary).
+    falcon = type(blocks[0]).__name__.startswith("Falcon")
+    blocks[0](x, position_embeddings=rope, attention_mask=None, **({"alibi": None} if falcon else {}))
 total = 0
 for nbytes, shape, dtype in sorted(saved.values(), key=lambda v: -v[0]):
     print(f"{nbytes:>12,} B  {dtype:<15} {shape}")
