@@ -1,10 +1,10 @@
 //! The advisor panel: "it doesn't fit: what do I change?", computed off the slider's critical path.
 
-use crate::app::ctx;
+use crate::app::{ctx, on_settled_plan};
 use leptos::prelude::*;
 use peakplan_core::advise::{advise, Advice, Suggestion};
+use peakplan_core::presets;
 use peakplan_core::units::format_bytes;
-use peakplan_core::{preset_arch, presets};
 use std::time::Duration;
 
 /// Waits this long after the last change before advising: the search runs thousands of estimates.
@@ -16,23 +16,14 @@ const SETTLE: Duration = Duration::from_millis(120);
 pub fn Advisor() -> impl IntoView {
     let c = ctx();
     let advice: RwSignal<Option<Advice>> = RwSignal::new(None);
-    let pending = StoredValue::new(None::<TimeoutHandle>);
-    Effect::new(move |_| {
-        let plan = c.plan.get();
-        let custom = c.custom.get();
-        if let Some(h) = pending.get_value() {
-            h.clear();
-        }
-        let handle = set_timeout_with_handle(
-            move || {
-                let arch = custom.as_ref().unwrap_or_else(|| preset_arch(&plan));
-                let cap = presets::gpu(&plan.gpu).map(|g| g.capacity_bytes);
-                advice.set(Some(advise(arch, &plan, cap)));
-            },
-            SETTLE,
-        );
-        pending.set_value(handle.ok());
-    });
+    on_settled_plan(
+        SETTLE,
+        || true,
+        move |arch, plan| {
+            let cap = presets::gpu(&plan.gpu).map(|g| g.capacity_bytes);
+            advice.set(Some(advise(arch, plan, cap)));
+        },
+    );
     let row = move |s: Suggestion, testid: String, lead: bool| {
         let after = s.plan.clone();
         let apply = s.plan.clone();

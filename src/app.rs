@@ -78,6 +78,33 @@ pub(crate) fn ctx() -> Ctx {
     use_context::<Ctx>().expect("App provides the context")
 }
 
+/// Runs `work` on the plan and its architecture (the pasted config, else the preset) `settle` after the last change,
+/// and only while `active` holds: for panels whose searches run many estimates, kept off the slider's path.
+pub(crate) fn on_settled_plan(
+    settle: std::time::Duration,
+    active: impl Fn() -> bool + 'static,
+    work: impl Fn(&Architecture, &Plan) + Clone + 'static,
+) {
+    let c = ctx();
+    let pending = StoredValue::new(None::<TimeoutHandle>);
+    Effect::new(move |_| {
+        if !active() {
+            return;
+        }
+        let plan = c.plan.get();
+        let custom = c.custom.get();
+        if let Some(h) = pending.get_value() {
+            h.clear();
+        }
+        let work = work.clone();
+        let handle = set_timeout_with_handle(
+            move || work(custom.as_ref().unwrap_or_else(|| preset_arch(&plan)), &plan),
+            settle,
+        );
+        pending.set_value(handle.ok());
+    });
+}
+
 impl Ctx {
     pub(crate) fn set(&self, key: &str, value: &str) {
         self.input_started.set_value(Some(browser::now_ms()));

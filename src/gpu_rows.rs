@@ -69,14 +69,7 @@ pub fn table_html(rows: &[GpuFit], current_gpu: &str, micro_batch: u64, seq_len:
     let mut body = String::new();
     for r in rows {
         let current = r.id == current_gpu;
-        let verdict = if r.fits {
-            format!(
-                "fits, {} free",
-                format_bytes(r.capacity_bytes - r.device_bytes)
-            )
-        } else {
-            format!("{} short", format_bytes(r.device_bytes - r.capacity_bytes))
-        };
+        let verdict = r.verdict();
         let action = if current && r.fits {
             r#"<span class="note">current</span>"#.to_string()
         } else {

@@ -1,10 +1,9 @@
 //! "Which GPU?": the plan on every bundled GPU, worked out off the slider's critical path and only while open.
 
-use crate::app::ctx;
+use crate::app::{ctx, on_settled_plan};
 use crate::gpu_rows::{summary, table_html, UseGpu};
 use leptos::prelude::*;
 use peakplan_core::gpu_choice::{gpu_fits, plan_on_gpus};
-use peakplan_core::preset_arch;
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 
@@ -32,31 +31,19 @@ pub fn GpuTable() -> impl IntoView {
     let c = ctx();
     let open = RwSignal::new(false);
     let table: RwSignal<Option<String>> = RwSignal::new(None);
-    let pending = StoredValue::new(None::<TimeoutHandle>);
-    Effect::new(move |_| {
-        if !open.get() {
-            return;
-        }
-        let plan = c.plan.get();
-        let custom = c.custom.get();
-        if let Some(h) = pending.get_value() {
-            h.clear();
-        }
-        let handle = set_timeout_with_handle(
-            move || {
-                let arch = custom.as_ref().unwrap_or_else(|| preset_arch(&plan));
-                let rows = gpu_fits(arch, &plan);
-                table.set(Some(table_html(
-                    &rows,
-                    &plan.gpu,
-                    plan.micro_batch,
-                    plan.seq_len,
-                )));
-            },
-            SETTLE,
-        );
-        pending.set_value(handle.ok());
-    });
+    on_settled_plan(
+        SETTLE,
+        move || open.get(),
+        move |arch, plan| {
+            let rows = gpu_fits(arch, plan);
+            table.set(Some(table_html(
+                &rows,
+                &plan.gpu,
+                plan.micro_batch,
+                plan.seq_len,
+            )));
+        },
+    );
     let line = move || {
         let device = c.computed.with(|comp| comp.selected.device_bytes);
         summary(device, c.plan.with(|p| p.gpus))

@@ -542,19 +542,11 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
     );
     let opt = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
     for r in &rows {
-        let verdict = if r.fits {
-            format!(
-                "fits, {} free",
-                format_bytes(r.capacity_bytes - r.device_bytes)
-            )
-        } else {
-            format!("{} short", format_bytes(r.device_bytes - r.capacity_bytes))
-        };
         out.push_str(&format!(
             "{:<22} {:>10} {:>20}  {:>10} {:>13} {:>12}\n",
             r.id,
             format_bytes(r.capacity_bytes),
-            verdict,
+            r.verdict(),
             opt(r.max_batch),
             opt(r.max_seq),
             r.gpus_needed.map_or("none".to_string(), |n| n.to_string())

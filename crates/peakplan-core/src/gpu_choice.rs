@@ -6,6 +6,7 @@ use crate::engine::estimate;
 use crate::plan::Plan;
 use crate::presets::{GpuPreset, GPUS};
 use crate::solve;
+use crate::units::format_bytes;
 use serde::Serialize;
 
 /// GPU counts tried for [`GpuFit::gpus_needed`]: the sizes of one node, then of the clusters people rent.
@@ -29,6 +30,23 @@ pub struct GpuFit {
     /// ZeRO-3 / FSDP full shard (or split by layers, when the plan splits layers). None: not even 64; sharding
     /// splits parameters, gradients and optimizer states, never a GPU's own activations and logits.
     pub gpus_needed: Option<u64>,
+}
+
+impl GpuFit {
+    /// The verdict in words: "fits, 4.98 GiB free" or "850 MiB short".
+    pub fn verdict(&self) -> String {
+        if self.fits {
+            format!(
+                "fits, {} free",
+                format_bytes(self.capacity_bytes - self.device_bytes)
+            )
+        } else {
+            format!(
+                "{} short",
+                format_bytes(self.device_bytes - self.capacity_bytes)
+            )
+        }
+    }
 }
 
 /// The plan on `n` GPUs: a single GPU keeps no sharding; several shard the parameters, gradients and optimizer
