@@ -296,7 +296,27 @@ fn gpus_json_has_a_row_per_bundled_gpu_with_the_cores_numbers() {
     let plan = Plan::parse_query(query).plan;
     let need = estimate(preset_arch(&plan), &plan).device_bytes;
     let mut fitting = 0;
+    // The keys the README documents for scripts, and no others.
+    let keys = [
+        "capacity_bytes",
+        "device_bytes",
+        "fits",
+        "gpus_needed",
+        "id",
+        "max_batch",
+        "max_seq",
+        "name",
+        "short_name",
+    ];
     for r in rows {
+        let mut have: Vec<&str> = r
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        have.sort_unstable();
+        assert_eq!(have, keys, "{r}");
         let cap = r["capacity_bytes"].as_u64().expect("capacity_bytes");
         assert_eq!(r["device_bytes"].as_u64(), Some(need), "{r}");
         assert_eq!(r["fits"].as_bool(), Some(need <= cap), "{r}");
