@@ -37,7 +37,7 @@ pub fn App() -> impl IntoView {
     let computed = Memo::new(move |_| {
         let p = plan.get();
         let c = custom.get();
-        let arch = c.as_ref().unwrap_or_else(|| preset_arch(&p));
+        let arch = planned_arch(&c, &p);
         let mut comp = Computed::new(arch, &p);
         if let Some(after) = preview.get() {
             comp.add_preview(arch, &after);
@@ -78,6 +78,11 @@ pub(crate) fn ctx() -> Ctx {
     use_context::<Ctx>().expect("App provides the context")
 }
 
+/// The planned model: the pasted config, else the plan's preset.
+pub(crate) fn planned_arch<'a>(custom: &'a Option<Architecture>, plan: &Plan) -> &'a Architecture {
+    custom.as_ref().unwrap_or_else(|| preset_arch(plan))
+}
+
 /// Runs `work` on the plan and its architecture (the pasted config, else the preset) `settle` after the last change,
 /// and only while `active` holds: for panels whose searches run many estimates, kept off the slider's path.
 pub(crate) fn on_settled_plan(
@@ -97,10 +102,8 @@ pub(crate) fn on_settled_plan(
             h.clear();
         }
         let work = work.clone();
-        let handle = set_timeout_with_handle(
-            move || work(custom.as_ref().unwrap_or_else(|| preset_arch(&plan)), &plan),
-            settle,
-        );
+        let handle =
+            set_timeout_with_handle(move || work(planned_arch(&custom, &plan), &plan), settle);
         pending.set_value(handle.ok());
     });
 }
@@ -584,8 +587,8 @@ fn TargetPicker(#[prop(into)] disabled: Signal<Option<&'static str>>) -> impl In
 
 /// Whether the planned model (the pasted config, else the preset) routes tokens to experts.
 fn is_moe(c: Ctx) -> bool {
-    let pasted = c.custom.with(|a| a.as_ref().map(|a| a.experts > 1));
-    pasted.unwrap_or_else(|| c.plan.with(|p| preset_arch(p).experts > 1))
+    c.custom
+        .with(|custom| c.plan.with(|p| planned_arch(custom, p).experts > 1))
 }
 
 /// A LoRA plan on an MoE model under transformers whose experts are 3D parameters, with expert targets checked.

@@ -4,12 +4,11 @@
 //! The components only lay out the controls: each event calls one plain method of the component's state, so the
 //! view types (and the code generated for them) stay small.
 
-use crate::app::{ctx, Ctx};
+use crate::app::{ctx, planned_arch, Ctx};
 use crate::browser;
 use leptos::ev::{DragEvent, Event};
 use leptos::prelude::*;
 use peakplan_core::interop::{export, import_over, ExportFormat, MAX_IMPORT_BYTES};
-use peakplan_core::preset_arch;
 use wasm_bindgen::JsCast;
 
 /// The state of "Copy as code".
@@ -33,10 +32,10 @@ impl Copier {
     fn copy(self) {
         let p = self.c.plan.get_untracked();
         let f = self.format.get_untracked();
-        let text = self.c.custom.with_untracked(|a| match a {
-            Some(a) => export(&p, a, f),
-            None => export(&p, preset_arch(&p), f),
-        });
+        let text = self
+            .c
+            .custom
+            .with_untracked(|a| export(&p, planned_arch(a, &p), f));
         browser::copy(&text);
         self.status.set(format!(
             "{} copied ({} lines)",

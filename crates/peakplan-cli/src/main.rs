@@ -549,7 +549,7 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
             r.verdict(),
             opt(r.max_batch),
             opt(r.max_seq),
-            r.gpus_needed.map_or("none".to_string(), |n| n.to_string())
+            opt(r.gpus_needed)
         ));
     }
     out.push_str(&format!(

@@ -406,6 +406,12 @@ fn parametrized_gate_up(plan: &Plan, linears: &[Linear]) -> bool {
     hit(Target::Gate) && hit(Target::Up)
 }
 
+/// Whether `l` is the up half of a parametrized `gate_up_proj` whose A the gate half carries (`shared_a` from
+/// [`parametrized_gate_up`]).
+fn a_shared_with_gate(l: &Linear, shared_a: bool) -> bool {
+    shared_a && l.copies > 1 && l.selected_by == Target::Up.bit()
+}
+
 /// bitsandbytes' 4-bit and 8-bit matmuls up to 0.44 keep their input for backward (`qsave=1`); GPTQ's keep the
 /// dequantized weight instead (see `copies_per_layer`).
 fn bnb_saves_input(plan: &Plan) -> bool {
@@ -649,7 +655,7 @@ fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Sh
             let shared_a = parametrized_gate_up(plan, linears);
             for l in linears.iter().filter(|l| adapted(plan, l)) {
                 let copies = l.copies as Count * layers;
-                if shared_a && l.copies > 1 && l.selected_by == Target::Up.bit() {
+                if a_shared_with_gate(l, shared_a) {
                     // up_proj is the second half of gate_up_proj, whose A the gate half already counted.
                     t.push(TensorShape {
                         rows: l.out_features as Count,
@@ -859,8 +865,8 @@ fn layer_saved(
         };
         let w = width(first.input);
         // MoE expert inputs are routed copies: each token reaches k experts. A shared expert beside them reads
-        // the tokens themselves, so one group may hold two tensors: the routed copies and the plain input.
-        let rows_of = |l: &Linear| n * if l.copies > 1 { k_route } else { 1.0 };
+        // the tokens themselves, so one group may hold two tensors: the plain input [0] and the routed copies [1].
+        let rows_by_kind = [n, n * k_route];
         let mut shared_saved = [false; 2];
         // litgpt's attention is one fused qkv linear: its LoRA runs one dropout over the shared input, and keeps
         // the adapted outputs zero-padded to the full q|k|v width for the concatenation.
@@ -869,8 +875,8 @@ fn layer_saved(
             && plan.method != Method::Full;
         let mut qkv_dropout_kept = false;
         for l in members {
-            let rows = rows_of(l);
             let routed = usize::from(l.copies > 1);
+            let rows = rows_by_kind[routed];
             if full || parametrized(plan, l) {
                 if d.r == d.c || attn_out_kept {
                     shared_saved[routed] = true;
@@ -957,9 +963,9 @@ fn layer_saved(
             }
         }
         if !attn_out_kept {
-            for (routed, kept) in shared_saved.into_iter().enumerate() {
+            for (rows, kept) in rows_by_kind.into_iter().zip(shared_saved) {
                 if kept {
-                    bytes += d.r * n * if routed == 1 { k_route } else { 1.0 } * w;
+                    bytes += d.r * rows * w;
                 }
             }
         }
@@ -1320,31 +1326,25 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let gptq = plan.gptq_bits().is_some();
     let fp32_frozen_base = d.amp && d.w == 4.0 && plan.method == Method::Lora && !d.sharded_cast;
     // Expert parameters LoRA reaches through `target_parameters`: all of them are rebuilt dense and kept, and the
-    // largest one's dense gradient passes through backward.
-    let (parametrized_weights, largest_parametrized) = linears
-        .iter()
-        .filter(|l| parametrized(plan, l))
-        .map(|l| l.weight_params() as Count)
-        .fold((0.0, 0.0), |(sum, max): (Count, Count), w| {
-            (sum + w, max.max(w))
-        });
-    // Building W + BA casts each expert's A and B to the compute dtype, and the product keeps both casts.
-    let factor_casts = if d.a != d.c && parametrized_weights > 0.0 {
-        let r = plan.rank as Count;
-        let factors: Count = linears
-            .iter()
-            .filter(|l| parametrized(plan, l))
-            .map(|l| l.copies as Count * r * (l.in_features + l.out_features) as Count)
-            .sum();
-        let shared_a = if parametrized_gate_up(plan, &linears) {
-            arch.experts as Count * r * arch.hidden as Count
-        } else {
-            0.0
-        };
-        d.c * (factors - shared_a)
-    } else {
-        0.0
-    };
+    // largest one's dense gradient passes through backward. Building W + BA casts each expert's A and B to the
+    // compute dtype, and the product keeps both casts (up's A is the gate half's).
+    let shared_a = parametrized_gate_up(plan, &linears);
+    let rank = plan.rank as Count;
+    let (parametrized_weights, largest_parametrized, factors) =
+        linears.iter().filter(|l| parametrized(plan, l)).fold(
+            (0.0, 0.0, 0.0),
+            |(sum, max, factors): (Count, Count, Count), l| {
+                let w = l.weight_params() as Count;
+                let a_in = if a_shared_with_gate(l, shared_a) {
+                    0.0
+                } else {
+                    l.in_features as Count
+                };
+                let f = l.copies as Count * rank * (a_in + l.out_features as Count);
+                (sum + w, max.max(w), factors + f)
+            },
+        );
+    let factor_casts = if d.a != d.c { d.c * factors } else { 0.0 };
     let copies_per_layer = if fp32_frozen_base {
         d.c * arch.layer_linear_weight_params() as Count
     } else if gptq {
