@@ -1,0 +1,188 @@
+//! Stage 3b, the model's output: the logits and the loss as each framework computes them (standard, chunked,
+//! fused and kernel losses; Gemma 2's softcapping), what a training loop holds of the output through backward,
+//! and the key/value cache a Hugging Face model returns when trained without checkpointing.
+
+use super::count::{ceil_div, Count};
+use super::setup::{prefix_tokens, Setup};
+use crate::plan::{Attn, Framework, Loss, Method};
+
+/// The output's memory through the step.
+pub(super) struct Logits {
+    /// What the loss keeps at the end of forward.
+    pub forward: Count,
+    /// What the loss's backward holds at its largest, with what the loop holds of the output.
+    pub backward: Count,
+    /// The largest one block the loss allocates (for the allocator's cache).
+    pub block: Count,
+    pub kv_cache: Count,
+    /// The key/value cache while a loop that keeps the output holds it.
+    pub held_kv: Count,
+    /// What a loop that keeps the model output holds through backward and the step.
+    pub held_output: Count,
+}
+
+pub(super) fn logits(s: &Setup) -> Logits {
+    let (arch, plan, d, n, v) = (s.arch, s.plan, s.d, s.tokens, s.vocab);
+    let (forward, backward, block) = loss_memory(s);
+    // Gemma 2 softcaps the logits before the loss: under transformers (traced on CPU) the tanh output waits for
+    // backward beside them. litgpt's chunked head and torchtune's losses are not traced; they stay as they were.
+    let softcap = if arch.final_logit_softcap
+        && plan.loss == Loss::Standard
+        && plan.framework == Framework::Hf
+    {
+        d.compute * n * v
+    } else {
+        0.0
+    };
+    let (forward, backward) = (forward + softcap, backward + softcap);
+    // A loop that keeps the model's output until after the optimizer step holds the returned logits through
+    // backward and the step: fsdp_qlora's `output`, and torchtune's recipes before they learned to `del logits`
+    // (mid-2024). litgpt's profile keeps its logits already; chunked and fused losses return none.
+    let held_logits = if plan.returns_full_logits() {
+        plan.hold_logits_bits as Count / 8.0 * n * v
+    } else {
+        0.0
+    };
+    let backward = backward + held_logits;
+    // Without checkpointing a Hugging Face model leaves `use_cache` on in training and fills a key/value cache with
+    // every layer's rotated keys and values, unexpanded, returned with the output. Where attention works on
+    // head-expanded copies (grouped-query attention under SDPA or eager) the cache's tensors are extra; flash
+    // kernels keep the grouped ones themselves. The cache goes when the loop drops the output: before backward
+    // under the Trainer, after the step in loops that keep it (`hold`).
+    let kv_cache = if plan.framework == Framework::Hf
+        && !plan.grad_checkpointing
+        && plan.attn != Attn::Flash
+        && arch.kv_dim() < arch.q_dim()
+    {
+        s.layers
+            * 2.0
+            * d.compute
+            * arch.kv_dim() as Count
+            * (n + plan.micro_batch as Count * prefix_tokens(plan))
+    } else {
+        0.0
+    };
+    let held_kv = if plan.hold_logits_bits > 0 {
+        kv_cache
+    } else {
+        0.0
+    };
+    Logits {
+        forward,
+        backward,
+        block,
+        kv_cache,
+        held_kv,
+        held_output: held_logits + held_kv,
+    }
+}
+
+/// (kept at the end of forward, held at the largest moment of the loss's backward, the largest block). Forward
+/// keeps 16-bit logits, their fp32 upcast and the log-softmax output; backward peaks with the log-softmax output,
+/// its incoming gradient and the gradient it produces, all fp32.
+fn loss_memory(s: &Setup) -> (Count, Count, Count) {
+    let (plan, d, n, v) = (s.plan, s.d, s.tokens, s.vocab);
+    match (plan.loss, plan.framework) {
+        (Loss::Standard, Framework::Hf) => {
+            let up = if d.compute == 4.0 { 0.0 } else { 4.0 };
+            ((d.compute + up + 4.0) * n * v, 12.0 * n * v, 4.0 * n * v)
+        }
+        (Loss::Standard | Loss::Chunked, Framework::Torchtune) => torchtune_loss(s),
+        (Loss::Standard, Framework::Litgpt) => {
+            // Fabric returns the head's output cast to the default dtype, fp32, and `fit()` keeps those logits
+            // through backward. LoRA recipes run the head in 128-token chunks with a cross-entropy per chunk,
+            // each keeping its fp32 log-softmax; backward then gathers every chunk's 16-bit gradient before the
+            // head's backward: 10 B per logit at its start. Full fine-tuning runs the head unchunked: the fp32
+            // log-softmax, its incoming gradient and the gradient it makes beside the kept logits, 12 B.
+            let chunk = n.min(128.0) * v;
+            if plan.method == Method::Full {
+                (8.0 * n * v, 12.0 * n * v, 4.0 * n * v)
+            } else {
+                (8.0 * n * v + d.compute * chunk, 10.0 * n * v, 4.0 * chunk)
+            }
+        }
+        (Loss::Standard | Loss::Kernel | Loss::Chunked, Framework::Webgpu) => webgpu_loss(s),
+        (Loss::Chunked, _) => {
+            let chunk = (plan.chunk as Count).min(n);
+            // TRL's chunked NLL upcasts the head weight to fp32 for each chunk, and keeps no logits between chunks.
+            let head_copy = if d.weight == 4.0 {
+                0.0
+            } else {
+                4.0 * v * s.hidden
+            };
+            (
+                head_copy + 8.0 * chunk * v,
+                head_copy + 16.0 * chunk * v,
+                4.0 * chunk * v,
+            )
+        }
+        (Loss::Kernel, _) => {
+            // unsloth's cross-entropy kernel reads the 16-bit logits and keeps a log-sum-exp per token; its
+            // backward writes the logits' gradient into their own buffer.
+            let c = d.compute;
+            (c * n * v + 4.0 * n, c * n * v + 4.0 * n, c * n * v)
+        }
+        (Loss::Fused, _) => {
+            // Liger's fused linear cross-entropy: chunks sized so a chunk of logits is about the input's size,
+            // with the input gradient computed in the forward and kept.
+            let (c, h) = (d.compute, s.hidden);
+            let inc = ceil_div(v, h);
+            let chunk = (ceil_div(n, inc) as u64).next_power_of_two() as Count;
+            (c * chunk * v + c * n * h, c * n * h, c * chunk * v)
+        }
+    }
+}
+
+/// torchtune's standard and chunked losses.
+fn torchtune_loss(s: &Setup) -> (Count, Count, Count) {
+    let (plan, n, v) = (s.plan, s.tokens, s.vocab);
+    let c = s.d.compute;
+    if plan.loss == Loss::Standard {
+        // The decoder returns `output(h).float()` and the recipe deletes its reference after the loss: the fp32
+        // log-softmax stays for backward, which adds its incoming gradient and the gradient it makes. Under
+        // compile the loss is one fused kernel that keeps the fp32 logits themselves instead, but only in
+        // `lora_finetune_single_device`: the full and distributed recipes (0.4 to 0.6) call
+        // `training.compile_loss(loss)` without keeping the compiled module it returns, which only patches the
+        // chunked loss in place, so a plain cross-entropy runs eagerly there (traced on CPU: 12 B per logit).
+        return if plan.compile && plan.method != Method::Full && plan.gpus == 1 {
+            ((c + 4.0) * n * v, 8.0 * n * v, 4.0 * n * v)
+        } else {
+            ((c + 4.0).max(8.0) * n * v, 12.0 * n * v, 4.0 * n * v)
+        };
+    }
+    // CEWithChunkedOutputLoss: the head's output in 8 chunks of 16-bit logits, all kept. Eagerly each chunk is
+    // upcast and log-softmaxed in fp32 and kept too; compiled, the loss reads the 16-bit chunk and keeps only a
+    // log-sum-exp per token, and backward makes one chunk's 16-bit gradient at a time beside the saved chunks
+    // (torchtune 0.6's step traced on CPU: 8 chunks + 1 gradient at its peak, 9 x 65.7 MB at batch 2 x 1024
+    // tokens).
+    let chunk = ceil_div(n, 8.0) * v;
+    if plan.compile {
+        (c * n * v + 4.0 * n, c * n * v + c * chunk, c * chunk)
+    } else {
+        (
+            c * n * v + 4.0 * n * v + 4.0 * chunk,
+            4.0 * n * v + 2.0 * 4.0 * chunk + c * chunk,
+            4.0 * chunk,
+        )
+    }
+}
+
+/// The WebGPU runtime computes its whole loss one way, whatever kernel the plan names.
+fn webgpu_loss(s: &Setup) -> (Count, Count, Count) {
+    let (plan, n, v, h) = (s.plan, s.tokens, s.vocab, s.hidden);
+    if plan.loss != Loss::Chunked {
+        // All logits in f32, kept; backward adds their gradient beside them while the per-row log-sum-exp waits.
+        return (
+            (4.0 * v + (4.0 * h).max(8.0)) * n,
+            8.0 * n * v + 4.0 * n,
+            4.0 * n * v,
+        );
+    }
+    // The final norm's output stays for the recomputation; one chunk of logits at a time, and its gradient.
+    let chunk = (plan.chunk as Count).min(n) * v;
+    (
+        4.0 * n * h + 4.0 * chunk + 8.0 * n,
+        8.0 * n * h + 8.0 * chunk + 4.0 * n,
+        4.0 * chunk,
+    )
+}

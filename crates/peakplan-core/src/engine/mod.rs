@@ -1,0 +1,147 @@
+//! The accounting engine: the memory of one training step, component by component, and its peak over the phases.
+//!
+//! Every figure that the page, the CLI, the chart and the WebGPU comparison show comes from [`estimate`], a
+//! pipeline of stages, each a function in its own module that takes and returns plain structs:
+//! [`setup`] (dtypes, linears, tokens, sharding) → [`resident`] (weights, adapters, gradients, optimizer) →
+//! [`activations`] and [`logits`] (what forward keeps for backward) → [`working`] (backward's working memory and
+//! transient buffers) → [`timeline`] (the phases and the peak) → [`reserved`] (allocator cache and device).
+//! [`result`] holds the public boundary. Arithmetic is done in [`count::Count`] (an `f64` holding whole numbers)
+//! and saturates at `u64::MAX` on output, so absurd plans report "beyond arithmetic" instead of wrapping.
+
+mod activations;
+mod count;
+mod logits;
+mod reserved;
+mod resident;
+mod result;
+mod saved;
+mod setup;
+mod timeline;
+mod trainable;
+mod working;
+
+pub use reserved::CUDA_CONTEXT_BYTES;
+pub use result::{Category, Estimate, Kind, Phase, PhaseMemory};
+
+use crate::arch::Architecture;
+use crate::plan::{Attn, Framework, Plan};
+use count::{clamp, Count};
+use reserved::Transients;
+
+/// Computes the memory of one training step of `plan` on `arch`.
+pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
+    // transformers has no SDPA path for attention sinks (gpt-oss declares `_supports_sdpa = False`): the model
+    // runs eager attention unless a flash kernel that takes sinks is chosen.
+    if arch.attn_sinks && plan.attn == Attn::Sdpa && plan.framework == Framework::Hf {
+        let mut eager = plan.clone();
+        eager.attn = Attn::Eager;
+        return estimate(arch, &eager);
+    }
+    if plan.split_layers && plan.gpus > 1 {
+        return estimate_split(arch, plan);
+    }
+    let s = setup::setup(arch, plan);
+    let resident = resident::resident(&s);
+    let acts = activations::activations(&s, &resident);
+    let logits = logits::logits(&s);
+    let work = working::working(&s, &resident, &acts);
+    let timeline = timeline::timeline(&s, &resident, &acts, &logits, &work);
+    let transients = Transients {
+        loss_block: logits.block,
+        buffers: work.dequant_buffer + work.peft_buffers,
+        load: work.load_transient,
+        scores: acts.layer.scores,
+        optimizer_temps: resident.optimizer_temps,
+        largest_tensor: resident.tensors.largest(),
+    };
+    let reserved = reserved::reserved(
+        plan.allocator,
+        timeline.peak,
+        &transients,
+        resident.paged_states,
+    );
+    let components = components(&resident, &acts, &logits, &work, &reserved);
+
+    let mut saturated = false;
+    let to_phase = |a: timeline::Live, sat: &mut bool| PhaseMemory {
+        weights: clamp(a[0], sat),
+        gradients: clamp(a[1], sat),
+        optimizer: clamp(a[2], sat),
+        activations: clamp(a[3], sat),
+        other: clamp(a[4], sat),
+    };
+    Estimate {
+        total_params: clamp(arch.total_params() as Count, &mut saturated),
+        trainable_params: clamp(resident.trainable, &mut saturated),
+        components: components.map(|v| clamp(v, &mut saturated)),
+        phases: timeline.phases.map(|a| to_phase(a, &mut saturated)),
+        peak_phase: Phase::ALL[timeline.peak_phase],
+        peak_allocated_bytes: clamp(timeline.peak, &mut saturated),
+        peak_reserved_bytes: clamp(reserved.reserved, &mut saturated),
+        device_bytes: clamp(reserved.device, &mut saturated),
+        saturated,
+    }
+}
+
+/// Each component at its largest, indexed like [`Kind::ALL`].
+fn components(
+    r: &resident::Resident,
+    a: &activations::Activations,
+    l: &logits::Logits,
+    w: &working::Working,
+    reserved: &reserved::Reserved,
+) -> [Count; Kind::COUNT] {
+    let mut c = [0.0; Kind::COUNT];
+    for (kind, bytes) in [
+        (Kind::BaseWeights, r.base_weights),
+        (Kind::QuantConstants, r.quant_constants),
+        (Kind::AdapterWeights, r.adapter_weights),
+        (Kind::Gradients, r.gradients),
+        (Kind::OptimizerStates, r.optimizer_states),
+        (Kind::MasterWeights, r.master_weights),
+        (Kind::SavedActivations, a.saved),
+        (Kind::AttentionScores, a.scores),
+        (Kind::Checkpoints, a.checkpoints),
+        // The head's backward runs first, so its copies are gone before backward reaches the layers.
+        (Kind::WeightCopies, a.layer_weight_copies + a.head_copies),
+        (Kind::KvCache, l.kv_cache),
+        (Kind::PreviousInputs, a.previous_inputs),
+        (Kind::Logits, l.forward.max(l.backward)),
+        (Kind::BackwardWork, w.backward_work),
+        (Kind::DequantBuffer, w.dequant_buffer),
+        (Kind::InputBuffers, r.input_buffers),
+        (Kind::PeftBuffers, w.peft_buffers),
+        (Kind::LoadTransient, w.load_transient),
+        (Kind::OptimizerTemps, r.optimizer_temps),
+        (Kind::ShardBuffers, w.gather + w.ddp_buckets),
+        (Kind::AllocatorSlack, reserved.allocator_slack),
+        (Kind::CudaContext, CUDA_CONTEXT_BYTES as Count),
+        (Kind::PagedStates, r.paged_states),
+    ] {
+        c[kind as usize] = bytes;
+    }
+    c
+}
+
+/// Layers split across the GPUs (`device_map="auto"` balances them): each GPU runs its slice in turn, and the
+/// last one also holds the final norm and the head and computes the logits, which makes it the fullest. It is
+/// planned as a one-GPU run of its slice of layers, which also counts the input embedding (on the first GPU in
+/// fact: a small overcount for an untied model).
+fn estimate_split(arch: &Architecture, plan: &Plan) -> Estimate {
+    let whole = Plan {
+        split_layers: false,
+        gpus: 1,
+        zero: 0,
+        ..plan.clone()
+    };
+    let slice = Architecture {
+        layers: arch.layers.div_ceil(plan.gpus.max(1)),
+        ..arch.clone()
+    };
+    let mut e = estimate(&slice, &whole);
+    // The counts shown stay the whole model's.
+    e.total_params = arch.total_params();
+    e.trainable_params =
+        trainable::trainable_tensors(arch, &whole, &arch.layer_linears()).params() as u64;
+    e
+}

@@ -1,0 +1,220 @@
+//! The engine's public boundary: the components of a step ([`Kind`]), their chart categories, the phases of a
+//! step and the [`Estimate`] every consumer reads. No arithmetic lives here.
+
+use serde::Serialize;
+
+/// The four bars of the chart, plus everything else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    Weights,
+    Gradients,
+    Optimizer,
+    Activations,
+    Other,
+}
+
+impl Category {
+    pub const ALL: [Category; 5] = [
+        Category::Weights,
+        Category::Gradients,
+        Category::Optimizer,
+        Category::Activations,
+        Category::Other,
+    ];
+    pub fn label(self) -> &'static str {
+        match self {
+            Category::Weights => "Weights",
+            Category::Gradients => "Gradients",
+            Category::Optimizer => "Optimizer states",
+            Category::Activations => "Activations",
+            Category::Other => "Other",
+        }
+    }
+    pub fn key(self) -> &'static str {
+        match self {
+            Category::Weights => "weights",
+            Category::Gradients => "gradients",
+            Category::Optimizer => "optimizer",
+            Category::Activations => "activations",
+            Category::Other => "other",
+        }
+    }
+}
+
+/// The phases of a training step, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Model and optimizer state resident between steps.
+    Load,
+    /// End of forward: saved activations and the loss's logits.
+    Forward,
+    /// The largest moment of backward.
+    Backward,
+    /// The optimizer step: all gradients plus the update's temporaries.
+    Optimizer,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [
+        Phase::Load,
+        Phase::Forward,
+        Phase::Backward,
+        Phase::Optimizer,
+    ];
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Load => "loaded",
+            Phase::Forward => "end of forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer step",
+        }
+    }
+}
+
+macro_rules! components {
+    ($($variant:ident => $key:literal, $cat:ident, $label:literal, $formula:literal;)+) => {
+        /// One memory component of a training step.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Kind { $($variant),+ }
+        impl Kind {
+            pub const ALL: &'static [Kind] = &[$(Kind::$variant),+];
+            pub const COUNT: usize = Kind::ALL.len();
+            /// JSON key.
+            pub fn key(self) -> &'static str { match self { $(Kind::$variant => $key),+ } }
+            pub fn category(self) -> Category { match self { $(Kind::$variant => Category::$cat),+ } }
+            pub fn label(self) -> &'static str { match self { $(Kind::$variant => $label),+ } }
+            /// The formula in plain language.
+            pub fn formula(self) -> &'static str { match self { $(Kind::$variant => $formula),+ } }
+        }
+    };
+}
+
+components! {
+    BaseWeights => "base_weights", Weights, "Base weights",
+        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA, 1 B under LLM.int8 or 8-bit GPTQ; the rest in the weight dtype), plus buffers such as GPT-BigCode's causal mask";
+    QuantConstants => "quant_constants", Weights, "Quantization constants",
+        "per 64-weight block: an fp32 absmax (0.5 bit/param), or with double quantization an 8-bit absmax plus an fp32 scale per 256 blocks (0.127 bit/param); LLM.int8: an fp32 absmax per output row; GPTQ: an fp16 scale and a packed zero point per 128 inputs and output, an int32 group index per input";
+    AdapterWeights => "adapter_weights", Weights, "Adapter weights",
+        "rank x (in + out) per adapted matrix x adapter dtype bytes";
+    Gradients => "gradients", Gradients, "Gradients",
+        "trainable parameters x gradient dtype bytes (gradients take the dtype of their parameters); in backward a trainable LM head's gradient arrives in shares that autograd sums, up to three vocab x hidden tensors at once";
+    OptimizerStates => "optimizer_states", Optimizer, "Optimizer states",
+        "AdamW: 2 moments per trainable parameter (param dtype; 1 B each for 8-bit); SGD: none; Adafactor: factored row+column second moments";
+    MasterWeights => "master_weights", Optimizer, "fp32 master weights",
+        "4 B per trainable parameter, kept by mixed precision beside the 16-bit working copy";
+    SavedActivations => "saved_activations", Activations, "Saved activations",
+        "tensors each layer keeps for backward (per token: norm inputs in fp32, adapted-layer inputs, q/k/v, attention output, MLP intermediates) x layers";
+    AttentionScores => "attention_scores", Activations, "Attention scores",
+        "eager attention keeps heads x batch x seq^2 softmax output in fp32 plus its 16-bit copy, per layer (gpt-oss: one 16-bit softmax over the keys and its sink); SDPA and flash keep none";
+    Checkpoints => "checkpoints", Activations, "Checkpointed layer inputs",
+        "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
+    WeightCopies => "weight_copies", Activations, "16-bit weight copies",
+        "an fp32 frozen base under autocast casts each weight to 16-bit for its matmul, a GPTQ base dequantizes each to 16-bit, and LoRA on 3D MoE expert parameters builds each dense W + BA; the linear keeps that copy for backward, so each layer holds a 16-bit copy of those weights until its backward (an upcast QLoRA model's fp32 head, likewise)";
+    KvCache => "kv_cache", Activations, "Returned key/value cache",
+        "a Hugging Face model trained without checkpointing keeps use_cache on and returns every layer's keys and values; under grouped-query attention (SDPA, eager) attention keeps head-expanded copies, so the cache is extra: through forward under the Trainer, through backward and the step in loops that keep the output (hold)";
+    PreviousInputs => "previous_inputs", Activations, "Previous micro-batch's 4-bit inputs",
+        "bitsandbytes up to 0.44 kept each 4-bit matmul's input on its autograd node, which backward does not free; litgpt's loop holds the graph until the next forward returns, so those inputs are still there at its end";
+    Logits => "logits", Activations, "Logits and loss",
+        "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit; Gemma 2's softcapped logits keep their tanh too), plus what a loop holds through backward; chunked and fused losses bound it, and a cross-entropy kernel keeps only the 16-bit logits";
+    BackwardWork => "backward_work", Other, "Backward working memory",
+        "gradients of one layer's activations in flight (hidden and MLP-width), plus one recomputed layer under checkpointing";
+    DequantBuffer => "dequant_buffer", Other, "Dequantization buffer",
+        "QLoRA dequantizes the largest 4-bit linear to the compute dtype for each matmul, forward and backward (GPTQ: its unpacked integers beside it, forward only); LLM.int8 quantizes each matmul's input and accumulates in int32 instead, and dequantizes only in backward";
+    InputBuffers => "input_buffers", Other, "Batch and tables",
+        "token ids and labels (4 B per token each), the RoPE table and the 4-bit code tables, resident on the device (WebGPU runtime)";
+    PeftBuffers => "peft_buffers", Other, "PEFT working buffers",
+        "DoRA builds the dense W + BA of the largest adapted matrix to take its norm; LoHa its two dense rank-r products; trainable tokens rebuild the whole embedding with the trained rows each forward";
+    LoadTransient => "load_transient", Other, "Quantization at load",
+        "torchao's NF4 quantizer before May 2024 compared every weight of the matrix being quantized with the 16 NF4 values: two (weights x 16) 16-bit tensors beside its 16-bit copy (qload=1)";
+    OptimizerTemps => "optimizer_temps", Other, "Optimizer step temporaries",
+        "foreach AdamW allocates one state-sized temporary (the sqrt of the second moment); fused and 8-bit kernels update in place";
+    ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
+        "ZeRO-3 gathers the full parameters of two layers at a time (prefetch); DDP keeps gradient buckets the size of the gradients";
+    AllocatorSlack => "allocator_slack", Other, "Allocator cache (reserved - allocated)",
+        "PyTorch's caching allocator rounds blocks to 2 MiB; warm from earlier steps (alloc=cached) it also keeps about one largest transient block it cannot reuse, which an emptied cache or expandable segments avoid";
+    CudaContext => "cuda_context", Other, "CUDA context",
+        "CUDA context, cuBLAS workspace and loaded kernels: about 0.5 GiB, seen by nvidia-smi but not by torch";
+    PagedStates => "paged_states", Other, "Paged optimizer states",
+        "paged optimizers allocate states in unified memory: not counted by torch's allocator, resident on the GPU while it has room";
+}
+
+/// Memory of one phase, by category.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PhaseMemory {
+    pub weights: u64,
+    pub gradients: u64,
+    pub optimizer: u64,
+    pub activations: u64,
+    pub other: u64,
+}
+
+impl PhaseMemory {
+    pub fn total(&self) -> u64 {
+        self.weights
+            .saturating_add(self.gradients)
+            .saturating_add(self.optimizer)
+            .saturating_add(self.activations)
+            .saturating_add(self.other)
+    }
+    pub fn get(&self, c: Category) -> u64 {
+        match c {
+            Category::Weights => self.weights,
+            Category::Gradients => self.gradients,
+            Category::Optimizer => self.optimizer,
+            Category::Activations => self.activations,
+            Category::Other => self.other,
+        }
+    }
+}
+
+/// The estimate of one plan on one GPU: parameter counts, components, phases and the three peak figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Estimate {
+    pub total_params: u64,
+    pub trainable_params: u64,
+    /// Bytes of each component at its largest during the step, indexed like [`Kind::ALL`].
+    pub components: [u64; Kind::COUNT],
+    /// Live bytes by category at each phase, indexed like [`Phase::ALL`].
+    pub phases: [PhaseMemory; 4],
+    pub peak_phase: Phase,
+    /// What `torch.cuda.max_memory_allocated()` would report.
+    pub peak_allocated_bytes: u64,
+    /// What `torch.cuda.max_memory_reserved()` would report.
+    pub peak_reserved_bytes: u64,
+    /// What `nvidia-smi` would show for the process.
+    pub device_bytes: u64,
+    /// True when some figure exceeded `u64` and was clamped.
+    pub saturated: bool,
+}
+
+impl Estimate {
+    pub fn component(&self, k: Kind) -> u64 {
+        self.components[k as usize]
+    }
+    /// Sum of the components of a category (each at its largest).
+    pub fn category(&self, c: Category) -> u64 {
+        Kind::ALL
+            .iter()
+            .filter(|k| k.category() == c)
+            .fold(0u64, |acc, k| {
+                acc.saturating_add(self.components[*k as usize])
+            })
+    }
+    pub fn phase(&self, p: Phase) -> &PhaseMemory {
+        &self.phases[p as usize]
+    }
+    /// What the device holds at the peak, by category: the peak phase's live bytes, with the allocator cache,
+    /// the CUDA context and paged states under Other. Its total is [`Estimate::device_bytes`].
+    pub fn at_peak(&self) -> PhaseMemory {
+        let mut m = *self.phase(self.peak_phase);
+        m.other = m
+            .other
+            .saturating_add(self.component(Kind::AllocatorSlack))
+            .saturating_add(self.component(Kind::CudaContext))
+            .saturating_add(self.component(Kind::PagedStates));
+        m
+    }
+}

@@ -1,0 +1,439 @@
+//! What one decoder layer keeps for backward, tensor by tensor: its norms' inputs and statistics, the inputs of
+//! its trainable or adapted linears (and what each PEFT kind's adapter keeps), the attention kernel's saved
+//! tensors, the MLP's intermediates, and an MoE block's routing. Every rule here was read off a traced layer.
+
+use super::count::Count;
+use super::setup::{
+    adapted, bnb_saves_input, key_positions, parametrized, prefix_tokens, quantizes, Dtypes,
+};
+use super::trainable::oft_blocks;
+use crate::arch::{Architecture, Linear, LinearInput, Mlp, Norm, QkNorm};
+use crate::plan::{Attn, Framework, Method, Peft, Plan, Quant};
+
+/// Bytes one layer keeps for backward: the s^2 attention scores apart from the rest.
+#[derive(Clone, Copy)]
+pub(super) struct LayerSaved {
+    pub bytes: Count,
+    pub scores: Count,
+}
+
+/// The facts about one layer that each of its parts reads.
+struct Layer<'a> {
+    arch: &'a Architecture,
+    plan: &'a Plan,
+    d: Dtypes,
+    linears: &'a [Linear],
+    /// Token positions of the micro-batch.
+    n: Count,
+    h: Count,
+    q: Count,
+    kv: Count,
+    k_route: Count,
+    full: bool,
+    /// Norms fused by torch.compile or Liger rebuild what unfused ones keep.
+    fused: bool,
+    webgpu: bool,
+}
+
+/// Per-layer activation bytes that a layer saves for backward, split into the s^2 attention part and the rest.
+pub(super) fn layer_saved(
+    arch: &Architecture,
+    plan: &Plan,
+    d: Dtypes,
+    linears: &[Linear],
+    tokens: Count,
+) -> LayerSaved {
+    let layer = Layer {
+        arch,
+        plan,
+        d,
+        linears,
+        n: tokens,
+        h: arch.hidden as Count,
+        q: arch.q_dim() as Count,
+        kv: arch.kv_dim() as Count,
+        k_route: if arch.experts > 1 {
+            arch.experts_per_token as Count
+        } else {
+            1.0
+        },
+        full: plan.method == Method::Full,
+        fused: plan.compile || plan.liger,
+        webgpu: plan.framework == Framework::Webgpu,
+    };
+    let mut bytes: Count = 0.0;
+    norms(&layer, &mut bytes);
+    let mlp_norm_kept = linear_inputs(&layer, &mut bytes);
+    let scores = attention(&layer, &mut bytes);
+    mlp(&layer, mlp_norm_kept, &mut bytes);
+    LayerSaved { bytes, scores }
+}
+
+/// Bytes per value of the normalized input a trainable weight of a `norm` keeps: an RMSNorm multiplies by its
+/// weight in a separate op that keeps the normalized input, in the residual dtype or in fp32 where the weight
+/// multiplies in fp32 (Gemma's `1 + weight`, traced on CPU); `native_layer_norm` applies its weight inside the
+/// fused op and keeps no such copy.
+pub(super) fn norm_product_bytes(norm: Norm, arch: &Architecture, d: Dtypes) -> Count {
+    match norm {
+        Norm::LayerNorm => 0.0,
+        Norm::RmsNorm if arch.norm_scale_fp32 => 4.0,
+        Norm::RmsNorm => d.residual,
+    }
+}
+
+/// Norm weights train under full fine-tuning and LayerNorm tuning. A trainable norm weight multiplies the
+/// normalized input, and that product keeps the 16-bit normalized copy for the weight's gradient; a frozen one
+/// keeps nothing more than its fp32 input and statistics.
+pub(super) fn norms_trainable(plan: &Plan) -> bool {
+    match plan.method {
+        Method::Full => true,
+        Method::Lora | Method::Qlora => plan.peft == Peft::Ln,
+    }
+}
+
+/// The layer's norms, and its query/key norms.
+fn norms(l: &Layer, bytes: &mut Count) {
+    let (arch, d, n, h) = (l.arch, l.d, l.n, l.h);
+    // HF RMSNorm upcasts its input to fp32 and keeps it with the fp32 reciprocal RMS; LayerNorm keeps its input
+    // (fp32 under autocast) with mean and rstd. A trainable norm weight also keeps the 16-bit normalized input it
+    // multiplies, unless the norm is fused (compiled, Liger), which rebuilds it from the input and rstd in
+    // backward (torchtune's compiled full fine-tune traced on CPU keeps no such copy).
+    let norm_input = match arch.norm {
+        // A fused RMSNorm (torch.compile, Liger) keeps its input in its own dtype and the fp32 rstd only.
+        Norm::RmsNorm if l.fused => d.residual * n * h,
+        Norm::RmsNorm => 4.0 * n * h,
+        Norm::LayerNorm => (if d.amp { 4.0 } else { d.residual }) * n * h,
+    };
+    let per_norm = match arch.norm {
+        Norm::RmsNorm => 4.0 * n,
+        Norm::LayerNorm => 8.0 * n,
+    } + if norms_trainable(l.plan) && !l.fused {
+        norm_product_bytes(arch.norm, arch, d) * n * h
+    } else {
+        0.0
+    };
+    // LayerNorms of a parallel block that read one 16-bit input keep it once (an RMSNorm's fp32 copy, or an
+    // autocast cast, is made per norm).
+    let norms = arch.norms_per_layer as Count;
+    let inputs_kept = if arch.norms_share_input && arch.norm == Norm::LayerNorm && !d.amp {
+        norms.min(1.0)
+    } else {
+        norms
+    };
+    *bytes += per_norm * norms + norm_input * inputs_kept;
+    // Query/key norms read the projections' compute-dtype outputs: unfused, the fp32 copy and one reciprocal RMS
+    // per head (or per token, over the whole projection); fused, the input itself. A trainable weight (full
+    // fine-tuning; LayerNorm tuning leaves them frozen) also keeps the normalized copy it multiplies.
+    let qk_norm = |width: Count, groups: Count| {
+        (if l.fused {
+            d.compute * n * width
+        } else {
+            4.0 * n * width
+        }) + 4.0 * n * groups
+            + if l.full && !l.fused {
+                norm_product_bytes(Norm::RmsNorm, arch, d) * n * width
+            } else {
+                0.0
+            }
+    };
+    *bytes += match arch.qk_norm {
+        QkNorm::None => 0.0,
+        QkNorm::PerHead => {
+            qk_norm(l.q, arch.heads as Count) + qk_norm(l.kv, arch.kv_heads as Count)
+        }
+        QkNorm::Full => qk_norm(l.q, 1.0) + qk_norm(l.kv, 1.0),
+    };
+}
+
+/// Inputs of linear modules: a trainable weight (full) or an adapter (LoRA) needs the module's input for backward.
+/// Modules that read one tensor share what they keep of it. Returns whether the MLP's norm output is kept by a
+/// module of the MLP's own rows (a shared expert), which a trainable router reads too.
+fn linear_inputs(l: &Layer, bytes: &mut Count) -> bool {
+    // Parallel blocks (one norm) feed attention and MLP from the same tensor.
+    let groups: [&[LinearInput]; 5] = if l.arch.norms_per_layer == 1 {
+        [
+            &[LinearInput::AttnNorm, LinearInput::MlpNorm],
+            &[LinearInput::AttnOut],
+            &[LinearInput::MlpInner],
+            &[],
+            &[LinearInput::SharedInner],
+        ]
+    } else {
+        [
+            &[LinearInput::AttnNorm],
+            &[LinearInput::AttnOut],
+            &[LinearInput::MlpNorm],
+            &[LinearInput::MlpInner],
+            &[LinearInput::SharedInner],
+        ]
+    };
+    let mut mlp_norm_kept = false;
+    for g in groups {
+        let shared_saved = linear_group(l, g, bytes);
+        if g.contains(&LinearInput::MlpNorm) && shared_saved[0] {
+            mlp_norm_kept = true;
+        }
+    }
+    mlp_norm_kept
+}
+
+/// What the linears reading one input keep. Returns which of the input's two forms (the plain tokens [0], the
+/// routed copies [1]) the modules keep shared.
+fn linear_group(l: &Layer, g: &[LinearInput], bytes: &mut Count) -> [bool; 2] {
+    let (plan, d, n) = (l.plan, l.d, l.n);
+    // Flash and memory-efficient kernels (SDPA's choice for 16-bit inputs, and peakplan's WebGPU runtime) write
+    // their output in (batch, seq, heads, dim) order and keep it for backward, so the `transpose(1, 2)
+    // .contiguous()` before o_proj copies nothing: o_proj's input is that kept compute-dtype tensor, and only
+    // copies made from it (casts, dropout, int8 transposes) are more (torchtune's full fine-tune traced on
+    // CPU keeps one attention-output tensor per layer).
+    let attn_out_kept = g == [LinearInput::AttnOut] && plan.attn != Attn::Eager;
+    let Some(first) = l.linears.iter().find(|m| g.contains(&m.input)) else {
+        return [false; 2];
+    };
+    let w = match first.input {
+        LinearInput::AttnNorm | LinearInput::MlpNorm => l.h,
+        LinearInput::AttnOut => l.q,
+        LinearInput::MlpInner => l.arch.intermediate as Count,
+        LinearInput::SharedInner => l.arch.shared_expert_intermediate as Count,
+    };
+    // MoE expert inputs are routed copies: each token reaches k experts. A shared expert beside them reads
+    // the tokens themselves, so one group may hold two tensors: the plain input [0] and the routed copies [1].
+    let rows_by_kind = [n, n * l.k_route];
+    let mut shared_saved = [false; 2];
+    // litgpt's attention is one fused qkv linear: its LoRA runs one dropout over the shared input, and keeps
+    // the adapted outputs zero-padded to the full q|k|v width for the concatenation.
+    let litgpt_qkv = plan.framework == Framework::Litgpt
+        && g.contains(&LinearInput::AttnNorm)
+        && plan.method != Method::Full;
+    let mut qkv_dropout_kept = false;
+    for m in l.linears.iter().filter(|m| g.contains(&m.input)) {
+        let routed = usize::from(m.copies > 1);
+        let rows = rows_by_kind[routed];
+        let input = Input { rows, w };
+        if l.full || parametrized(plan, m) {
+            if d.residual == d.compute || attn_out_kept {
+                shared_saved[routed] = true;
+            } else {
+                // Autocast casts the fp32 input separately for each module and keeps each 16-bit copy.
+                *bytes += d.compute * rows * w;
+            }
+        } else if adapted(plan, m) {
+            let qkv_dropout =
+                (litgpt_qkv && m.input == LinearInput::AttnNorm).then_some(&mut qkv_dropout_kept);
+            adapter_saved(l, m, input, qkv_dropout, &mut shared_saved[routed], bytes);
+        }
+        if bnb_saves_input(plan) && quantizes(m, plan) {
+            // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the
+            // frozen weight needs no gradient: shared when the stream is already in the compute dtype.
+            if d.residual == d.compute || attn_out_kept {
+                shared_saved[routed] = true;
+            } else {
+                *bytes += d.compute * rows * w;
+            }
+            // Its MatMul8bitLt kept the input's transposed int8 copy (`CAt`) beside it.
+            if plan.quant == Quant::Int8 {
+                *bytes += rows * w;
+            }
+        }
+    }
+    if !attn_out_kept {
+        for (rows, kept) in rows_by_kind.into_iter().zip(shared_saved) {
+            if kept {
+                *bytes += d.residual * rows * w;
+            }
+        }
+    }
+    shared_saved
+}
+
+/// The input one linear reads: its rows (tokens, or routed copies) and width.
+#[derive(Clone, Copy)]
+struct Input {
+    rows: Count,
+    w: Count,
+}
+
+/// litgpt's fused qkv LoRA: one dropout (or cast) of the shared input, and each adapted output zero-padded.
+fn litgpt_qkv_saved(
+    l: &Layer,
+    m: &Linear,
+    input: Input,
+    dropout_kept: &mut bool,
+    bytes: &mut Count,
+) {
+    let Input { rows, w } = input;
+    let ad = if l.d.amp { l.d.compute } else { l.d.adapter };
+    if !*dropout_kept {
+        *dropout_kept = true;
+        *bytes += if l.plan.dropout > 0.0 {
+            rows * w + ad * rows * w
+        } else {
+            ad * rows * w
+        };
+    }
+    *bytes += l.d.compute * rows * m.out_features as Count;
+}
+
+/// What an adapter on linear `m` keeps for its gradients. `qkv_dropout`: on litgpt's fused qkv, whether its one
+/// dropout's output is counted already; `shared`: set when the module keeps the shared input rather than a copy.
+fn adapter_saved(
+    l: &Layer,
+    m: &Linear,
+    input: Input,
+    qkv_dropout: Option<&mut bool>,
+    shared: &mut bool,
+    bytes: &mut Count,
+) {
+    let (plan, d) = (l.plan, l.d);
+    let Input { rows, w } = input;
+    let ad = if d.amp { d.compute } else { d.adapter };
+    match plan.peft {
+        // (IA)^3 multiplies the output by its vector (the input, for the feed-forward `down`), and the product
+        // keeps the other factor for the vector's gradient. PEFT first casts a feed-forward input to the vector's
+        // dtype, so that factor is kept in the adapter dtype (fp32 by default).
+        Peft::Ia3 => {
+            *bytes += if m.input == LinearInput::MlpInner {
+                d.adapter * rows * w
+            } else {
+                d.compute * rows * m.out_features as Count
+            };
+            return;
+        }
+        // VeRA's projections are frozen, so neither keeps its input: lambda_d keeps A·x (rank-wide) and lambda_b
+        // keeps B's output (output-wide) for their gradients; dropout keeps only its mask.
+        Peft::Vera => {
+            if plan.dropout > 0.0 {
+                *bytes += rows * w;
+            }
+            *bytes += ad * rows * (plan.rank as Count + m.out_features as Count);
+            return;
+        }
+        _ => {}
+    }
+    // LoRA-FA (PEFT's optimizer-based implementation) drops A's gradient and optimizer state, but the input is
+    // still kept: PEFT's MetaMathQA run measures the same peak as LoRA less A's states.
+    if let Some(dropout_kept) = qkv_dropout {
+        litgpt_qkv_saved(l, m, input, dropout_kept, bytes);
+    } else if plan.dropout > 0.0 {
+        // Dropout keeps a 1-byte mask and its output, per adapted module.
+        *bytes += rows * w + ad * rows * w;
+    } else if d.adapter != d.residual && !plan.compile {
+        // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit.
+        *bytes += ad * rows * w;
+    } else {
+        *shared = true;
+    }
+    *bytes += match plan.peft {
+        // LoHa builds the dense update (B1 A1) ⊙ (B2 A2) in the adapter dtype each forward, and the linear that
+        // applies it keeps it for the input's gradient until this layer's backward.
+        Peft::Loha => {
+            d.adapter * m.in_features as Count * m.out_features as Count * m.copies as Count
+        }
+        // OFT rotates the input it keeps (counted above) by a block-diagonal matrix built per forward.
+        Peft::Oft => {
+            let (blocks, b) = oft_blocks(plan.rank as Count, w);
+            d.adapter * blocks * b * b * m.copies as Count
+        }
+        // lora_B keeps lora_A's rank-wide output.
+        _ => ad * rows * plan.rank as Count,
+    };
+    if plan.peft == Peft::Dora {
+        // DoRA rescales the base output and the LoRA output by magnitude / ||W + BA||: both products keep their
+        // other factor (the base output in the compute dtype, the LoRA output in the adapter dtype).
+        *bytes += (d.compute + ad) * rows * m.out_features as Count;
+    }
+}
+
+/// Attention: q and (expanded) k, v are kept by the attention kernel with its output and log-sum-exp; eager
+/// attention keeps its scores. Returns the scores' bytes.
+fn attention(l: &Layer, bytes: &mut Count) -> Count {
+    let (arch, plan, n, q, kv) = (l.arch, l.plan, l.n, l.q, l.kv);
+    let c = l.d.compute;
+    let heads = arch.heads as Count;
+    // HF's SDPA and eager paths expand k and v to every head (repeat_kv); flash kernels and peakplan's WebGPU
+    // runtime read the grouped heads directly.
+    let kv_kept = if plan.attn == Attn::Flash || l.webgpu {
+        2.0 * kv
+    } else {
+        2.0 * q
+    };
+    // Prefix tuning's virtual keys and values are concatenated in front of each layer's own, and kept with them.
+    let b = plan.micro_batch as Count;
+    *bytes += c * (n * q + kv_kept * (n + b * prefix_tokens(plan)));
+    // Under transformers, v sliced out of a fused projection reaches attention as a view unless repeat_kv copies
+    // it (grouped heads under SDPA or eager): the whole q|k|v output stays alive, q + kv more than v alone
+    // (traced on CPU: Phi-3, GPT-NeoX).
+    if arch.qkv_views
+        && plan.framework == Framework::Hf
+        && (plan.attn == Attn::Flash || arch.kv_heads == arch.heads)
+    {
+        *bytes += c * n * (q + kv);
+    }
+    match plan.attn {
+        // gpt-oss appends each head's sink logit as one more key, subtracts the row maximum (whose backward keeps
+        // its int64 index) and softmaxes in the compute dtype; P·V reads a view of that softmax, the one
+        // scores-sized tensor kept (traced on CPU).
+        Attn::Eager if arch.attn_sinks => {
+            c * heads * n * (key_positions(plan) + 1.0) + 8.0 * heads * n
+        }
+        Attn::Eager => {
+            // Softmax output in fp32 plus the 16-bit copy fed to P·V; softcapped scores keep their tanh as well.
+            let per = if c == 4.0 { 4.0 } else { 4.0 + c }
+                + if arch.attn_logit_softcap { c } else { 0.0 };
+            per * heads * n * key_positions(plan)
+        }
+        Attn::Sdpa | Attn::Flash => {
+            *bytes += c * n * q + 4.0 * n * heads;
+            0.0
+        }
+    }
+}
+
+/// MLP: the activation keeps its input; the gated product keeps both factors. A shared expert and an MoE
+/// router add theirs.
+fn mlp(l: &Layer, mlp_norm_kept: bool, bytes: &mut Count) {
+    let (arch, plan, d, n, h) = (l.arch, l.plan, l.d, l.n, l.h);
+    let inter = arch.intermediate as Count * l.k_route;
+    let fused_act = plan.compile || plan.liger || l.webgpu;
+    *bytes += match arch.mlp {
+        // Fused SwiGLU keeps the two projections and recomputes the activation in backward.
+        Mlp::Gated | Mlp::GatedFused if fused_act => 2.0 * d.mlp * n * inter,
+        // gpt-oss's clamped SwiGLU keeps the gate|up output (both clamps read views of it) and four products.
+        Mlp::Gated | Mlp::GatedFused if arch.swiglu_clamp => 6.0 * d.mlp * n * inter,
+        Mlp::Gated | Mlp::GatedFused => 3.0 * d.mlp * n * inter,
+        // transformers writes `gelu_new` out in elementwise ops, which keep its input, the tanh, 1 + tanh and
+        // x / 2 (traced on CPU: Phi-2); litgpt and torchtune call the fused tanh GELU.
+        Mlp::Plain if arch.composite_gelu && plan.framework == Framework::Hf => {
+            4.0 * d.mlp * n * inter
+        }
+        Mlp::Plain => d.mlp * n * inter,
+    };
+    // A shared expert is a gated MLP over every token (traced on CPU: Qwen2-MoE); its sigmoid gate's product keeps
+    // the expert's output and the sigmoid.
+    let shared = arch.shared_expert_intermediate as Count;
+    if shared > 0.0 {
+        *bytes += if fused_act { 2.0 } else { 3.0 } * d.mlp * n * shared;
+        if arch.shared_expert_gate {
+            *bytes += d.mlp * n * (h + 1.0);
+        }
+    }
+    if arch.experts > 1 {
+        *bytes += if arch.router_topk_softmax {
+            // The top-k indices and the softmax over those k logits, in the compute dtype.
+            (8.0 + d.compute) * n * l.k_route
+        } else {
+            // Router logits and their softmax in fp32.
+            8.0 * n * arch.experts as Count
+        };
+        // Each routed token's expert output is scaled by its routing weight, and that product keeps the output for
+        // the weight's gradient (the router trains through it, frozen or not, as long as the stream needs a
+        // gradient); gathering those weights keeps two int64 index tensors (traced on CPU: Mixtral LoRA). The
+        // output has the MLP's dtype: fp32 in an upcast QLoRA model (traced on CPU: Qwen3-MoE).
+        *bytes += (d.mlp * h + 16.0) * n * l.k_route;
+        // A trainable router keeps its own input, the norm output, beside the routed copies the experts keep
+        // (traced on CPU: gpt-oss full fine-tuning).
+        if l.full && !mlp_norm_kept {
+            *bytes += d.compute * n * h;
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Stage 1, set-up: what every later stage reads about the plan. The dtypes of each kind of tensor, the layer's
+//! linears, the tokens of a micro-batch, the GPUs and how they shard, and which linears a plan quantizes, adapts
+//! or parametrizes.
+
+use super::count::{ceil_div, Count};
+use crate::arch::{Architecture, Linear, Linears, Target};
+use crate::plan::{Framework, Method, Peft, Plan, Precision, Quant};
+
+/// Bytes of one element of each kind of tensor a plan keeps, and related dtype facts.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Dtypes {
+    /// Compute dtype bytes (matmul inputs and outputs).
+    pub compute: Count,
+    /// Residual stream bytes: 4 when parameters feeding it are fp32, else the compute dtype.
+    pub residual: Count,
+    /// Adapter dtype bytes.
+    pub adapter: Count,
+    /// Base weight bytes for non-quantized tensors.
+    pub weight: Count,
+    /// The MLP's gate/up outputs and its products: the compute dtype, except that bitsandbytes' 4-bit linear
+    /// returns its input's dtype, so a QLoRA stream kept in fp32 (an upcast model) runs its MLP in fp32.
+    pub mlp: Count,
+    /// Mixed precision (autocast casts matmul inputs to 16-bit).
+    pub amp: bool,
+    /// An fp32 LoRA base sharded by FSDP under mixed precision: the shards stay fp32, and each layer is gathered
+    /// already cast to the compute dtype, so the gathered layer is the 16-bit copy and the activations are 16-bit.
+    pub sharded_cast: bool,
+}
+
+impl Dtypes {
+    fn of(plan: &Plan) -> Dtypes {
+        let compute = plan.precision.compute_bytes() as Count;
+        let amp = plan.precision.is_amp();
+        let weight: Count = match plan.method {
+            Method::Full if plan.precision == Precision::Fp32 => 4.0,
+            Method::Full => 2.0,
+            Method::Lora | Method::Qlora if plan.precision == Precision::Fp32 => 4.0,
+            // A LoRA base kept in fp32 under autocast (litgpt's bf16-mixed, an fp32 `from_pretrained` with AMP).
+            Method::Lora if plan.upcast => 4.0,
+            Method::Lora => 2.0,
+            Method::Qlora if plan.upcast => 4.0,
+            Method::Qlora => 2.0,
+        };
+        let sharded_cast = amp && weight == 4.0 && plan.method == Method::Lora && plan.zero >= 3;
+        // With fp32 master weights the model itself is fp32 under HF AMP: the residual stream follows the
+        // embeddings.
+        let residual = if plan.method == Method::Full && amp {
+            4.0
+        } else if sharded_cast {
+            compute
+        } else {
+            weight.max(compute)
+        };
+        let bnb_4bit =
+            plan.method == Method::Qlora && matches!(plan.quant, Quant::Nf4 | Quant::Fp4);
+        let mlp = if bnb_4bit {
+            residual.max(compute)
+        } else {
+            compute
+        };
+        Dtypes {
+            compute,
+            residual,
+            mlp,
+            adapter: plan.adapter_dtype.bytes() as Count,
+            weight,
+            amp,
+            sharded_cast,
+        }
+    }
+}
+
+/// What every stage reads: the plan, its architecture and the facts derived from them once.
+pub(super) struct Setup<'a> {
+    pub arch: &'a Architecture,
+    pub plan: &'a Plan,
+    pub d: Dtypes,
+    /// One decoder layer's linear modules.
+    pub linears: Linears,
+    pub layers: Count,
+    pub gpus: Count,
+    /// The ZeRO stage in effect: one GPU has nothing to shard, except that ZeRO-3 offload still fetches each layer
+    /// from CPU memory.
+    pub zero: u8,
+    /// Token positions of one micro-batch (`n`): batch x positions.
+    pub tokens: Count,
+    pub hidden: Count,
+    pub vocab: Count,
+    /// Experts each token is routed to (1 for a dense model).
+    pub k_route: Count,
+    /// litgpt's bitsandbytes plugin quantizes the LM head too.
+    pub head_quantized: bool,
+}
+
+pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
+    let zero = if plan.gpus > 1 || (plan.cpu_offload && plan.zero >= 3) {
+        plan.zero
+    } else {
+        0
+    };
+    Setup {
+        arch,
+        plan,
+        d: Dtypes::of(plan),
+        linears: arch.layer_linears(),
+        layers: arch.layers as Count,
+        gpus: plan.gpus.max(1) as Count,
+        zero,
+        tokens: plan.micro_batch as Count * positions(plan),
+        hidden: arch.hidden as Count,
+        vocab: arch.vocab as Count,
+        k_route: if arch.experts > 1 {
+            arch.experts_per_token as Count
+        } else {
+            1.0
+        },
+        head_quantized: plan.method == Method::Qlora && plan.framework == Framework::Litgpt,
+    }
+}
+
+impl Setup<'_> {
+    /// Bytes a GPU holds of `v` bytes of parameters (sharded from ZeRO-3 on).
+    pub fn shard_weights(&self, v: Count) -> Count {
+        if self.zero >= 3 {
+            ceil_div(v, self.gpus)
+        } else {
+            v
+        }
+    }
+    /// Bytes a GPU holds of `v` bytes of gradients (sharded from ZeRO-2 on).
+    pub fn shard_gradients(&self, v: Count) -> Count {
+        if self.zero >= 2 {
+            ceil_div(v, self.gpus)
+        } else {
+            v
+        }
+    }
+    /// Bytes a GPU holds of `v` bytes of optimizer state (sharded from ZeRO-1 on).
+    pub fn shard_optimizer(&self, v: Count) -> Count {
+        if self.zero >= 1 {
+            ceil_div(v, self.gpus)
+        } else {
+            v
+        }
+    }
+}
+
+/// Whether a quantized base (bitsandbytes, GPTQ: both replace `nn.Linear` modules) quantizes this linear. MoE
+/// experts stored as 3D parameters, as transformers 5 stores them, stay in the weight dtype.
+pub(super) fn quantizes(l: &Linear, plan: &Plan) -> bool {
+    l.copies == 1 || !plan.experts_are_parameters()
+}
+
+pub(super) fn adapted(plan: &Plan, l: &Linear) -> bool {
+    matches!(plan.method, Method::Lora | Method::Qlora)
+        && !matches!(plan.peft, Peft::Ln | Peft::Prompt | Peft::Prefix)
+        && l.selected_by & plan.targets.0 != 0
+}
+
+/// LoRA on MoE experts stored as 3D parameters (transformers 5): PEFT's `target_parameters` parametrizes each
+/// parameter as W + BA, so every forward builds the dense 16-bit sum for all experts, the grouped matmul keeps it
+/// and the routed inputs for backward as a full fine-tune's would, and backward makes its dense gradient (traced
+/// on CPU: Qwen3-MoE). Other PEFT kinds cannot target parameters.
+pub(super) fn parametrized(plan: &Plan, l: &Linear) -> bool {
+    l.copies > 1
+        && plan.experts_are_parameters()
+        && matches!(plan.peft, Peft::Lora | Peft::Rslora | Peft::Lorafa)
+        && adapted(plan, l)
+}
+
+/// Whether the routed experts' gate and up are one 3D `gate_up_proj` parameter that LoRA adapts through
+/// `target_parameters`: the two halves then share one A per expert (traced on CPU: Qwen2-MoE).
+pub(super) fn parametrized_gate_up(plan: &Plan, linears: &[Linear]) -> bool {
+    let hit = |t: Target| {
+        linears
+            .iter()
+            .any(|l| l.copies > 1 && l.selected_by == t.bit() && parametrized(plan, l))
+    };
+    hit(Target::Gate) && hit(Target::Up)
+}
+
+/// Whether `l` is the up half of a parametrized `gate_up_proj` whose A the gate half carries (`shared_a` from
+/// [`parametrized_gate_up`]).
+pub(super) fn a_shared_with_gate(l: &Linear, shared_a: bool) -> bool {
+    shared_a && l.copies > 1 && l.selected_by == Target::Up.bit()
+}
+
+/// bitsandbytes' 4-bit and 8-bit matmuls up to 0.44 keep their input for backward (`qsave=1`); GPTQ's keep the
+/// dequantized weight instead (see the activations stage's weight copies).
+pub(super) fn bnb_saves_input(plan: &Plan) -> bool {
+    plan.method == Method::Qlora && plan.qlora_saves_input && plan.gptq_bits().is_none()
+}
+
+/// The virtual tokens of an adapter plan whose PEFT kind is `kind` (prompt or prefix tuning), else 0.
+fn virtual_tokens_of(plan: &Plan, kind: Peft) -> Count {
+    if matches!(plan.method, Method::Lora | Method::Qlora) && plan.peft == kind {
+        plan.virtual_tokens as Count
+    } else {
+        0.0
+    }
+}
+
+/// Positions each sequence runs through the model: prompt tuning prepends its virtual tokens.
+pub(super) fn positions(plan: &Plan) -> Count {
+    plan.seq_len as Count + virtual_tokens_of(plan, Peft::Prompt)
+}
+
+/// Key positions each query attends over: prefix tuning prepends its virtual keys and values in every layer.
+pub(super) fn key_positions(plan: &Plan) -> Count {
+    positions(plan) + prefix_tokens(plan)
+}
+
+pub(super) fn prefix_tokens(plan: &Plan) -> Count {
+    virtual_tokens_of(plan, Peft::Prefix)
+}
+
+/// litgpt never ties the head to the embedding: its checkpoint converter copies the embedding into a head of
+/// its own, so a tied model holds two vocab x hidden matrices there.
+pub(super) fn litgpt_unties(arch: &Architecture, plan: &Plan) -> bool {
+    arch.tied_embeddings && plan.framework == Framework::Litgpt
+}

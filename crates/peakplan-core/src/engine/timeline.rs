@@ -1,0 +1,265 @@
+//! Stage 5, the timeline: what is live at each phase of the step (loaded, end of forward, the largest moment of
+//! backward, the optimizer step), category by category, and which phase is the peak. It owns the order of
+//! events inside backward: the loss's backward, the head's (where a trainable head's gradient arrives in shares),
+//! the layers', and the end, where a tied embedding adds its share.
+
+use super::activations::Activations;
+use super::count::Count;
+use super::logits::Logits;
+use super::resident::Resident;
+use super::setup::{litgpt_unties, Setup};
+use super::working::Working;
+use crate::plan::{Framework, Loss, Method};
+
+/// Live bytes by category (weights, gradients, optimizer, activations, other) at one moment.
+pub(super) type Live = [Count; 5];
+
+/// The four phases' live bytes, and the peak.
+pub(super) struct Timeline {
+    pub phases: [Live; 4],
+    /// Index of the peak phase in [`crate::engine::Phase::ALL`].
+    pub peak_phase: usize,
+    pub peak: Count,
+}
+
+/// What every moment of the step holds regardless of the moment.
+struct Held {
+    weights: Count,
+    optimizer: Count,
+    other: Count,
+    /// Gradients summed from earlier micro-batches.
+    grads: Count,
+    /// Dequantization, PEFT and gathered-layer buffers of a running matmul.
+    buffers: Count,
+}
+
+pub(super) fn timeline(
+    s: &Setup,
+    r: &Resident,
+    a: &Activations,
+    l: &Logits,
+    w: &Working,
+) -> Timeline {
+    let plan = s.plan;
+    let held = Held {
+        weights: r.base_weights + r.quant_constants + r.adapter_weights,
+        optimizer: r.optimizer_states + r.master_weights,
+        other: w.ddp_buckets + r.input_buffers,
+        grads: if plan.grad_accumulation > 1 && !plan.optimizer_in_backward {
+            // With accumulation, the gradients summed so far stay through each later micro-batch's forward and
+            // backward (optimizer-in-backward steps every micro-batch instead).
+            r.gradients
+        } else {
+            0.0
+        },
+        buffers: w.dequant_buffer + w.peft_buffers,
+    };
+    let head = head_backward(s, r);
+    let load = [
+        held.weights,
+        0.0,
+        held.optimizer,
+        0.0,
+        held.other + w.load_transient,
+    ];
+    let kept_to_head = kept_in_layers(a) + a.head_copies;
+    let fwd = [
+        held.weights,
+        held.grads + head.fused_grad,
+        held.optimizer,
+        kept_to_head + l.forward + a.previous_inputs + l.kv_cache,
+        held.other + held.buffers + w.gather,
+    ];
+    let bwd = backward(s, r, a, l, w, &held, &head);
+    let opt = [
+        held.weights,
+        r.gradients,
+        held.optimizer,
+        l.held_output,
+        held.other + r.optimizer_temps,
+    ];
+    let phases = [load, fwd, bwd, opt];
+    let (mut peak_phase, mut peak) = (0, 0.0);
+    for (i, total) in phases.map(|a| a.iter().sum::<Count>()).iter().enumerate() {
+        if *total >= peak {
+            peak = *total;
+            peak_phase = i;
+        }
+    }
+    Timeline {
+        phases,
+        peak_phase,
+        peak,
+    }
+}
+
+/// What the layers keep for backward.
+fn kept_in_layers(a: &Activations) -> Count {
+    a.saved + a.layer_weight_copies + a.scores + a.checkpoints
+}
+
+/// Backward's moments, in order: the loss's backward, the head's, the layers', the end; the largest is the phase.
+fn backward(
+    s: &Setup,
+    r: &Resident,
+    a: &Activations,
+    l: &Logits,
+    w: &Working,
+    held: &Held,
+    head: &HeadBackward,
+) -> Live {
+    let plan = s.plan;
+    let kept_in_layers = kept_in_layers(a);
+    let kept_to_head = kept_in_layers + a.head_copies;
+    // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
+    let step_temps_in_bwd = if plan.optimizer_in_backward {
+        r.optimizer_temps
+    } else {
+        0.0
+    };
+    let step_in_bwd = if plan.optimizer_in_backward {
+        step_temps_in_bwd
+            + if plan.method == Method::Full {
+                // In the layers a layer's largest weight steps (the head has stepped, or waits for a tied
+                // embedding and is counted on its own); the embedding's turn is the end.
+                w.largest_linear * r.param_bytes
+            } else {
+                r.gradients
+            }
+    } else {
+        0.0
+    };
+    let at_head = if head.grads_live > 0.0 {
+        [
+            held.weights,
+            held.grads + head.grads_live,
+            held.optimizer,
+            kept_to_head + head.logits + l.held_output,
+            held.other,
+        ]
+    } else {
+        [0.0; 5]
+    };
+    let moments = [
+        [
+            held.weights,
+            held.grads + head.fused_grad,
+            held.optimizer,
+            kept_to_head + l.backward + l.held_kv,
+            held.other,
+        ],
+        at_head,
+        [
+            held.weights,
+            held.grads + head.grad_in_layers,
+            held.optimizer,
+            kept_in_layers + l.held_output,
+            held.other + w.backward_work + held.buffers + w.gather + step_in_bwd,
+        ],
+        [
+            held.weights,
+            r.gradients + head.tied_end,
+            held.optimizer,
+            l.held_output,
+            held.other + w.grad_flow + held.buffers + w.gather + step_temps_in_bwd,
+        ],
+    ];
+    let mut bwd = moments[0];
+    for m in &moments[1..] {
+        if m.iter().sum::<Count>() > bwd.iter().sum::<Count>() {
+            bwd = *m;
+        }
+    }
+    bwd
+}
+
+/// A trainable head's gradient through backward.
+struct HeadBackward {
+    /// The head's gradient as Liger's fused linear cross-entropy holds it from the loss's forward on.
+    fused_grad: Count,
+    /// The head's gradient while backward is in the layers.
+    grad_in_layers: Count,
+    /// Logit gradients still live at the head's backward.
+    logits: Count,
+    /// Head-weight gradients live at the head's backward.
+    grads_live: Count,
+    /// What a tied embedding's share adds at the end.
+    tied_end: Count,
+}
+
+/// A trainable head's weight gradient appears in the head's backward, right after the loss's. When the head runs
+/// in chunks (torchtune's chunked loss) each chunk's matmul makes a whole vocab x hidden gradient, a transposed
+/// view that autograd cannot add into in place: the sum so far, the new share and their sum exist at once.
+/// Autograd takes the most recently created node first, so every chunk's cross-entropy backward runs before any
+/// head matmul, and all chunks' 16-bit logit gradients are still there when the head's begin. Traced with torch
+/// 2.15's profiler (no Python dispatch mode, which itself blocks in-place adds): at the first add, two head
+/// matmuls' gradients, their sum and six chunks' logit gradients are live.
+/// The gradient then stays through the layers: as `.grad`, or, under optimizer-in-backward, until a tied
+/// embedding adds its share at the very end. It is whole even when sharded or offloaded: FSDP and DeepSpeed
+/// reduce-scatter (and offload) a gradient after autograd has summed it, and the head's unit is the root one,
+/// whose turn comes at the end of backward.
+fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
+    let (arch, plan) = (s.arch, s.plan);
+    let (n, v) = (s.tokens, s.vocab);
+    let head_grad = if plan.method == Method::Full {
+        arch.vocab as Count * s.hidden * r.param_bytes
+    } else {
+        0.0
+    };
+    let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
+    let tied = arch.tied_embeddings && !litgpt_unties(arch, plan);
+    let grad_in_layers = if tied {
+        // The summed share waits in autograd's buffer for the embedding's, at the very end.
+        head_grad
+    } else if plan.optimizer_in_backward || accumulating {
+        // Stepped and freed at once, or added into the `.grad` held from earlier micro-batches.
+        0.0
+    } else {
+        head_grad
+    };
+    // torchtune's chunked loss runs the head as 8 matmuls, each adding its share of the gradient.
+    let chunked_head = plan.loss == Loss::Chunked && plan.framework == Framework::Torchtune;
+    let (logits, grads_live) = match (plan.loss, plan.framework) {
+        _ if head_grad == 0.0 => (0.0, 0.0),
+        _ if chunked_head => {
+            let all = s.d.compute * n * v;
+            if all + head_grad >= all * 6.0 / 8.0 + 3.0 * head_grad {
+                (all, head_grad)
+            } else {
+                (all * 6.0 / 8.0, 3.0 * head_grad)
+            }
+        }
+        // A cross-entropy kernel (unsloth) leaves the 16-bit logits' gradient for the head's matmul, like the
+        // standard loss.
+        (
+            Loss::Standard | Loss::Kernel,
+            Framework::Hf | Framework::Torchtune | Framework::Litgpt,
+        ) => (s.d.compute * n * v, head_grad),
+        // Liger's fused linear cross-entropy computes the head's gradient in the forward; the WebGPU runtime
+        // trains adapters only.
+        _ => (0.0, 0.0),
+    };
+    // A tied embedding's share arrives last and joins the head's in autograd's buffer. A single head matmul left a
+    // transposed view there, so the sum is out of place: both shares and the sum (traced on CPU: 3 x 788 MB at the
+    // end of torchtune's unchunked full fine-tune). Chunked, the buffer is already a sum and takes the share in
+    // place. Accumulating, the result is then added into the held `.grad`, so none of it is that `.grad`.
+    let tied_end = if tied && head_grad > 0.0 {
+        let extra = if chunked_head { 1.0 } else { 2.0 } + if accumulating { 1.0 } else { 0.0 };
+        extra * head_grad
+    } else {
+        0.0
+    };
+    HeadBackward {
+        // Liger's fused linear cross-entropy accumulates the head's weight gradient chunk by chunk during the
+        // loss's forward, so it exists from the loss on.
+        fused_grad: if plan.loss == Loss::Fused {
+            head_grad
+        } else {
+            0.0
+        },
+        grad_in_layers,
+        logits,
+        grads_live,
+        tied_end,
+    }
+}
