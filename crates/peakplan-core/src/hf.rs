@@ -327,231 +327,288 @@ fn import_typed(model_type: &str, map: &Map<String, Value>) -> Result<Architectu
         return Err(err("num_attention_heads must be at least 1"));
     }
     let explicit_head_dim = f.uint(&["head_dim"])?;
-    let default_head_dim = |hd: u64| -> Result<u64, ArchError> {
-        if let Some(d) = explicit_head_dim {
-            return Ok(d);
-        }
-        if !hd.is_multiple_of(heads) {
-            return Err(err(format!(
-                "hidden_size = {hd} is not divisible by num_attention_heads = {heads} and there is no head_dim"
-            )));
-        }
-        Ok(hd / heads)
+    let c = Config {
+        f,
+        model_type,
+        hidden,
+        heads,
+        explicit_head_dim,
     };
     let mut a = Architecture::llama(model_type, layers, hidden, 0, heads, heads, vocab);
     a.model_type = model_type.to_string();
     match model_type {
         "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "qwen2_moe"
-        | "gemma" | "gemma2" | "gemma3_text" | "olmo2" => {
-            let qwen_moe = matches!(model_type, "qwen3_moe" | "qwen2_moe");
-            a.intermediate = if qwen_moe {
-                f.need(&["moe_intermediate_size"])?
-            } else {
-                f.need(&["intermediate_size"])?
-            };
-            a.kv_heads = f.uint(&["num_key_value_heads"])?.unwrap_or(heads);
-            let gemma = model_type.starts_with("gemma");
-            a.head_dim = if gemma {
-                explicit_head_dim.unwrap_or(256)
-            } else {
-                default_head_dim(hidden)?
-            };
-            a.tied_embeddings = f.flag("tie_word_embeddings", gemma)?;
-            a.qkv_bias = model_type == "qwen2"
-                || (model_type == "qwen2_moe" && f.flag("qkv_bias", true)?)
-                || f.flag("attention_bias", false)?;
-            a.o_bias = f.flag("attention_bias", false)?;
-            a.mlp_bias = f.flag("mlp_bias", false)?;
-            // OLMo 2 multiplies by its norm weights in fp32 before casting back, as Gemma does.
-            a.norm_scale_fp32 = gemma || model_type == "olmo2";
-            if matches!(model_type, "gemma2" | "gemma3_text") {
-                a.norms_per_layer = 4;
-                // Gemma2Config softcaps by default (30 and 50); Gemma3TextConfig only when a value is given. A
-                // null turns each off.
-                let softcap = model_type == "gemma2";
-                a.final_logit_softcap = f.on_unless_null("final_logit_softcapping", softcap)?;
-                a.attn_logit_softcap = f.on_unless_null("attn_logit_softcapping", softcap)?;
-            }
-            a.qk_norm = match model_type {
-                "qwen3" | "qwen3_moe" | "gemma3_text" => QkNorm::PerHead,
-                "olmo2" => QkNorm::Full,
-                _ => QkNorm::None,
-            };
-            if model_type == "mixtral" {
-                a.experts = f.uint(&["num_local_experts"])?.unwrap_or(8);
-                a.experts_per_token = f.uint(&["num_experts_per_tok"])?.unwrap_or(2);
-            }
-            if qwen_moe {
-                a.experts = f.need(&["num_experts"])?;
-                a.experts_per_token = f.need(&["num_experts_per_tok"])?;
-                if model_type == "qwen2_moe" {
-                    // Every Qwen2-MoE block runs a dense shared expert beside the routed ones, scaled by a sigmoid
-                    // gate.
-                    a.shared_expert_intermediate = f.need(&["shared_expert_intermediate_size"])?;
-                    a.shared_expert_gate = true;
-                }
-                let dense_layers = match map.get("mlp_only_layers") {
-                    None | Some(Value::Null) => false,
-                    Some(Value::Array(v)) => !v.is_empty(),
-                    Some(other) => {
-                        return Err(err(format!(
-                            "mlp_only_layers must be a list of layer indices, got {}",
-                            type_name(other)
-                        )))
-                    }
-                };
-                if dense_layers || f.uint(&["decoder_sparse_step"])?.unwrap_or(1) != 1 {
-                    return Err(err(
-                        "decoder_sparse_step other than 1 or a non-empty mlp_only_layers mixes dense and MoE \
-                         layers, which peakplan does not model",
-                    ));
-                }
-            }
-        }
-        "gpt_oss" => {
-            // gpt-oss: biased attention with a learned sink per head, an MoE of fused, biased gate|up and down
-            // experts behind a biased router that softmaxes its top-k logits, clamped SwiGLU, RMSNorms that scale
-            // in fp32 (kept in fp32 by `_keep_in_fp32_modules`), untied head. The checkpoint's MXFP4 experts are
-            // dequantized for training (`Mxfp4Config(dequantize=True)`); the plan's `quant` says what they become.
-            a.intermediate = f.need(&["intermediate_size"])?;
-            a.kv_heads = f.need(&["num_key_value_heads"])?;
-            a.head_dim = f.need(&["head_dim"])?;
-            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
-            a.qkv_bias = f.flag("attention_bias", true)?;
-            a.o_bias = a.qkv_bias;
-            a.mlp = Mlp::GatedFused;
-            a.mlp_bias = true;
-            a.experts = f.need(&["num_local_experts"])?;
-            a.experts_per_token = f.need(&["num_experts_per_tok", "experts_per_token"])?;
-            a.norm_scale_fp32 = true;
-            a.attn_sinks = true;
-            a.swiglu_clamp = true;
-            a.router_topk_softmax = true;
-        }
-        "phi" => {
-            a.intermediate = f.need(&["intermediate_size"])?;
-            a.kv_heads = f.uint(&["num_key_value_heads"])?.unwrap_or(heads);
-            a.head_dim = default_head_dim(hidden)?;
-            a.norm = Norm::LayerNorm;
-            a.norms_per_layer = 1;
-            a.mlp = Mlp::Plain;
-            a.qkv_bias = true;
-            a.o_bias = true;
-            a.mlp_bias = true;
-            a.lm_head_bias = true;
-            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
-            a.composite_gelu = f.text(&["hidden_act"])?.unwrap_or("gelu_new") == "gelu_new";
-        }
-        "qwen" => {
-            // Qwen (v1): fused c_attn with bias, bias-free c_proj, SwiGLU whose two branches are each half of
-            // `intermediate_size`, RMSNorm, untied head.
-            let inter = f.need(&["intermediate_size"])?;
-            a.intermediate = inter / 2;
-            a.head_dim = default_head_dim(hidden)?;
-            a.fused_qkv = true;
-            a.qkv_bias = true;
-            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
-        }
-        "phi3" => {
-            a.intermediate = f.need(&["intermediate_size"])?;
-            a.kv_heads = f.uint(&["num_key_value_heads"])?.unwrap_or(heads);
-            a.head_dim = default_head_dim(hidden)?;
-            a.fused_qkv = true;
-            a.qkv_views = true;
-            a.mlp = Mlp::GatedFused;
-            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
-        }
-        "bloom" => {
-            // BLOOM: ALiBi (no position parameters), fused query_key_value, a 4x GELU MLP, LayerNorms and biases
-            // everywhere, a LayerNorm on the word embeddings, and a head tied to them.
-            a.intermediate = 4 * hidden;
-            a.head_dim = default_head_dim(hidden)?;
-            a.norm = Norm::LayerNorm;
-            a.fused_qkv = true;
-            a.mlp = Mlp::Plain;
-            a.qkv_bias = true;
-            a.o_bias = true;
-            a.mlp_bias = true;
-            a.embedding_norm = true;
-            a.tied_embeddings = f.flag("tie_word_embeddings", true)?;
-        }
-        "gpt_neox" => {
-            a.intermediate = f.uint(&["intermediate_size"])?.unwrap_or(4 * hidden);
-            a.head_dim = default_head_dim(hidden)?;
-            a.norm = Norm::LayerNorm;
-            a.fused_qkv = true;
-            a.qkv_views = true;
-            a.norms_share_input = f.flag("use_parallel_residual", true)?;
-            a.mlp = Mlp::Plain;
-            a.qkv_bias = f.flag("attention_bias", true)?;
-            a.o_bias = a.qkv_bias;
-            a.mlp_bias = true;
-            a.tied_embeddings = f.flag("tie_word_embeddings", false)?;
-        }
-        "falcon" | "RefinedWebModel" | "RefinedWeb" => {
-            a.intermediate = f.uint(&["ffn_hidden_size"])?.unwrap_or(4 * hidden);
-            a.head_dim = default_head_dim(hidden)?;
-            let new_arch = f.flag("new_decoder_architecture", model_type == "RefinedWeb")?;
-            a.kv_heads = if new_arch {
-                f.uint(&["num_kv_heads", "n_head_kv"])?.unwrap_or(heads)
-            } else if f.flag("multi_query", true)? {
-                1
-            } else {
-                heads
-            };
-            a.norm = Norm::LayerNorm;
-            a.norms_per_layer = if !new_arch && f.flag("parallel_attn", true)? {
-                1
-            } else {
-                2
-            };
-            // The new decoder's ln_attn and ln_mlp both read the layer's input.
-            a.norms_share_input =
-                new_arch && f.uint(&["num_ln_in_parallel_attn"])?.unwrap_or(2) == 2;
-            a.fused_qkv = true;
-            a.mlp = Mlp::Plain;
-            let bias = f.flag("bias", false)?;
-            a.qkv_bias = bias;
-            a.o_bias = bias;
-            a.mlp_bias = bias;
-            a.tied_embeddings = f.flag("tie_word_embeddings", true)?;
-        }
-        _ => {
-            // GPT-2 layout: gpt_bigcode, gpt2, gpt3.
-            a.intermediate = f
-                .uint(&["n_inner", "intermediate_size"])?
-                .unwrap_or(4 * hidden);
-            a.head_dim = default_head_dim(hidden)?;
-            a.kv_heads = if model_type == "gpt_bigcode" && f.flag("multi_query", true)? {
-                1
-            } else {
-                heads
-            };
-            a.norm = Norm::LayerNorm;
-            a.fused_qkv = true;
-            a.mlp = Mlp::Plain;
-            a.qkv_bias = true;
-            a.o_bias = true;
-            a.mlp_bias = true;
-            a.learned_positions = f
-                .uint(&["n_positions", "max_position_embeddings"])?
-                .unwrap_or(1024);
-            a.tied_embeddings = f.flag("tie_word_embeddings", true)?;
-            let default_act = if model_type == "gpt_bigcode" {
-                "gelu_pytorch_tanh"
-            } else {
-                "gelu_new"
-            };
-            a.composite_gelu = f
-                .text(&["activation_function", "hidden_act"])?
-                .unwrap_or(default_act)
-                == "gelu_new";
-            if model_type == "gpt_bigcode" {
-                // GPTBigCodeModel registers a bool causal mask of positions x positions as a buffer.
-                a.buffer_bytes = a.learned_positions.saturating_mul(a.learned_positions);
-            }
-        }
+        | "gemma" | "gemma2" | "gemma3_text" | "olmo2" => llama_family(&mut a, &c)?,
+        "gpt_oss" => gpt_oss(&mut a, &c)?,
+        "phi" => phi(&mut a, &c)?,
+        "qwen" => qwen_v1(&mut a, &c)?,
+        "phi3" => phi3(&mut a, &c)?,
+        "bloom" => bloom(&mut a, &c)?,
+        "gpt_neox" => gpt_neox(&mut a, &c)?,
+        "falcon" | "RefinedWebModel" | "RefinedWeb" => falcon(&mut a, &c)?,
+        _ => gpt2_family(&mut a, &c)?,
     }
     a.validate()?;
     Ok(a)
+}
+
+/// A config being imported: its fields and the sizes every family reads.
+struct Config<'a> {
+    f: Fields<'a>,
+    model_type: &'a str,
+    hidden: u64,
+    heads: u64,
+    explicit_head_dim: Option<u64>,
+}
+
+impl Config<'_> {
+    /// `head_dim` as given, else hidden / heads (which must divide).
+    fn head_dim(&self) -> Result<u64, ArchError> {
+        if let Some(d) = self.explicit_head_dim {
+            return Ok(d);
+        }
+        if !self.hidden.is_multiple_of(self.heads) {
+            return Err(err(format!(
+                "hidden_size = {} is not divisible by num_attention_heads = {} and there is no head_dim",
+                self.hidden, self.heads
+            )));
+        }
+        Ok(self.hidden / self.heads)
+    }
+}
+
+/// Llama-layout decoders: Llama, Mistral, Mixtral, Qwen2/3 (and their MoE), Gemma 1-3 text, OLMo 2.
+fn llama_family(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
+    let qwen_moe = matches!(c.model_type, "qwen3_moe" | "qwen2_moe");
+    a.intermediate = if qwen_moe {
+        c.f.need(&["moe_intermediate_size"])?
+    } else {
+        c.f.need(&["intermediate_size"])?
+    };
+    a.kv_heads = c.f.uint(&["num_key_value_heads"])?.unwrap_or(c.heads);
+    let gemma = c.model_type.starts_with("gemma");
+    a.head_dim = if gemma {
+        c.explicit_head_dim.unwrap_or(256)
+    } else {
+        c.head_dim()?
+    };
+    a.tied_embeddings = c.f.flag("tie_word_embeddings", gemma)?;
+    a.qkv_bias = c.model_type == "qwen2"
+        || (c.model_type == "qwen2_moe" && c.f.flag("qkv_bias", true)?)
+        || c.f.flag("attention_bias", false)?;
+    a.o_bias = c.f.flag("attention_bias", false)?;
+    a.mlp_bias = c.f.flag("mlp_bias", false)?;
+    // OLMo 2 multiplies by its norm weights in fp32 before casting back, as Gemma does.
+    a.norm_scale_fp32 = gemma || c.model_type == "olmo2";
+    if matches!(c.model_type, "gemma2" | "gemma3_text") {
+        a.norms_per_layer = 4;
+        // Gemma2Config softcaps by default (30 and 50); Gemma3TextConfig only when a value is given. A
+        // null turns each off.
+        let softcap = c.model_type == "gemma2";
+        a.final_logit_softcap = c.f.on_unless_null("final_logit_softcapping", softcap)?;
+        a.attn_logit_softcap = c.f.on_unless_null("attn_logit_softcapping", softcap)?;
+    }
+    a.qk_norm = match c.model_type {
+        "qwen3" | "qwen3_moe" | "gemma3_text" => QkNorm::PerHead,
+        "olmo2" => QkNorm::Full,
+        _ => QkNorm::None,
+    };
+    if c.model_type == "mixtral" {
+        a.experts = c.f.uint(&["num_local_experts"])?.unwrap_or(8);
+        a.experts_per_token = c.f.uint(&["num_experts_per_tok"])?.unwrap_or(2);
+    }
+    if qwen_moe {
+        a.experts = c.f.need(&["num_experts"])?;
+        a.experts_per_token = c.f.need(&["num_experts_per_tok"])?;
+        if c.model_type == "qwen2_moe" {
+            // Every Qwen2-MoE block runs a dense shared expert beside the routed ones, scaled by a sigmoid
+            // gate.
+            a.shared_expert_intermediate = c.f.need(&["shared_expert_intermediate_size"])?;
+            a.shared_expert_gate = true;
+        }
+        let dense_layers = match c.f.0.get("mlp_only_layers") {
+            None | Some(Value::Null) => false,
+            Some(Value::Array(v)) => !v.is_empty(),
+            Some(other) => {
+                return Err(err(format!(
+                    "mlp_only_layers must be a list of layer indices, got {}",
+                    type_name(other)
+                )))
+            }
+        };
+        if dense_layers || c.f.uint(&["decoder_sparse_step"])?.unwrap_or(1) != 1 {
+            return Err(err(
+                    "decoder_sparse_step other than 1 or a non-empty mlp_only_layers mixes dense and MoE \
+                     layers, which peakplan does not model",
+                ));
+        }
+    }
+    Ok(())
+}
+
+/// gpt-oss.
+fn gpt_oss(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
+    // gpt-oss: biased attention with a learned sink per head, an MoE of fused, biased gate|up and down
+    // experts behind a biased router that softmaxes its top-k logits, clamped SwiGLU, RMSNorms that scale
+    // in fp32 (kept in fp32 by `_keep_in_fp32_modules`), untied head. The checkpoint's MXFP4 experts are
+    // dequantized for training (`Mxfp4Config(dequantize=True)`); the plan's `quant` says what they become.
+    a.intermediate = c.f.need(&["intermediate_size"])?;
+    a.kv_heads = c.f.need(&["num_key_value_heads"])?;
+    a.head_dim = c.f.need(&["head_dim"])?;
+    a.tied_embeddings = c.f.flag("tie_word_embeddings", false)?;
+    a.qkv_bias = c.f.flag("attention_bias", true)?;
+    a.o_bias = a.qkv_bias;
+    a.mlp = Mlp::GatedFused;
+    a.mlp_bias = true;
+    a.experts = c.f.need(&["num_local_experts"])?;
+    a.experts_per_token = c.f.need(&["num_experts_per_tok", "experts_per_token"])?;
+    a.norm_scale_fp32 = true;
+    a.attn_sinks = true;
+    a.swiglu_clamp = true;
+    a.router_topk_softmax = true;
+    Ok(())
+}
+
+/// Phi-1/2: a parallel block with one LayerNorm and a plain GELU MLP.
+fn phi(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
+    a.intermediate = c.f.need(&["intermediate_size"])?;
+    a.kv_heads = c.f.uint(&["num_key_value_heads"])?.unwrap_or(c.heads);
+    a.head_dim = c.head_dim()?;
+    a.norm = Norm::LayerNorm;
+    a.norms_per_layer = 1;
+    a.mlp = Mlp::Plain;
+    a.qkv_bias = true;
+    a.o_bias = true;
+    a.mlp_bias = true;
+    a.lm_head_bias = true;
+    a.tied_embeddings = c.f.flag("tie_word_embeddings", false)?;
+    a.composite_gelu = c.f.text(&["hidden_act"])?.unwrap_or("gelu_new") == "gelu_new";
+    Ok(())
+}
+
+/// Qwen (v1).
+fn qwen_v1(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
+    // Qwen (v1): fused c_attn with bias, bias-free c_proj, SwiGLU whose two branches are each half of
+    // `intermediate_size`, RMSNorm, untied head.
+    let inter = c.f.need(&["intermediate_size"])?;
+    a.intermediate = inter / 2;
+    a.head_dim = c.head_dim()?;
+    a.fused_qkv = true;
+    a.qkv_bias = true;
+    a.tied_embeddings = c.f.flag("tie_word_embeddings", false)?;
+    Ok(())
+}
+
+/// Phi-3: fused qkv and gate|up projections.
+fn phi3(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
+    a.intermediate = c.f.need(&["intermediate_size"])?;
+    a.kv_heads = c.f.uint(&["num_key_value_heads"])?.unwrap_or(c.heads);
+    a.head_dim = c.head_dim()?;
+    a.fused_qkv = true;
+    a.qkv_views = true;
+    a.mlp = Mlp::GatedFused;
+    a.tied_embeddings = c.f.flag("tie_word_embeddings", false)?;
+    Ok(())
+}
+
+/// BLOOM.
+fn bloom(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
+    // BLOOM: ALiBi (no position parameters), fused query_key_value, a 4x GELU MLP, LayerNorms and biases
+    // everywhere, a LayerNorm on the word embeddings, and a head tied to them.
+    a.intermediate = 4 * c.hidden;
+    a.head_dim = c.head_dim()?;
+    a.norm = Norm::LayerNorm;
+    a.fused_qkv = true;
+    a.mlp = Mlp::Plain;
+    a.qkv_bias = true;
+    a.o_bias = true;
+    a.mlp_bias = true;
+    a.embedding_norm = true;
+    a.tied_embeddings = c.f.flag("tie_word_embeddings", true)?;
+    Ok(())
+}
+
+/// GPT-NeoX (Pythia).
+fn gpt_neox(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
+    a.intermediate = c.f.uint(&["intermediate_size"])?.unwrap_or(4 * c.hidden);
+    a.head_dim = c.head_dim()?;
+    a.norm = Norm::LayerNorm;
+    a.fused_qkv = true;
+    a.qkv_views = true;
+    a.norms_share_input = c.f.flag("use_parallel_residual", true)?;
+    a.mlp = Mlp::Plain;
+    a.qkv_bias = c.f.flag("attention_bias", true)?;
+    a.o_bias = a.qkv_bias;
+    a.mlp_bias = true;
+    a.tied_embeddings = c.f.flag("tie_word_embeddings", false)?;
+    Ok(())
+}
+
+/// Falcon, old and new decoder architectures.
+fn falcon(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
+    a.intermediate = c.f.uint(&["ffn_hidden_size"])?.unwrap_or(4 * c.hidden);
+    a.head_dim = c.head_dim()?;
+    let new_arch =
+        c.f.flag("new_decoder_architecture", c.model_type == "RefinedWeb")?;
+    a.kv_heads = if new_arch {
+        c.f.uint(&["num_kv_heads", "n_head_kv"])?.unwrap_or(c.heads)
+    } else if c.f.flag("multi_query", true)? {
+        1
+    } else {
+        c.heads
+    };
+    a.norm = Norm::LayerNorm;
+    a.norms_per_layer = if !new_arch && c.f.flag("parallel_attn", true)? {
+        1
+    } else {
+        2
+    };
+    // The new decoder's ln_attn and ln_mlp both read the layer's input.
+    a.norms_share_input = new_arch && c.f.uint(&["num_ln_in_parallel_attn"])?.unwrap_or(2) == 2;
+    a.fused_qkv = true;
+    a.mlp = Mlp::Plain;
+    let bias = c.f.flag("bias", false)?;
+    a.qkv_bias = bias;
+    a.o_bias = bias;
+    a.mlp_bias = bias;
+    a.tied_embeddings = c.f.flag("tie_word_embeddings", true)?;
+    Ok(())
+}
+
+/// GPT-2 layout: gpt_bigcode, gpt2, gpt3.
+fn gpt2_family(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
+    // GPT-2 layout: gpt_bigcode, gpt2, gpt3.
+    a.intermediate =
+        c.f.uint(&["n_inner", "intermediate_size"])?
+            .unwrap_or(4 * c.hidden);
+    a.head_dim = c.head_dim()?;
+    a.kv_heads = if c.model_type == "gpt_bigcode" && c.f.flag("multi_query", true)? {
+        1
+    } else {
+        c.heads
+    };
+    a.norm = Norm::LayerNorm;
+    a.fused_qkv = true;
+    a.mlp = Mlp::Plain;
+    a.qkv_bias = true;
+    a.o_bias = true;
+    a.mlp_bias = true;
+    a.learned_positions =
+        c.f.uint(&["n_positions", "max_position_embeddings"])?
+            .unwrap_or(1024);
+    a.tied_embeddings = c.f.flag("tie_word_embeddings", true)?;
+    let default_act = if c.model_type == "gpt_bigcode" {
+        "gelu_pytorch_tanh"
+    } else {
+        "gelu_new"
+    };
+    a.composite_gelu =
+        c.f.text(&["activation_function", "hidden_act"])?
+            .unwrap_or(default_act)
+            == "gelu_new";
+    if c.model_type == "gpt_bigcode" {
+        // GPTBigCodeModel registers a bool causal mask of positions x positions as a buffer.
+        a.buffer_bytes = a.learned_positions.saturating_mul(a.learned_positions);
+    }
+    Ok(())
 }
