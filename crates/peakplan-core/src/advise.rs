@@ -86,10 +86,19 @@ fn change(
     }
 }
 
-/// The single changes worth trying on this plan (each changes one key; none is a no-op).
+/// The single changes worth trying on this plan (each changes one key; none is a no-op), in the order they are
+/// listed: kernels and the allocator, the optimizer, the method and its precision, then capacity.
 pub fn candidates(plan: &Plan) -> Vec<Change> {
     let mut c = Vec::new();
-    let peft = plan.method != Method::Full;
+    kernel_changes(plan, &mut c);
+    optimizer_changes(plan, &mut c);
+    method_changes(plan, &mut c);
+    capacity_changes(plan, &mut c);
+    c
+}
+
+/// Checkpointing, attention, loss, fused kernels, compile, the allocator and MoE checkpoints.
+fn kernel_changes(plan: &Plan, c: &mut Vec<Change>) {
     if !plan.grad_checkpointing {
         c.push(change(
             "gc",
@@ -161,6 +170,10 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
             "the same weights; transformers 5 leaves 3D expert parameters 16-bit",
         ));
     }
+}
+
+/// Optimizer implementations and 8-bit states.
+fn optimizer_changes(plan: &Plan, c: &mut Vec<Change>) {
     if plan.optimizer == Optimizer::AdamwTorch {
         c.push(change(
             "opt",
@@ -201,6 +214,11 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
         }
         Optimizer::PagedAdamw8bit | Optimizer::Sgd => {}
     }
+}
+
+/// The training method, quantization constants, adapter dtype and precision.
+fn method_changes(plan: &Plan, c: &mut Vec<Change>) {
+    let peft = plan.method != Method::Full;
     match plan.method {
         Method::Full => c.push(change(
             "method",
@@ -255,6 +273,11 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
             "updates rounded to bf16: can stall small updates",
         ));
     }
+}
+
+/// What the model learns with: rank, targets, trained tokens, sharding, batch and sequence.
+fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
+    let peft = plan.method != Method::Full;
     if peft && plan.rank > 4 {
         let r = plan.rank / 2;
         c.push(change(
@@ -312,7 +335,6 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
             "longer documents get cut",
         ));
     }
-    c
 }
 
 fn apply(plan: &Plan, changes: &[&Change]) -> Plan {
