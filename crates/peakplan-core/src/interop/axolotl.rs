@@ -7,9 +7,9 @@ use super::fields::{get, get_set, has_any, show, Reader};
 use super::names::{
     axolotl_peft_without_key, embedding_modules, target_module_names, LINEAR_GROUPS,
 };
-use super::template::{fill, YAML_BOOLS};
+use super::template::{render, vars, YAML_BOOLS};
 use super::yaml::scalar_text;
-use super::{common, float_text, hf_repo, method_label, num, preset_of, yaml_items};
+use super::{float_text, hf_repo, num, preset_of, yaml_header, yaml_items};
 use crate::arch::{Architecture, Target};
 use crate::plan::{
     Alloc, Attn, Loss, Method, Peft, Plan, Precision, Quant, Targets, TokenTraining,
@@ -21,7 +21,6 @@ const AXOLOTL: &str = include_str!("axolotl.yaml.tmpl");
 /// An axolotl config for the plan.
 #[inline(never)]
 pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
-    let c = common(plan, arch);
     let repo = preset_of(plan, arch).and_then(hf_repo).map(scalar_text);
     let all_linear = Targets(plan.targets.0 & Targets::ALL_LINEAR.0) == Targets::ALL_LINEAR;
     let mut target_items = String::new();
@@ -60,20 +59,7 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         Attn::Sdpa => "sdp_attention",
         Attn::Eager => "eager_attention",
     };
-    fill!(
-        AXOLOTL, YAML_BOOLS;
-        "model_label" => &c.label,
-        "method" => method_label(plan.method),
-        "b" => &c.b,
-        "ga" => &c.ga,
-        "s" => &c.s,
-        "gpus" => &c.gpus,
-        "plural" => if plan.gpus == 1 { "" } else { "s" },
-        "query" => &c.query,
-        "model_type" => &arch.model_type,
-        "allocated" => &c.allocated,
-        "reserved" => &c.reserved,
-        "device" => &c.device,
+    let own = vars!(
         "repo" => repo.as_deref().unwrap_or(""),
         "quant" => plan.quant.key(),
         "r" => &r,
@@ -89,8 +75,6 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         "pure" => pure,
         "ds_file" => &ds_file,
         ;
-        "custom" => c.custom,
-        "multi" => plan.gpus > 1,
         "lora" => plan.method == Method::Lora,
         "qlora" => plan.method == Method::Qlora && matches!(plan.quant, Quant::Nf4 | Quant::Fp4),
         "gptq" => plan.gptq_bits().is_some(),
@@ -117,7 +101,8 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         "ds" => deepspeed::uses_deepspeed(plan),
         "expandable" => plan.allocator == Alloc::Expandable,
         "emptied" => plan.allocator == Alloc::Emptied,
-    )
+    );
+    render(AXOLOTL, YAML_BOOLS, &[yaml_header(plan, arch), own])
 }
 
 #[rustfmt::skip]

@@ -40,6 +40,7 @@ use crate::arch::Architecture;
 use crate::engine::estimate;
 use crate::plan::Plan;
 use crate::presets;
+use template::{vars, Vars};
 use yaml::scalar_text;
 
 /// What [`export`] writes.
@@ -181,21 +182,9 @@ pub(crate) fn float_text(f: f64) -> String {
     }
 }
 
-/// The header values both YAML exports share: model label, whether the model is a custom config, the figures.
-pub(crate) struct Common {
-    pub(crate) label: String,
-    pub(crate) custom: bool,
-    pub(crate) allocated: String,
-    pub(crate) reserved: String,
-    pub(crate) device: String,
-    pub(crate) b: String,
-    pub(crate) ga: String,
-    pub(crate) s: String,
-    pub(crate) gpus: String,
-    pub(crate) query: String,
-}
-
-pub(crate) fn common(plan: &Plan, arch: &Architecture) -> Common {
+/// The header both YAML exports open with: model label, method, shape and GPUs, the plan line, the figures, and
+/// whether the model is a custom config.
+pub(crate) fn yaml_header(plan: &Plan, arch: &Architecture) -> Vars<'static> {
     let preset = preset_of(plan, arch);
     let label = match preset {
         Some(m) => m.name.to_string(),
@@ -207,18 +196,23 @@ pub(crate) fn common(plan: &Plan, arch: &Architecture) -> Common {
         }
     };
     let e = estimate(arch, plan);
-    Common {
-        label,
-        custom: preset.is_none(),
-        allocated: gib(e.peak_allocated_bytes),
-        reserved: gib(e.peak_reserved_bytes),
-        device: gib(e.device_bytes),
-        b: num(plan.micro_batch),
-        ga: num(plan.grad_accumulation),
-        s: num(plan.seq_len),
-        gpus: num(plan.gpus),
-        query: plan.to_query(),
-    }
+    vars!(
+        "model_label" => label,
+        "method" => method_label(plan.method),
+        "b" => num(plan.micro_batch),
+        "ga" => num(plan.grad_accumulation),
+        "s" => num(plan.seq_len),
+        "gpus" => num(plan.gpus),
+        "plural" => if plan.gpus == 1 { "" } else { "s" },
+        "query" => plan.to_query(),
+        "model_type" => arch.model_type.clone(),
+        "allocated" => gib(e.peak_allocated_bytes),
+        "reserved" => gib(e.peak_reserved_bytes),
+        "device" => gib(e.device_bytes),
+        ;
+        "custom" => preset.is_none(),
+        "multi" => plan.gpus > 1,
+    )
 }
 
 /// `\n  - name` for each name (a YAML list under the key written before it).

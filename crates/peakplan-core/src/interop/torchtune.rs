@@ -5,8 +5,8 @@
 
 use super::fields::{dtype_name, get, get_str, has_any, show, Reader};
 use super::names::{module_targets, PEFT_WITHOUT_KEY};
-use super::template::{fill, YAML_BOOLS};
-use super::{common, float_text, method_label, num, preset_of, table, yaml_items};
+use super::template::{render, vars, YAML_BOOLS};
+use super::{float_text, num, preset_of, table, yaml_header, yaml_items};
 use crate::arch::{Architecture, Target};
 use crate::hf::quote;
 use crate::plan::{
@@ -83,7 +83,6 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
     let original_loss = plan.loss;
     let tp = torchtune_plan(plan);
     let plan = &tp;
-    let c = common(plan, arch);
     let distributed = plan.gpus > 1;
     let adapter = plan.method != Method::Full;
     let recipe = match (plan.method, distributed) {
@@ -135,20 +134,7 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
     } else {
         original_precision.key()
     };
-    fill!(
-        TORCHTUNE, YAML_BOOLS;
-        "model_label" => &c.label,
-        "method" => method_label(plan.method),
-        "b" => &c.b,
-        "ga" => &c.ga,
-        "s" => &c.s,
-        "gpus" => &c.gpus,
-        "plural" => if plan.gpus == 1 { "" } else { "s" },
-        "query" => &c.query,
-        "model_type" => &arch.model_type,
-        "allocated" => &c.allocated,
-        "reserved" => &c.reserved,
-        "device" => &c.device,
+    let own = vars!(
         "recipe" => recipe,
         "attn_note" => if plan.attn == Attn::Sdpa { "" } else { plan.attn.key() },
         "builder" => &builder,
@@ -174,8 +160,6 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         },
         "tt_note" => &tt,
         ;
-        "custom" => c.custom,
-        "multi" => distributed,
         "not_zero3" => plan.zero != 3,
         "oib" => plan.optimizer_in_backward,
         "aoff" => plan.offload_activations,
@@ -193,7 +177,8 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         "liger" => plan.liger,
         "expandable" => plan.allocator == Alloc::Expandable,
         "emptied" => plan.allocator == Alloc::Emptied,
-    )
+    );
+    render(TORCHTUNE, YAML_BOOLS, &[yaml_header(plan, arch), own])
 }
 
 #[rustfmt::skip]
@@ -202,6 +187,13 @@ const TORCHTUNE_NEUTRAL: &[&str] = &[
     "resume_from_checkpoint", "lr_scheduler", "metric_logger", "log_every_n_steps", "log_peak_memory_stats",
     "log_level", "profiler", "device", "clip_grad_norm", "save_adapter_weights_only",
     "custom_sharded_layers", "collate_fn", "run_val_every_n_steps", "dataset_val", "batch_size_val", "tokenizer",
+];
+
+/// The fields [`read`] maps to plan keys.
+#[rustfmt::skip]
+const HANDLED: &[&str] = &[
+    "gradient_accumulation_steps", "model", "tokenizer", "batch_size", "enable_activation_checkpointing", "dtype",
+    "optimizer", "loss", "compile", "optimizer_in_bwd", "enable_activation_offloading",
 ];
 
 #[inline(never)]
@@ -290,24 +282,7 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     if let Some(v) = get(map, "gradient_accumulation_steps") {
         r.accumulation("gradient_accumulation_steps", v);
     }
-    r.rest(
-        "",
-        map,
-        &[
-            "gradient_accumulation_steps",
-            "model",
-            "tokenizer",
-            "batch_size",
-            "enable_activation_checkpointing",
-            "dtype",
-            "optimizer",
-            "loss",
-            "compile",
-            "optimizer_in_bwd",
-            "enable_activation_offloading",
-        ],
-        TORCHTUNE_NEUTRAL,
-    );
+    r.rest("", map, HANDLED, TORCHTUNE_NEUTRAL);
     r.note("torchtune configs do not say how many GPUs (the launch does); gpus unchanged unless the peakplan line says");
 }
 

@@ -72,6 +72,13 @@ const TRAINING_ARGS_NEUTRAL: &[&str] = &[
     "shuffle_dataset", "truncation_mode", "dataset_batch_size", "num_of_sequences", "chars_per_token", "use_liger",
 ];
 
+/// The fields [`read`] maps to plan keys.
+#[rustfmt::skip]
+const HANDLED: &[&str] = &[
+    "gradient_accumulation_steps", "per_device_train_batch_size", "gradient_checkpointing", "bf16", "fp16", "optim",
+    "max_seq_length", "max_length", "deepspeed", "fsdp", "use_liger_kernel", "loss_type", "torch_compile",
+];
+
 #[inline(never)]
 pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     if let Some(v) = get(map, "per_device_train_batch_size") {
@@ -136,24 +143,5 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     if let Some(v) = get(map, "gradient_accumulation_steps") {
         r.accumulation("gradient_accumulation_steps", v);
     }
-    r.rest(
-        "",
-        map,
-        &[
-            "gradient_accumulation_steps",
-            "per_device_train_batch_size",
-            "gradient_checkpointing",
-            "bf16",
-            "fp16",
-            "optim",
-            "max_seq_length",
-            "max_length",
-            "deepspeed",
-            "fsdp",
-            "use_liger_kernel",
-            "loss_type",
-            "torch_compile",
-        ],
-        TRAINING_ARGS_NEUTRAL,
-    );
+    r.rest("", map, HANDLED, TRAINING_ARGS_NEUTRAL);
 }
