@@ -105,39 +105,7 @@ pub(super) fn read(r: &mut Reader, prefix: &str, map: &Map<String, Value>) {
         r.fact("b", &num(b), &micro_field);
     }
     match get(map, "zero_optimization") {
-        Some(Value::Object(z)) => {
-            let zp = f("zero_optimization.");
-            if let Some(v) = get(z, "stage") {
-                let field = cat(&zp, "stage");
-                if let Some(s) = r.uint(&field, v) {
-                    r.fact("zero", &num(s), &field);
-                }
-            }
-            for k in ["offload_optimizer", "offload_param"] {
-                let device = match get(z, k) {
-                    Some(Value::Object(o)) => get_str(o, "device").unwrap_or("none"),
-                    Some(Value::String(s)) => s.as_str(),
-                    _ => "none",
-                };
-                let field = cat(&zp, k);
-                match device {
-                    "none" => {}
-                    "cpu" => r.fact("cpuoff", "1", &field),
-                    _ => {
-                        r.fact("cpuoff", "1", &field);
-                        r.note_fmt(format_args!(
-                            "{field}: offloading to {device} is planned as CPU offload (the GPU side is the same)"
-                        ));
-                    }
-                }
-            }
-            r.rest(
-                &zp,
-                z,
-                &["stage", "offload_optimizer", "offload_param"],
-                ZERO_NEUTRAL,
-            );
-        }
+        Some(Value::Object(z)) => read_zero(r, prefix, z),
         Some(other) if !is_empty(other) => r.note_fmt(format_args!(
             "{}zero_optimization must be a mapping, got {}; not used",
             prefix,
@@ -199,6 +167,42 @@ pub(super) fn read(r: &mut Reader, prefix: &str, map: &Map<String, Value>) {
             "optimizer",
         ],
         DEEPSPEED_NEUTRAL,
+    );
+}
+
+/// `zero_optimization`: the ZeRO stage and CPU offloading.
+#[inline(never)]
+fn read_zero(r: &mut Reader, prefix: &str, z: &Map<String, Value>) {
+    let zp = cat(prefix, "zero_optimization.");
+    if let Some(v) = get(z, "stage") {
+        let field = cat(&zp, "stage");
+        if let Some(s) = r.uint(&field, v) {
+            r.fact("zero", &num(s), &field);
+        }
+    }
+    for k in ["offload_optimizer", "offload_param"] {
+        let device = match get(z, k) {
+            Some(Value::Object(o)) => get_str(o, "device").unwrap_or("none"),
+            Some(Value::String(s)) => s.as_str(),
+            _ => "none",
+        };
+        let field = cat(&zp, k);
+        match device {
+            "none" => {}
+            "cpu" => r.fact("cpuoff", "1", &field),
+            _ => {
+                r.fact("cpuoff", "1", &field);
+                r.note_fmt(format_args!(
+                    "{field}: offloading to {device} is planned as CPU offload (the GPU side is the same)"
+                ));
+            }
+        }
+    }
+    r.rest(
+        &zp,
+        z,
+        &["stage", "offload_optimizer", "offload_param"],
+        ZERO_NEUTRAL,
     );
 }
 

@@ -75,6 +75,24 @@ fn torchtune_plan(plan: &Plan) -> Plan {
     p
 }
 
+/// torchtune's model builder of a bundled preset (`llama3_1.lora_llama3_1_8b`); empty for other models.
+fn builder(plan: &Plan, arch: &Architecture) -> String {
+    let adapter = plan.method != Method::Full;
+    let preset = preset_of(plan, arch);
+    match table(TORCHTUNE_MODELS)
+        .iter()
+        .find(|(id, _, _)| preset.is_some_and(|m| m.id == *id))
+    {
+        Some((_, module, base)) => {
+            let mut b = String::from(*module);
+            b.push_str(if adapter { ".lora_" } else { "." });
+            b.push_str(base);
+            b
+        }
+        None => String::new(),
+    }
+}
+
 /// A torchtune config override for the plan's recipe.
 #[inline(never)]
 pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
@@ -91,19 +109,7 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         (_, false) => "lora_finetune_single_device",
         (_, true) => "lora_finetune_distributed",
     };
-    let preset = preset_of(plan, arch);
-    let builder = match table(TORCHTUNE_MODELS)
-        .iter()
-        .find(|(id, _, _)| preset.is_some_and(|m| m.id == *id))
-    {
-        Some((_, module, base)) => {
-            let mut b = String::from(*module);
-            b.push_str(if adapter { ".lora_" } else { "." });
-            b.push_str(base);
-            b
-        }
-        None => String::new(),
-    };
+    let builder = builder(plan, arch);
     let mut attn_items = String::new();
     let attn: Vec<&str> = TORCHTUNE_ATTN
         .iter()
