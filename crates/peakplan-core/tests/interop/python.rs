@@ -92,7 +92,7 @@ fn python_exports_name_the_plan_and_its_prediction() {
     }
 }
 
-/// The PEFT config: its class, rank, alpha, dropout, target modules, adapter dtype and token training.
+/// The PEFT config: its class, rank, alpha, dropout, target modules and adapter dtype.
 #[test]
 fn python_exports_write_the_planned_adapter() {
     for (q, p, src) in scripts() {
@@ -202,6 +202,13 @@ fn python_exports_write_the_planned_adapter() {
             ),
             _ => {}
         }
+    }
+}
+
+/// Token training: the whole embedding and LM head, or some embedding rows.
+#[test]
+fn python_exports_write_the_planned_token_training() {
+    for (q, p, src) in scripts() {
         match p.tokens {
             TokenTraining::All if p.method != Method::Full => {
                 assert!(src.contains("modules_to_save=["), "{q}")
