@@ -1,25 +1,22 @@
 //! The Python export: a runnable transformers + PEFT + bitsandbytes script that trains a few steps of the plan
 //! on random tokens and prints PyTorch's peak memory next to peakplan's prediction.
 //!
-//! The script is data (`script.py.tmpl`); this module only works out the values it is filled with.
+//! The script is data (`script.py.tmpl`); this module works out the values of its header, model and run, and the
+//! format modules give theirs: the adapter ([`peft`]), the quantization ([`bnb`]), the Trainer's arguments
+//! ([`training_args`]) and the DeepSpeed config ([`deepspeed`]).
 
-use super::export::{float_text, uses_deepspeed};
+use super::deepspeed::{self, uses_deepspeed};
+use super::template::{render, vars, Vars, PY_BOOLS};
 use super::yaml::json_str;
-use super::{
-    embedding_modules, family, fill, hf_modules, hf_repo, method_label, module_names, num,
-    preset_of, table, target_module_names, Family, PY_BOOLS,
-};
-use crate::arch::{Architecture, Mlp, Target};
-use crate::engine::estimate;
-use crate::plan::{
-    Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
-    TokenTraining,
-};
+use super::{bnb, hf_repo, method_label, num, peft, preset_of, table, training_args};
+use crate::arch::Architecture;
+use crate::engine::{estimate, Estimate};
+use crate::plan::{Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Plan, Precision};
 
 const SCRIPT: &str = include_str!("script.py.tmpl");
 
 /// A Python string literal (JSON escaping is valid Python for these strings).
-fn py_str(s: &str) -> String {
+pub(super) fn py_str(s: &str) -> String {
     json_str(s)
 }
 
@@ -31,7 +28,7 @@ fn py_bool(b: bool) -> &'static str {
     }
 }
 
-fn torch_dtype(bytes_kind: DType) -> &'static str {
+pub(super) fn torch_dtype(bytes_kind: DType) -> &'static str {
     match bytes_kind {
         DType::Fp32 => "torch.float32",
         DType::Bf16 => "torch.bfloat16",
@@ -40,7 +37,7 @@ fn torch_dtype(bytes_kind: DType) -> &'static str {
 }
 
 /// A list of module names as a Python list literal.
-fn py_list(names: &[&str]) -> String {
+pub(super) fn py_list(names: &[&str]) -> String {
     let mut s = String::from("[");
     for (i, n) in names.iter().enumerate() {
         if i > 0 {
@@ -270,6 +267,36 @@ pub(crate) fn model_config(arch: &Architecture, seq_len: u64) -> (&'static str, 
 /// The script for one plan.
 #[inline(never)]
 pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
+    render(
+        SCRIPT,
+        PY_BOOLS,
+        &[
+            header_vars(plan, arch),
+            run_vars(plan),
+            peft::script_vars(plan, arch),
+            bnb::script_vars(plan),
+            training_args::script_vars(plan),
+            deepspeed::script_vars(plan),
+        ],
+    )
+}
+
+/// The dtype the model computes in: the 4-bit compute dtype, and the Trainer's AMP dtype.
+pub(super) fn compute_dtype(plan: &Plan) -> DType {
+    match plan.precision {
+        Precision::Fp32 => DType::Fp32,
+        Precision::Bf16 | Precision::AmpBf16 => DType::Bf16,
+        Precision::Fp16 | Precision::AmpFp16 => DType::Fp16,
+    }
+}
+
+/// Whether the layers are split by `device_map` over several GPUs (in one process).
+fn splits_layers(plan: &Plan) -> bool {
+    plan.gpus > 1 && plan.split_layers
+}
+
+/// peakplan's prediction for what the script runs.
+fn prediction(plan: &Plan, arch: &Architecture) -> Estimate {
     // The script runs the Hugging Face stack: its prediction is the `fw=hf` one.
     let mut hf_plan = plan.clone();
     hf_plan.framework = Framework::Hf;
@@ -277,55 +304,16 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     hf_plan.offload_activations = false;
     // The Trainer drops the model's output before backward.
     hf_plan.hold_logits_bits = 0;
-    let e = estimate(arch, &hf_plan);
-    let preset = preset_of(plan, arch);
-    let repo = preset.and_then(hf_repo);
-    let (model_type, config) = model_config(arch, plan.seq_len);
-    let peft = plan.method != Method::Full;
+    estimate(arch, &hf_plan)
+}
+
+/// The `pip install` line.
+fn needs(plan: &Plan) -> String {
     let qlora = plan.method == Method::Qlora;
-    let gptq_bits = plan.gptq_bits();
-    let gptq = gptq_bits.is_some();
-    let gptq_bits = gptq_bits.map(num).unwrap_or_default();
-    let ds = uses_deepspeed(plan);
-    // Layers split by device_map run in one process.
-    let split = plan.gpus > 1 && plan.split_layers;
-    let multi = plan.gpus > 1 && !split;
-    let fused = plan.loss == Loss::Fused;
-    let chunked = plan.loss == Loss::Chunked;
-
-    // Dtypes: the model's own (16-bit unless fp32 or full AMP), the 4-bit compute dtype, the Trainer's AMP flag.
-    let compute = match plan.precision {
-        Precision::Fp32 => DType::Fp32,
-        Precision::Bf16 | Precision::AmpBf16 => DType::Bf16,
-        Precision::Fp16 | Precision::AmpFp16 => DType::Fp16,
-    };
-    let model_dtype = if plan.method == Method::Full && plan.precision.is_amp() {
-        DType::Fp32
-    } else {
-        compute
-    };
-    let full_pure16 =
-        plan.method == Method::Full && matches!(plan.precision, Precision::Bf16 | Precision::Fp16);
-    let mut amp_bf16 =
-        plan.precision == Precision::AmpBf16 || (full_pure16 && compute == DType::Bf16);
-    let mut amp_fp16 =
-        plan.precision == Precision::AmpFp16 || (full_pure16 && compute == DType::Fp16);
-    if ds {
-        // DeepSpeed insists that the Trainer's flags match its own bf16/fp16 sections.
-        amp_bf16 = compute == DType::Bf16;
-        amp_fp16 = compute == DType::Fp16;
-    }
-    let attn_impl = match plan.attn {
-        Attn::Eager => "eager",
-        Attn::Sdpa => "sdpa",
-        Attn::Flash => "flash_attention_2",
-    };
-    let model_name = preset.map(|m| m.name).unwrap_or(arch.model_type.as_str());
-
+    let gptq = plan.gptq_bits().is_some();
     let mut needs = String::from("torch transformers accelerate");
-    let opt = plan.optimizer.key();
     for (on, name) in [
-        (peft, " peft"),
+        (plan.method != Method::Full, " peft"),
         (
             (qlora && !gptq)
                 || matches!(
@@ -335,124 +323,77 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
             " bitsandbytes",
         ),
         (gptq, " optimum auto-gptq"),
-        (ds, " deepspeed"),
-        (fused || plan.liger, " liger-kernel"),
+        (uses_deepspeed(plan), " deepspeed"),
+        (plan.loss == Loss::Fused || plan.liger, " liger-kernel"),
         (plan.attn == Attn::Flash, " flash-attn"),
     ] {
         if on {
             needs.push_str(name);
         }
     }
+    needs
+}
 
-    // The adapter: target modules (PEFT's `all-linear` or a list), IA3's feed-forward ones, token training.
-    let f = family(arch);
-    let names = target_module_names(arch, plan.targets);
-    let ia3 = plan.peft == Peft::Ia3;
-    let target_modules = match &names {
-        Some(n) => py_list(n),
-        None if ia3 => py_list(&module_names(arch, Targets::ALL_LINEAR)),
-        None => py_str("all-linear"),
-    };
-    let feedforward_modules = if ia3 {
-        let down = hf_modules(f, Target::Down);
-        let all = names.unwrap_or_else(|| module_names(arch, Targets::ALL_LINEAR));
-        let kept: Vec<&str> = all.into_iter().filter(|m| down.contains(m)).collect();
-        py_list(&kept)
+/// The docstring, the prediction, the model's settings and its config.
+fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
+    let e = prediction(plan, arch);
+    let preset = preset_of(plan, arch);
+    let repo = preset.and_then(hf_repo);
+    let (model_type, config) = model_config(arch, plan.seq_len);
+    let split = splits_layers(plan);
+    // Dtypes: the model's own (16-bit unless fp32 or full AMP).
+    let model_dtype = if plan.method == Method::Full && plan.precision.is_amp() {
+        DType::Fp32
     } else {
-        String::new()
+        compute_dtype(plan)
     };
-    let mixtral = f == Family::Mixtral
-        && [Target::Gate, Target::Up, Target::Down]
-            .iter()
-            .any(|t| plan.targets.contains(*t));
-    let [embed, head] = embedding_modules(arch);
-    let tt_rows = match plan.tokens {
-        TokenTraining::Rows(n) => num(n),
-        _ => String::new(),
-    };
-
-    let zero = num(u64::from(plan.zero));
-    let b = num(plan.micro_batch);
-    let s = num(plan.seq_len);
-    let gpus = num(plan.gpus);
     let query = plan.to_query();
-    let plan_str = py_str(&query);
-    let allocated = num(e.peak_allocated_bytes);
-    let reserved = num(e.peak_reserved_bytes);
-    let device = num(e.device_bytes);
-    let chunk = num(plan.chunk);
-    let hf_id = py_str(repo.unwrap_or(""));
-    let r = num(plan.rank);
-    let vt = num(plan.virtual_tokens);
-    let alpha = num(plan.rank.saturating_mul(2));
-    let dropout = float_text(plan.dropout);
-    let ds_batch = num(plan
-        .micro_batch
-        .saturating_mul(plan.gpus)
-        .saturating_mul(plan.grad_accumulation));
-    let ga = num(plan.grad_accumulation);
-    let targets = plan.targets.key();
-    let fw = if plan.framework == Framework::Hf {
-        ""
-    } else {
-        plan.framework.key()
-    };
-    let compute_dtype = torch_dtype(compute);
-    fill!(
-        SCRIPT, PY_BOOLS;
-        "model_name" => model_name,
+    vars!(
+        "model_name" => preset.map(|m| m.name).unwrap_or(arch.model_type.as_str()).to_string(),
         "method" => method_label(plan.method),
-        "b" => &b,
-        "s" => &s,
-        "gpus" => &gpus,
-        "plural" => if multi { "s" } else { "" },
-        "query" => &query,
-        "needs" => &needs,
+        "b" => num(plan.micro_batch),
+        "s" => num(plan.seq_len),
+        "gpus" => num(plan.gpus),
+        "plural" => if plan.gpus > 1 && !split { "s" } else { "" },
+        "plan_str" => py_str(&query),
+        "query" => query,
+        "needs" => needs(plan),
         "repo" => repo.unwrap_or(""),
-        "fw" => fw,
-        "peft_config" => match plan.peft {
-            Peft::Ia3 => "IA3Config",
-            Peft::Vera => "VeraConfig",
-            Peft::Loha => "LoHaConfig",
-            Peft::Oft => "OFTConfig",
-            Peft::Ln => "LNTuningConfig",
-            Peft::Prompt => "PromptTuningConfig",
-            Peft::Prefix => "PrefixTuningConfig",
-            Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa => "LoraConfig",
+        "fw" => if plan.framework == Framework::Hf { "" } else { plan.framework.key() },
+        "allocated" => num(e.peak_allocated_bytes),
+        "reserved" => num(e.peak_reserved_bytes),
+        "device" => num(e.device_bytes),
+        "attn_impl" => match plan.attn {
+            Attn::Eager => "eager",
+            Attn::Sdpa => "sdpa",
+            Attn::Flash => "flash_attention_2",
         },
-        "kbit_import" => if qlora { ", prepare_model_for_kbit_training" } else { "" },
-        "plan_str" => &plan_str,
-        "allocated" => &allocated,
-        "reserved" => &reserved,
-        "device" => &device,
-        "attn_impl" => attn_impl,
         "attn" => plan.attn.key(),
-        "opt" => opt,
         "model_dtype" => torch_dtype(model_dtype),
         "prec" => plan.precision.key(),
-        "chunk" => &chunk,
-        "hf_id" => &hf_id,
+        "chunk" => num(plan.chunk),
+        "hf_id" => py_str(repo.unwrap_or("")),
         "model_type" => model_type,
-        "model_config" => &config,
-        "targets" => &targets,
-        "target_modules" => &target_modules,
-        "feedforward_modules" => &feedforward_modules,
-        "embed" => embed,
-        "head" => head,
-        "peft" => plan.peft.key(),
-        "vt" => &vt,
-        "r" => &r,
-        "alpha" => &alpha,
-        "dropout" => &dropout,
-        "tt_rows" => &tt_rows,
-        "adapter_dtype" => torch_dtype(plan.adapter_dtype),
-        "adtype" => plan.adapter_dtype.key(),
-        "quant" => plan.quant.key(),
-        "gptq_bits" => &gptq_bits,
-        "compute_dtype" => compute_dtype,
-        "zero" => &zero,
-        "ds_batch" => &ds_batch,
-        "ga" => &ga,
+        "model_config" => config,
+        ;
+        "multi" => plan.gpus > 1 && !split,
+        "split" => split,
+        "chunked" => plan.loss == Loss::Chunked,
+        "kernel" => plan.loss == Loss::Kernel,
+        "gpt3" => arch.model_type == "gpt3",
+        "positions" => matches!(model_type, "gpt2" | "gpt_bigcode"),
+        "oib" => plan.optimizer_in_backward,
+        "aoff" => plan.offload_activations,
+        "expandable" => plan.allocator == Alloc::Expandable,
+        "emptied" => plan.allocator == Alloc::Emptied,
+    )
+}
+
+/// How the model is loaded and placed, and how the run is measured.
+fn run_vars(plan: &Plan) -> Vars<'static> {
+    let split = splits_layers(plan);
+    let ds = uses_deepspeed(plan);
+    vars!(
         "device_map" => if split {
             "device_map=\"auto\", "
         } else if ds && plan.zero == 3 {
@@ -461,7 +402,6 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
             "device_map={\"\": LOCAL_RANK}, "
         },
         // The GPUs whose peaks count: all of them when the layers are split, else this process's.
-        "quantization_arg" => if qlora { "quantization_config=QUANTIZATION, " } else { "" },
         "devices" => if split {
             "range(torch.cuda.device_count())"
         } else {
@@ -472,58 +412,12 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         } else {
             ""
         },
-        "trainer" => if chunked {
-            "ChunkedLossTrainer"
-        } else if plan.loss == Loss::Kernel {
-            "KernelLossTrainer"
-        } else {
-            "Trainer"
+        "trainer" => match plan.loss {
+            Loss::Chunked => "ChunkedLossTrainer",
+            Loss::Kernel => "KernelLossTrainer",
+            Loss::Standard | Loss::Fused => "Trainer",
         },
         ;
-        "multi" => multi,
-        "split" => split,
-        "checkpoint" => qlora || split,
-        "ds" => ds,
-        "qsave" => plan.qlora_saves_input && qlora,
-        "qlora" => qlora,
-        "kernel" => plan.loss == Loss::Kernel,
-        "int8" => qlora && plan.quant == Quant::Int8,
-        "nf4_fp4" => qlora && matches!(plan.quant, Quant::Nf4 | Quant::Fp4),
-        "gptq" => gptq,
-        "bnb" => qlora && !gptq,
-        "adapter" => peft,
-        "gc" => plan.grad_checkpointing,
-        "bf16" => amp_bf16,
-        "fp16" => amp_fp16,
-        "chunked" => chunked,
-        "gpt3" => arch.model_type == "gpt3",
-        "mixtral" => mixtral,
-        "no_gate" => arch.mlp == Mlp::Plain && plan.targets.contains(Target::Gate),
-        "ia3" => ia3,
-        "vera" => plan.peft == Peft::Vera,
-        "loha" => plan.peft == Peft::Loha,
-        "oft" => plan.peft == Peft::Oft,
-        "ln" => plan.peft == Peft::Ln,
-        "prompt" => plan.peft == Peft::Prompt,
-        "prefix" => plan.peft == Peft::Prefix,
-        "lora_family" => matches!(plan.peft, Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa),
-        "tt_all" => plan.tokens == TokenTraining::All,
-        "rslora" => plan.peft == Peft::Rslora,
-        "dora" => plan.peft == Peft::Dora,
-        "lorafa" => plan.peft == Peft::Lorafa,
-        "dq" => plan.double_quant,
-        "zero3" => ds && plan.zero == 3,
-        "upcast" => plan.upcast,
-        "ds_bf16" => matches!(plan.precision, Precision::Bf16 | Precision::AmpBf16),
-        "ds_fp16" => matches!(plan.precision, Precision::Fp16 | Precision::AmpFp16),
-        "positions" => matches!(model_type, "gpt2" | "gpt_bigcode"),
-        "liger_kernel" => fused || plan.liger,
-        "liger" => plan.liger,
-        "oib" => plan.optimizer_in_backward,
-        "aoff" => plan.offload_activations,
-        "fused" => fused,
-        "compile" => plan.compile,
-        "expandable" => plan.allocator == Alloc::Expandable,
-        "emptied" => plan.allocator == Alloc::Emptied,
+        "checkpoint" => plan.method == Method::Qlora || split,
     )
 }

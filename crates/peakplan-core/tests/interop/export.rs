@@ -1,0 +1,248 @@
+//! The config exports (axolotl, DeepSpeed, torchtune): each parses, carries the plan's keys, and imports back to
+//! the same plan, with its plan line or (for what the format can say) without it.
+
+use crate::{exported, import_one, plan, without_plan_line, PLANS};
+use peakplan_core::interop::{import, yaml, ExportFormat};
+use peakplan_core::plan::{Method, Peft, Plan, Precision, TokenTraining};
+use peakplan_core::{preset_arch, presets};
+use serde_json::Value;
+
+/// Checks the keys an axolotl file itself carries (no `# peakplan:` line).
+fn assert_axolotl_keys(q: &str, want: &Plan, got: &Plan) {
+    if presets::model(&want.model)
+        .is_some_and(|m| m.hf_id.contains('/') && !m.hf_id.starts_with('('))
+    {
+        assert_eq!(got.model, want.model, "{q}: model from base_model");
+    }
+    assert_eq!(got.method, want.method, "{q}: method");
+    assert_eq!(got.micro_batch, want.micro_batch, "{q}: b");
+    assert_eq!(got.seq_len, want.seq_len, "{q}: s");
+    assert_eq!(got.grad_checkpointing, want.grad_checkpointing, "{q}: gc");
+    assert_eq!(got.attn, want.attn, "{q}: attn");
+    assert_eq!(got.optimizer, want.optimizer, "{q}: opt");
+    assert_eq!(got.compile, want.compile, "{q}: compile");
+    assert_eq!(got.liger, want.liger, "{q}: liger");
+    let prec_ok = got.precision == want.precision
+        || (want.method == Method::Full
+            && matches!(
+                (want.precision, got.precision),
+                (Precision::AmpBf16, Precision::Bf16) | (Precision::AmpFp16, Precision::Fp16)
+            ));
+    assert!(
+        prec_ok,
+        "{q}: prec {:?} -> {:?}",
+        want.precision, got.precision
+    );
+    if want.method != Method::Full {
+        assert_eq!(got.rank, want.rank, "{q}: r");
+        assert_eq!(got.dropout, want.dropout, "{q}: dropout");
+        let arch = preset_arch(want);
+        if !arch.fused_qkv && arch.mlp == peakplan_core::arch::Mlp::Gated {
+            assert_eq!(got.targets, want.targets, "{q}: targets");
+        }
+        if matches!(want.peft, Peft::Dora | Peft::Rslora) {
+            assert_eq!(got.peft, want.peft, "{q}: peft");
+        }
+        if want.tokens == TokenTraining::All {
+            assert_eq!(got.tokens, want.tokens, "{q}: tt");
+        }
+    }
+    if want.method == Method::Qlora && want.quant.gptq_bits().is_some() {
+        // `gptq: true` names a GPTQ checkpoint; its bits live in the checkpoint, not in the file.
+        assert!(
+            got.quant.gptq_bits().is_some(),
+            "{q}: quant {:?}",
+            got.quant
+        );
+    } else if want.method == Method::Qlora {
+        assert_eq!(got.quant, want.quant, "{q}: quant");
+        assert_eq!(got.double_quant, want.double_quant, "{q}: dq");
+    }
+    if want.gpus > 1 && want.zero > 0 {
+        assert_eq!(
+            got.zero, want.zero,
+            "{q}: zero from the DeepSpeed file name"
+        );
+    }
+}
+
+#[test]
+fn axolotl_exports_parse_and_round_trip() {
+    for q in PLANS {
+        let (p, text) = exported(q, ExportFormat::Axolotl);
+        let v = yaml::parse(&text).unwrap_or_else(|e| panic!("{q}: {e}"));
+        let m = v.as_object().unwrap();
+        assert_eq!(
+            m.get("micro_batch_size").and_then(Value::as_u64),
+            Some(p.micro_batch),
+            "{q}"
+        );
+        assert_eq!(
+            m.get("sequence_len").and_then(Value::as_u64),
+            Some(p.seq_len),
+            "{q}"
+        );
+        if p.method != Method::Full {
+            assert_eq!(m.get("lora_r").and_then(Value::as_u64), Some(p.rank), "{q}");
+        }
+        // With its `# peakplan:` line the file gives back the whole plan, with no override notes.
+        let back = import_one("axolotl.yaml", &text);
+        assert_eq!(
+            back.plan.to_query(),
+            p.to_query(),
+            "{q}: notes {:?}",
+            back.notes
+        );
+        assert!(back.unsupported.is_empty(), "{q}: {:?}", back.unsupported);
+        assert!(
+            !back.notes.iter().any(|n| n.contains("replaces")),
+            "{q}: {:?}",
+            back.notes
+        );
+        // Without it, the axolotl keys alone carry what axolotl can say; the rest is named in a note.
+        let bare = import_one("axolotl.yaml", &without_plan_line(&text));
+        assert_axolotl_keys(q, &p, &bare.plan);
+        assert!(
+            bare.notes.iter().any(|n| n.contains("not in these files")),
+            "{q}: {:?}",
+            bare.notes
+        );
+    }
+}
+
+#[test]
+fn deepspeed_exports_parse_and_round_trip_with_axolotl() {
+    for q in PLANS {
+        let (p, ds) = exported(q, ExportFormat::Deepspeed);
+        let v: Value = serde_json::from_str(&ds).unwrap_or_else(|e| panic!("{q}: {e}"));
+        assert_eq!(
+            v["zero_optimization"]["stage"].as_u64(),
+            Some(u64::from(p.zero)),
+            "{q}"
+        );
+        assert_eq!(
+            v["train_micro_batch_size_per_gpu"].as_u64(),
+            Some(p.micro_batch),
+            "{q}"
+        );
+        assert_eq!(
+            v["train_batch_size"].as_u64(),
+            Some(p.micro_batch * p.gpus * p.grad_accumulation),
+            "{q}"
+        );
+        assert_eq!(
+            v["gradient_accumulation_steps"].as_u64(),
+            Some(p.grad_accumulation),
+            "{q}"
+        );
+        assert_eq!(
+            v["bf16"]["enabled"].as_bool(),
+            Some(matches!(p.precision, Precision::Bf16 | Precision::AmpBf16)),
+            "{q}"
+        );
+        let alone = import_one("ds_config.json", &ds).plan;
+        assert_eq!(
+            (alone.zero, alone.micro_batch, alone.gpus),
+            (p.zero, p.micro_batch, p.gpus),
+            "{q}"
+        );
+        if p.gpus > 1 {
+            let (_, axo) = exported(q, ExportFormat::Axolotl);
+            let both = import(&[("axolotl.yaml", &axo), ("ds_config.json", &ds)]).unwrap();
+            assert_eq!(both.plan.to_query(), p.to_query(), "{q}: {:?}", both.notes);
+            assert!(
+                !both.notes.iter().any(|n| n.contains("replaces")),
+                "{q}: {:?}",
+                both.notes
+            );
+            // A person's axolotl file has no peakplan line: the DeepSpeed file supplies the sharding.
+            let bare = import(&[
+                ("axolotl.yaml", &without_plan_line(&axo)),
+                ("ds_config.json", &ds),
+            ])
+            .unwrap();
+            assert_axolotl_keys(q, &p, &bare.plan);
+            assert_eq!((bare.plan.gpus, bare.plan.zero), (p.gpus, p.zero), "{q}");
+        }
+    }
+}
+
+#[test]
+fn torchtune_exports_parse_and_round_trip() {
+    for q in PLANS {
+        let (p, text) = exported(q, ExportFormat::Torchtune);
+        let v = yaml::parse(&text).unwrap_or_else(|e| panic!("{q}: {e}"));
+        assert_eq!(v["batch_size"].as_u64(), Some(p.micro_batch), "{q}");
+        assert_eq!(
+            v["tokenizer"]["max_seq_len"].as_u64(),
+            Some(p.seq_len),
+            "{q}"
+        );
+        assert_eq!(
+            v["enable_activation_checkpointing"].as_bool(),
+            Some(p.grad_checkpointing),
+            "{q}"
+        );
+        if p.method != Method::Full {
+            assert_eq!(v["model"]["lora_rank"].as_u64(), Some(p.rank), "{q}");
+            assert_eq!(
+                v["model"]["quantize_base"].as_bool(),
+                Some(p.method == Method::Qlora),
+                "{q}"
+            );
+        }
+        // The plan line holds the plan as torchtune runs it: its framework profile, no mixed precision.
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# peakplan: "))
+            .unwrap();
+        let as_run = plan(line);
+        assert_eq!(as_run.framework.key(), "torchtune", "{q}");
+        let back = import_one("torchtune.yaml", &text);
+        assert_eq!(
+            back.plan.to_query(),
+            as_run.to_query(),
+            "{q}: {:?}",
+            back.notes
+        );
+        assert!(
+            !back.notes.iter().any(|n| n.contains("replaces")),
+            "{q}: {:?}",
+            back.notes
+        );
+        let bare = import_one("torchtune.yaml", &without_plan_line(&text)).plan;
+        assert_eq!(
+            (
+                bare.micro_batch,
+                bare.seq_len,
+                bare.optimizer,
+                bare.precision
+            ),
+            (
+                as_run.micro_batch,
+                as_run.seq_len,
+                as_run.optimizer,
+                as_run.precision
+            ),
+            "{q}"
+        );
+        if p.method != Method::Full || text.contains("_component_: torchtune.models.") {
+            assert_eq!(bare.method, p.method, "{q}: method");
+        }
+        if p.method != Method::Full {
+            assert_eq!(bare.rank, p.rank, "{q}");
+        }
+        if text.contains("_component_: torchtune.models.") {
+            assert_eq!(bare.model, p.model, "{q}: model from the builder");
+        }
+    }
+}
+
+#[test]
+fn export_formats_have_stable_keys() {
+    for f in ExportFormat::ALL {
+        assert_eq!(ExportFormat::from_key(f.key()), Some(*f));
+    }
+    assert_eq!(ExportFormat::from_key("yaml"), None);
+    assert!(ExportFormat::accepted().contains("deepspeed"));
+}

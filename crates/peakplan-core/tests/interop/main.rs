@@ -1,0 +1,94 @@
+//! Interop tests: every export for every method and a ZeRO-3 plan (the Python compiles and names the plan's
+//! settings; YAML and JSON exports parse and import back to the same plan), hand-written samples of each input
+//! format in `tests/data/interop/`, merging, and clear errors for malformed input.
+#![allow(clippy::unwrap_used)]
+
+mod export;
+mod import;
+mod python;
+
+use peakplan_core::interop::{export, import, ExportFormat, Imported};
+use peakplan_core::plan::Plan;
+use peakplan_core::preset_arch;
+use std::path::PathBuf;
+
+/// Plans covering every method, sharding, precisions, PEFT kinds, losses and model families.
+const PLANS: &[&str] = &[
+    "model=llama-2-7b&method=qlora&r=64&targets=all-linear&b=4&s=2048&gc=1&opt=paged_adamw_8bit&quant=nf4&dq=1",
+    "model=mistral-7b&method=lora&r=16&targets=q,k,v,o&b=2&s=4096&gc=1&attn=flash",
+    "model=llama-2-70b&method=full&b=1&s=2048&gc=1&gpus=8&zero=3",
+    "model=llama-3.1-8b&method=full&prec=bf16&b=2&s=1024&gc=0&attn=eager&opt=adamw_torch_fused",
+    "model=qwen2.5-0.5b&method=qlora&r=8&targets=q,v,lm_head&dropout=0.05&quant=fp4&dq=0&upcast=1&adtype=bf16&loss=chunked&chunk=128&prec=amp_fp16",
+    "model=phi-3-mini&method=lora&r=32&targets=q,o,down&peft=dora&tt=all&compile=1&liger=1&loss=fused",
+    "model=pythia-1.4b&method=lora&targets=q,k,v,up,down&peft=rslora&prec=fp32&opt=sgd",
+    "model=falcon-7b&method=qlora&peft=ia3&targets=q,k,v,down&gpus=4&zero=2&tt=64",
+    "model=gpt3-175b&method=full&gpus=64&zero=3&opt=adafactor&s=2048",
+    "model=mixtral-8x7b&method=qlora&r=8&targets=all-linear&peft=lorafa&gpus=2&zero=0",
+    "model=gemma-2-9b&method=lora&targets=q,k,v,o,gate,up,down,lm_head&prec=bf16&opt=paged_adamw_32bit",
+    "model=starcoderbase-1b&method=lora&targets=q,o,up&b=8&s=512&qsave=1&fw=litgpt",
+    "model=tinyllama-1.1b&method=qlora&gpus=4&zero=3&dq=0&opt=adamw_8bit",
+    "model=llama-3.2-3b&method=lora&peft=vera&r=256&targets=q,v&prec=bf16",
+    "model=llama-3.2-1b&method=qlora&peft=loha&r=32&targets=q,v",
+    "model=qwen2.5-0.5b&method=lora&peft=oft&r=32&targets=q,k,v,o",
+    "model=llama-3.2-3b&method=lora&peft=ln&b=4&s=768&prec=bf16",
+    "model=llama-3.2-1b&method=qlora&peft=prompt&vt=200",
+    "model=mistral-7b&method=lora&peft=prefix&vt=30&gpus=2&zero=3",
+    "model=llama-3.2-3b&method=full&fw=torchtune&oib=1&aoff=1&compile=1&loss=chunked&prec=bf16&opt=adamw_8bit&b=2&s=4096",
+    "model=llama-2-7b&method=lora&fw=torchtune&aoff=1&loss=standard&prec=bf16",
+    "model=llama-2-70b&method=qlora&r=64&targets=all-linear&gpus=2&zero=3&cpuoff=1&b=2",
+    "model=llama-2-13b&method=full&gpus=4&zero=2&cpuoff=1&ga=8",
+    "model=mistral-7b&method=lora&ga=16&b=2&gpus=2&zero=3",
+    "model=llama-2-7b&method=qlora&quant=int8&r=32&targets=all-linear&b=2&s=4096&prec=amp_fp16&opt=adamw_8bit",
+    "model=llama-2-7b&method=qlora&r=8&targets=q,v&b=4&s=1024&gc=1&loss=kernel&attn=flash",
+    "model=llama-2-13b&method=qlora&quant=int8&r=8&targets=q,v&gpus=2&split=1&b=1&s=512&gc=1",
+    "model=mistral-7b&method=lora&r=16&gpus=4&split=1&prec=bf16",
+    "model=llama-2-13b&method=qlora&quant=gptq4&r=8&targets=q,v&b=2&s=2048&prec=amp_fp16",
+    "model=mistral-7b&method=qlora&quant=gptq8&r=16&targets=all-linear&gc=0&b=1&s=512",
+    "model=llama-3.2-3b&method=lora&peft=ia3&targets=k,v,down&b=4&s=768&prec=bf16&gc=0&alloc=emptied",
+    "model=llama-3.1-8b&method=qlora&b=2&s=4096&alloc=expandable",
+];
+
+fn plan(q: &str) -> Plan {
+    let p = Plan::parse_query(q);
+    assert!(p.diagnostics.is_empty(), "{q}: {:?}", p.diagnostics);
+    p.plan
+}
+
+fn exported(q: &str, f: ExportFormat) -> (Plan, String) {
+    let p = plan(q);
+    let text = export(&p, preset_arch(&p), f);
+    (p, text)
+}
+
+fn data(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/interop")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn import_one(name: &str, text: &str) -> Imported {
+    import(&[(name, text)]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn without_plan_line(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("# peakplan:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn py(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// The integer constant `NAME = 123` of a script.
+fn constant(src: &str, name: &str) -> Option<String> {
+    src.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} = ")))
+        .map(|v| v.split("  #").next().unwrap_or(v).trim().to_string())
+}

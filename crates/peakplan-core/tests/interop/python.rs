@@ -1,0 +1,326 @@
+//! The Python export: every script compiles, and its constants and calls name the plan's settings.
+
+use crate::{constant, exported, py, PLANS};
+use peakplan_core::interop::ExportFormat;
+use peakplan_core::plan::{Alloc, Method, Peft, Plan, Precision, TokenTraining};
+use peakplan_core::{estimate, preset_arch, Target};
+
+/// Each plan's query, the plan, and its script.
+fn scripts() -> impl Iterator<Item = (&'static str, Plan, String)> {
+    PLANS.iter().map(|q| {
+        let (p, src) = exported(q, ExportFormat::Python);
+        (*q, p, src)
+    })
+}
+
+/// The constant `name` of a script, which must be there.
+fn konst(q: &str, src: &str, name: &str) -> String {
+    constant(src, name).unwrap_or_else(|| panic!("{q}: no {name}"))
+}
+
+/// Every script is valid Python (when python3 is there).
+#[test]
+fn python_exports_compile() {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python {
+        println!(
+            "note: python3 is absent; the exported scripts are checked for their settings only"
+        );
+    }
+    for (i, q) in PLANS.iter().enumerate() {
+        let (_, src) = exported(q, ExportFormat::Python);
+        if python {
+            let file = std::env::temp_dir()
+                .join(format!("peakplan-interop-{}-{i}.py", std::process::id()));
+            std::fs::write(&file, &src).unwrap();
+            let out = std::process::Command::new("python3")
+                .args(["-m", "py_compile"])
+                .arg(&file)
+                .output()
+                .unwrap();
+            let _ = std::fs::remove_file(&file);
+            assert!(
+                out.status.success(),
+                "{q}: the script does not compile: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// The constants: the shape, checkpointing, optimizer, attention, precision and peakplan's prediction.
+#[test]
+fn python_exports_name_the_plan_and_its_prediction() {
+    for (q, p, src) in scripts() {
+        let c = |name: &str| konst(q, &src, name);
+        assert_eq!(c("MICRO_BATCH"), p.micro_batch.to_string(), "{q}");
+        assert_eq!(c("SEQ_LEN"), p.seq_len.to_string(), "{q}");
+        assert_eq!(c("GPUS"), p.gpus.to_string(), "{q}");
+        assert_eq!(c("GRADIENT_CHECKPOINTING"), py(p.grad_checkpointing), "{q}");
+        assert_eq!(c("OPTIM"), format!("\"{}\"", p.optimizer.key()), "{q}");
+        let attn = match p.attn.key() {
+            "flash" => "flash_attention_2",
+            other => other,
+        };
+        assert_eq!(c("ATTN_IMPLEMENTATION"), format!("\"{attn}\""), "{q}");
+        let mut hf = p.clone();
+        hf.framework = peakplan_core::plan::Framework::Hf;
+        // The Trainer has neither of torchtune's optimizer-in-backward or activation offloading.
+        hf.optimizer_in_backward = false;
+        hf.offload_activations = false;
+        hf.hold_logits_bits = 0;
+        let e = estimate(preset_arch(&p), &hf);
+        assert_eq!(
+            c("PREDICTED_PEAK_ALLOCATED_BYTES"),
+            e.peak_allocated_bytes.to_string(),
+            "{q}"
+        );
+        assert_eq!(
+            c("PREDICTED_PEAK_RESERVED_BYTES"),
+            e.peak_reserved_bytes.to_string(),
+            "{q}"
+        );
+        assert!(src.contains("torch.cuda.max_memory_allocated()"), "{q}");
+        assert!(src.contains("torch.cuda.max_memory_reserved()"), "{q}");
+        let amp_bf16 = p.precision == Precision::AmpBf16
+            || (p.method == Method::Full && p.precision == Precision::Bf16)
+            || (p.gpus > 1 && p.zero > 0 && p.precision == Precision::Bf16);
+        assert_eq!(c("BF16"), py(amp_bf16), "{q}");
+    }
+}
+
+/// The PEFT config: its class, rank, alpha, dropout, target modules and adapter dtype.
+#[test]
+fn python_exports_write_the_planned_adapter() {
+    for (q, p, src) in scripts() {
+        let c = |name: &str| konst(q, &src, name);
+        if p.method != Method::Full
+            && matches!(
+                p.peft,
+                Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa
+            )
+        {
+            assert!(
+                src.contains(&format!("    r={},", p.rank)),
+                "{q}: LoRA rank"
+            );
+            assert!(
+                src.contains(&format!("    lora_alpha={},", 2 * p.rank)),
+                "{q}: lora_alpha"
+            );
+            assert!(
+                src.contains(&format!(
+                    "    lora_dropout={},",
+                    if p.dropout == 0.0 {
+                        "0.0".to_string()
+                    } else {
+                        p.dropout.to_string()
+                    }
+                )),
+                "{q}: dropout"
+            );
+            let line = src.lines().find(|l| l.contains("target_modules=")).unwrap();
+            if p.targets.key() == "all-linear" {
+                assert!(line.contains("\"all-linear\""), "{q}: {line}");
+            } else {
+                for (t, name) in [
+                    (Target::Q, "q"),
+                    (Target::O, "o"),
+                    (Target::Down, "down"),
+                    (Target::LmHead, "lm_head"),
+                ] {
+                    if p.targets.contains(t) {
+                        let expect = match (p.model.as_str(), name) {
+                            ("phi-3-mini", "q") => "qkv_proj",
+                            ("pythia-1.4b" | "falcon-7b", "q") => "query_key_value",
+                            ("pythia-1.4b", "down") => "dense_4h_to_h",
+                            ("starcoderbase-1b", "q") => "c_attn",
+                            ("starcoderbase-1b", "o") => "attn.c_proj",
+                            (_, "lm_head") => "lm_head",
+                            (_, "o") => "o_proj",
+                            (_, "down") => "down_proj",
+                            _ => "q_proj",
+                        };
+                        assert!(
+                            line.contains(&format!("\"{expect}\"")),
+                            "{q}: {line} lacks {expect}"
+                        );
+                    }
+                }
+            }
+            assert_eq!(
+                c("ADAPTER_DTYPE"),
+                format!(
+                    "torch.{}",
+                    match p.adapter_dtype.key() {
+                        "fp32" => "float32",
+                        "bf16" => "bfloat16",
+                        _ => "float16",
+                    }
+                ),
+                "{q}"
+            );
+        }
+        match p.peft {
+            Peft::Dora if p.method != Method::Full => assert!(src.contains("use_dora=True"), "{q}"),
+            Peft::Rslora if p.method != Method::Full => {
+                assert!(src.contains("use_rslora=True"), "{q}")
+            }
+            Peft::Ia3 if p.method != Method::Full => assert!(
+                src.contains("IA3Config(") && src.contains("feedforward_modules=["),
+                "{q}"
+            ),
+            Peft::Lorafa if p.method != Method::Full => assert_eq!(c("LORA_FA"), "True", "{q}"),
+            Peft::Vera if p.method != Method::Full => {
+                assert!(
+                    src.contains("VeraConfig(") && src.contains(&format!("    r={},", p.rank)),
+                    "{q}"
+                )
+            }
+            Peft::Loha if p.method != Method::Full => {
+                assert!(
+                    src.contains("LoHaConfig(") && src.contains(&format!("    r={},", p.rank)),
+                    "{q}"
+                )
+            }
+            Peft::Oft if p.method != Method::Full => {
+                assert!(
+                    src.contains("OFTConfig(") && src.contains(&format!("    r={},", p.rank)),
+                    "{q}"
+                )
+            }
+            Peft::Ln if p.method != Method::Full => assert!(src.contains("LNTuningConfig("), "{q}"),
+            Peft::Prompt | Peft::Prefix if p.method != Method::Full => assert!(
+                src.contains(&format!(
+                    "TuningConfig(num_virtual_tokens={},",
+                    p.virtual_tokens
+                )),
+                "{q}"
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Token training: the whole embedding and LM head, or some embedding rows.
+#[test]
+fn python_exports_write_the_planned_token_training() {
+    for (q, p, src) in scripts() {
+        match p.tokens {
+            TokenTraining::All if p.method != Method::Full => {
+                assert!(src.contains("modules_to_save=["), "{q}")
+            }
+            TokenTraining::Rows(n) if p.method != Method::Full && p.peft != Peft::Ia3 => {
+                assert!(
+                    src.contains(&format!("trainable_token_indices=list(range({n}))")),
+                    "{q}"
+                )
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The quantized base: GPTQ, LLM.int8 or 4-bit bitsandbytes, and nothing outside QLoRA.
+#[test]
+fn python_exports_write_the_planned_quantization() {
+    for (q, p, src) in scripts() {
+        let c = |name: &str| konst(q, &src, name);
+        if let Some(bits) = p.gptq_bits() {
+            assert!(
+                src.contains(&format!("GPTQConfig(bits={bits}, use_exllama=False)"))
+                    && !src.contains("BitsAndBytesConfig(")
+                    && src.contains("PEAKPLAN_WEIGHTS to one"),
+                "{q}: gptq"
+            );
+        } else if p.method == Method::Qlora && p.quant == peakplan_core::plan::Quant::Int8 {
+            assert!(
+                src.contains("BitsAndBytesConfig(load_in_8bit=True)")
+                    && !src.contains("load_in_4bit=True"),
+                "{q}: int8"
+            );
+        } else if p.method == Method::Qlora {
+            assert!(
+                src.contains(&format!("bnb_4bit_quant_type=\"{}\"", p.quant.key())),
+                "{q}: quant"
+            );
+            assert!(
+                src.contains(&format!("bnb_4bit_use_double_quant={}", py(p.double_quant))),
+                "{q}: dq"
+            );
+            assert!(src.contains("load_in_4bit=True"), "{q}");
+            assert_eq!(c("UPCAST"), py(p.upcast), "{q}");
+        } else {
+            assert!(
+                !src.contains("BitsAndBytesConfig("),
+                "{q}: quantization outside QLoRA"
+            );
+        }
+    }
+}
+
+/// The run: compile, Liger, the loss, the launcher, the allocator and the DeepSpeed config.
+#[test]
+fn python_exports_write_the_planned_run() {
+    for (q, p, src) in scripts() {
+        assert_eq!(
+            src.contains("torch_compile=True"),
+            p.compile,
+            "{q}: compile"
+        );
+        assert_eq!(
+            src.contains("use_liger_kernel=True"),
+            p.liger || p.loss.key() == "fused",
+            "{q}: liger"
+        );
+        assert_eq!(
+            src.contains("class ChunkedLossTrainer"),
+            p.loss.key() == "chunked",
+            "{q}: chunked loss"
+        );
+        if p.gpus > 1 && p.split_layers {
+            // One process spreads the layers; the fullest GPU's peaks are compared.
+            assert!(
+                src.contains("device_map=\"auto\"") && !src.contains("torchrun"),
+                "{q}: split"
+            );
+        } else if p.gpus > 1 {
+            assert!(
+                src.contains(&format!("torchrun --nproc_per_node {}", p.gpus)),
+                "{q}: launcher"
+            );
+        }
+        // The allocator state: expandable segments are configured before torch starts CUDA; an emptied cache
+        // is emptied before every step.
+        let env =
+            src.find("os.environ[\"PYTORCH_CUDA_ALLOC_CONF\"] = \"expandable_segments:True\"");
+        assert_eq!(
+            env.is_some(),
+            p.allocator == Alloc::Expandable,
+            "{q}: expandable"
+        );
+        if let Some(at) = env {
+            assert!(
+                at < src.find("import torch").unwrap(),
+                "{q}: set after torch loads"
+            );
+        }
+        assert_eq!(
+            src.contains("callbacks=[EmptyCacheBeforeEachStep()]")
+                && src.contains("torch.cuda.empty_cache()\n"),
+            p.allocator == Alloc::Emptied,
+            "{q}: emptied"
+        );
+        if p.gpus > 1 && p.zero > 0 && !p.split_layers {
+            assert!(
+                src.contains(&format!("\"stage\": {},", p.zero)),
+                "{q}: DeepSpeed stage"
+            );
+        } else {
+            assert!(src.contains("DEEPSPEED = None"), "{q}");
+        }
+    }
+}
