@@ -352,72 +352,26 @@ impl MicroModel {
 
     fn run(&self, batch: &Batch, backward: bool) -> (f32, Vec<Vec<f32>>) {
         let c = &self.cfg;
+        let rope = ops::rope_table(c.seq, c.head_dim(), c.rope_theta);
+        let fwd = self.forward(batch, &rope);
+        if !backward {
+            return (fwd.loss, Vec::new());
+        }
+        let loss = fwd.loss;
+        (loss, self.backward(batch, &rope, fwd))
+    }
+
+    /// Embedding, every layer, the final norm and the loss, keeping what backward needs.
+    fn forward(&self, batch: &Batch, rope: &Rope) -> Forward {
+        let c = &self.cfg;
         let (n, h, eps) = (c.tokens(), c.hidden, c.norm_eps);
-        let (qd, kvd, inter, d) = (c.q_dim(), c.kv_dim(), c.intermediate, c.head_dim());
-        let sh = self.attn_shape();
-        let (cos, sin) = ops::rope_table(c.seq, d, c.rope_theta);
         let mut x = vec![0f32; n * h];
         ops::embed(&batch.ids, &self.embed, h, &mut x);
         let mut saved = Vec::with_capacity(c.layers);
         for layer in &self.layers {
-            let mut rstd1 = vec![0f32; n];
-            let mut xn1 = vec![0f32; n * h];
-            ops::rmsnorm_fwd(h, &x, &layer.attn_norm, eps, &mut xn1, &mut rstd1);
-            let mut u: Vec<Option<Vec<f32>>> = vec![None; 7];
-            let (mut q, uq) = self.proj_fwd(&layer.proj[0], &xn1, n);
-            let (mut k, uk) = self.proj_fwd(&layer.proj[1], &xn1, n);
-            let (vv, uv) = self.proj_fwd(&layer.proj[2], &xn1, n);
-            (u[0], u[1], u[2]) = (uq, uk, uv);
-            ops::rope(c.seq, c.heads, d, &cos, &sin, &mut q, 1.0);
-            ops::rope(c.seq, c.kv_heads, d, &cos, &sin, &mut k, 1.0);
-            let mut o = vec![0f32; n * qd];
-            let attn = match c.attention {
-                MicroAttention::Eager => {
-                    let mut p = vec![0f32; c.batch * c.heads * c.seq * c.seq];
-                    ops::attn_eager_fwd(sh, &q, &k, &vv, &mut p, &mut o);
-                    p
-                }
-                MicroAttention::Tiled => {
-                    let mut lse = vec![0f32; c.batch * c.heads * c.seq];
-                    ops::attn_tiled_fwd(sh, &q, &k, &vv, &mut o, &mut lse);
-                    lse
-                }
-            };
-            let (mut h_mid, uo) = self.proj_fwd(&layer.proj[3], &o, n);
-            u[3] = uo;
-            for (a, b) in h_mid.iter_mut().zip(&x) {
-                *a += b;
-            }
-            let mut rstd2 = vec![0f32; n];
-            let mut xn2 = vec![0f32; n * h];
-            ops::rmsnorm_fwd(h, &h_mid, &layer.mlp_norm, eps, &mut xn2, &mut rstd2);
-            let (g, ug) = self.proj_fwd(&layer.proj[4], &xn2, n);
-            let (up, uu) = self.proj_fwd(&layer.proj[5], &xn2, n);
-            (u[4], u[5]) = (ug, uu);
-            let mut m = vec![0f32; n * inter];
-            ops::swiglu_fwd(&g, &up, &mut m);
-            let (mut next, ud) = self.proj_fwd(&layer.proj[6], &m, n);
-            u[6] = ud;
-            for (a, b) in next.iter_mut().zip(&h_mid) {
-                *a += b;
-            }
-            saved.push(Saved {
-                x: std::mem::replace(&mut x, next),
-                rstd1,
-                xn1,
-                u,
-                q,
-                k,
-                v: vv,
-                o,
-                attn,
-                h_mid,
-                rstd2,
-                xn2,
-                g,
-                up,
-                m,
-            });
+            let (next, sv) = self.layer_fwd(layer, x, rope);
+            saved.push(sv);
+            x = next;
         }
         let mut rstd_f = vec![0f32; n];
         let mut xn_f = vec![0f32; n * h];
@@ -441,14 +395,96 @@ impl MicroModel {
                 whole_logits = logits;
             }
         }
-        let loss = ops::loss_mean(&rowloss);
-        if !backward {
-            return (loss, Vec::new());
+        Forward {
+            loss: ops::loss_mean(&rowloss),
+            x,
+            saved,
+            rstd_f,
+            xn_f,
+            lse,
+            whole_logits,
         }
+    }
 
-        // ---- backward
+    /// One decoder layer's forward from its input `x`: the layer's output, and what its backward needs.
+    fn layer_fwd(&self, layer: &Layer, x: Vec<f32>, (cos, sin): &Rope) -> (Vec<f32>, Saved) {
+        let c = &self.cfg;
+        let (n, h, eps) = (c.tokens(), c.hidden, c.norm_eps);
+        let (qd, inter, d) = (c.q_dim(), c.intermediate, c.head_dim());
+        let sh = self.attn_shape();
+        let mut rstd1 = vec![0f32; n];
+        let mut xn1 = vec![0f32; n * h];
+        ops::rmsnorm_fwd(h, &x, &layer.attn_norm, eps, &mut xn1, &mut rstd1);
+        let mut u: Vec<Option<Vec<f32>>> = vec![None; 7];
+        let (mut q, uq) = self.proj_fwd(&layer.proj[0], &xn1, n);
+        let (mut k, uk) = self.proj_fwd(&layer.proj[1], &xn1, n);
+        let (vv, uv) = self.proj_fwd(&layer.proj[2], &xn1, n);
+        (u[0], u[1], u[2]) = (uq, uk, uv);
+        ops::rope(c.seq, c.heads, d, cos, sin, &mut q, 1.0);
+        ops::rope(c.seq, c.kv_heads, d, cos, sin, &mut k, 1.0);
+        let mut o = vec![0f32; n * qd];
+        let attn = match c.attention {
+            MicroAttention::Eager => {
+                let mut p = vec![0f32; c.batch * c.heads * c.seq * c.seq];
+                ops::attn_eager_fwd(sh, &q, &k, &vv, &mut p, &mut o);
+                p
+            }
+            MicroAttention::Tiled => {
+                let mut lse = vec![0f32; c.batch * c.heads * c.seq];
+                ops::attn_tiled_fwd(sh, &q, &k, &vv, &mut o, &mut lse);
+                lse
+            }
+        };
+        let (mut h_mid, uo) = self.proj_fwd(&layer.proj[3], &o, n);
+        u[3] = uo;
+        for (a, b) in h_mid.iter_mut().zip(&x) {
+            *a += b;
+        }
+        let mut rstd2 = vec![0f32; n];
+        let mut xn2 = vec![0f32; n * h];
+        ops::rmsnorm_fwd(h, &h_mid, &layer.mlp_norm, eps, &mut xn2, &mut rstd2);
+        let (g, ug) = self.proj_fwd(&layer.proj[4], &xn2, n);
+        let (up, uu) = self.proj_fwd(&layer.proj[5], &xn2, n);
+        (u[4], u[5]) = (ug, uu);
+        let mut m = vec![0f32; n * inter];
+        ops::swiglu_fwd(&g, &up, &mut m);
+        let (mut next, ud) = self.proj_fwd(&layer.proj[6], &m, n);
+        u[6] = ud;
+        for (a, b) in next.iter_mut().zip(&h_mid) {
+            *a += b;
+        }
+        let sv = Saved {
+            x,
+            rstd1,
+            xn1,
+            u,
+            q,
+            k,
+            v: vv,
+            o,
+            attn,
+            h_mid,
+            rstd2,
+            xn2,
+            g,
+            up,
+            m,
+        };
+        (next, sv)
+    }
+
+    /// The loss's backward through the LM head and the final norm, then every layer's, last first: the gradient
+    /// of every trainable tensor, in [`MicroModel::trainable`] order.
+    fn backward(&self, batch: &Batch, rope: &Rope, fwd: Forward) -> Vec<Vec<f32>> {
+        let c = &self.cfg;
+        let (n, h) = (c.tokens(), c.hidden);
+        let chunk = c.loss_chunk();
+        let mut whole_logits = fwd.whole_logits;
         let ids = self.trainable();
-        let mut grads: Vec<Vec<f32>> = vec![Vec::new(); ids.len()];
+        let mut grads = Grads {
+            grads: vec![Vec::new(); ids.len()],
+            ids,
+        };
         let scale = 1.0 / n as f32;
         let mut dxn_f = vec![0f32; n * h];
         for row0 in (0..n).step_by(chunk) {
@@ -456,10 +492,18 @@ impl MicroModel {
             let logits = if c.loss == MicroLoss::Whole {
                 std::mem::take(&mut whole_logits)
             } else {
-                self.lm_logits(&xn_f, rows, row0)
+                self.lm_logits(&fwd.xn_f, rows, row0)
             };
             let mut dl = vec![0f32; rows * c.vocab];
-            ops::ce_bwd(c.vocab, &logits, &batch.labels, &lse, row0, scale, &mut dl);
+            ops::ce_bwd(
+                c.vocab,
+                &logits,
+                &batch.labels,
+                &fwd.lse,
+                row0,
+                scale,
+                &mut dl,
+            );
             ops::matmul(
                 (rows, h, c.vocab),
                 &dl,
@@ -473,149 +517,118 @@ impl MicroModel {
             );
         }
         let mut dh = vec![0f32; n * h];
-        ops::rmsnorm_bwd(h, &dxn_f, &x, &self.final_norm, &rstd_f, &mut dh, false);
-        for (l, (layer, sv)) in self.layers.iter().zip(saved.iter()).enumerate().rev() {
-            let mut put = |p: usize, g: Option<(Vec<f32>, Vec<f32>)>| {
-                if let Some((ga, gb)) = g {
-                    for (b, v) in [(false, ga), (true, gb)] {
-                        if let Some(i) = ids.iter().position(|t| {
-                            *t == TensorId {
-                                layer: l,
-                                proj: p,
-                                b,
-                            }
-                        }) {
-                            grads[i] = v;
-                        }
-                    }
-                }
-            };
-            // MLP
-            let mut dm = vec![0f32; n * inter];
-            put(
-                6,
-                self.proj_bwd(
-                    &layer.proj[6],
-                    &sv.m,
-                    sv.u[6].as_ref(),
-                    &dh,
-                    n,
-                    &mut dm,
-                    true,
-                ),
-            );
-            let mut dg = vec![0f32; n * inter];
-            let mut du = vec![0f32; n * inter];
-            ops::swiglu_bwd(&dm, &sv.g, &sv.up, &mut dg, &mut du);
-            let mut dxn2 = vec![0f32; n * h];
-            put(
-                4,
-                self.proj_bwd(
-                    &layer.proj[4],
-                    &sv.xn2,
-                    sv.u[4].as_ref(),
-                    &dg,
-                    n,
-                    &mut dxn2,
-                    true,
-                ),
-            );
-            put(
-                5,
-                self.proj_bwd(
-                    &layer.proj[5],
-                    &sv.xn2,
-                    sv.u[5].as_ref(),
-                    &du,
-                    n,
-                    &mut dxn2,
-                    false,
-                ),
-            );
-            ops::rmsnorm_bwd(
-                h,
-                &dxn2,
-                &sv.h_mid,
-                &layer.mlp_norm,
-                &sv.rstd2,
-                &mut dh,
-                true,
-            );
-            // attention
-            let mut dout = vec![0f32; n * qd];
-            put(
-                3,
-                self.proj_bwd(
-                    &layer.proj[3],
-                    &sv.o,
-                    sv.u[3].as_ref(),
-                    &dh,
-                    n,
-                    &mut dout,
-                    true,
-                ),
-            );
-            let mut dq = vec![0f32; n * qd];
-            let mut dk = vec![0f32; n * kvd];
-            let mut dv = vec![0f32; n * kvd];
-            match c.attention {
-                MicroAttention::Eager => {
-                    let mut ds = vec![0f32; sv.attn.len()];
-                    ops::attn_eager_bwd_ds(sh, &sv.v, &sv.attn, &dout, &mut ds);
-                    ops::attn_eager_bwd_dq(sh, &sv.k, &ds, &mut dq);
-                    ops::attn_eager_bwd_dkv(sh, &sv.q, &sv.attn, &dout, &ds, &mut dk, &mut dv);
-                }
-                MicroAttention::Tiled => {
-                    let mut delta = vec![0f32; sv.attn.len()];
-                    ops::attn_tiled_bwd_dq(
-                        sh, &sv.q, &sv.k, &sv.v, &sv.o, &sv.attn, &dout, &mut delta, &mut dq,
-                    );
-                    ops::attn_tiled_bwd_dkv(
-                        sh, &sv.q, &sv.k, &sv.v, &sv.attn, &delta, &dout, &mut dk, &mut dv,
-                    );
+        ops::rmsnorm_bwd(
+            h,
+            &dxn_f,
+            &fwd.x,
+            &self.final_norm,
+            &fwd.rstd_f,
+            &mut dh,
+            false,
+        );
+        for (l, (layer, sv)) in self.layers.iter().zip(fwd.saved.iter()).enumerate().rev() {
+            self.layer_bwd(l, layer, sv, rope, &mut dh, &mut grads);
+        }
+        grads.grads
+    }
+
+    /// One decoder layer's backward: `dh` goes in as the gradient of the layer's output and comes out as that of
+    /// its input; the adapters' gradients go into `grads`.
+    fn layer_bwd(
+        &self,
+        l: usize,
+        layer: &Layer,
+        sv: &Saved,
+        (cos, sin): &Rope,
+        dh: &mut [f32],
+        grads: &mut Grads,
+    ) {
+        let c = &self.cfg;
+        let (n, h, d) = (c.tokens(), c.hidden, c.head_dim());
+        let (qd, kvd, inter) = (c.q_dim(), c.kv_dim(), c.intermediate);
+        let sh = self.attn_shape();
+        let mut proj = |p: usize, x: &[f32], dy: &[f32], dx: &mut [f32], first: bool| {
+            let g = self.proj_bwd(&layer.proj[p], x, sv.u[p].as_ref(), dy, n, dx, first);
+            grads.put(l, p, g);
+        };
+        // MLP
+        let mut dm = vec![0f32; n * inter];
+        proj(6, &sv.m, dh, &mut dm, true);
+        let mut dg = vec![0f32; n * inter];
+        let mut du = vec![0f32; n * inter];
+        ops::swiglu_bwd(&dm, &sv.g, &sv.up, &mut dg, &mut du);
+        let mut dxn2 = vec![0f32; n * h];
+        proj(4, &sv.xn2, &dg, &mut dxn2, true);
+        proj(5, &sv.xn2, &du, &mut dxn2, false);
+        ops::rmsnorm_bwd(h, &dxn2, &sv.h_mid, &layer.mlp_norm, &sv.rstd2, dh, true);
+        // attention
+        let mut dout = vec![0f32; n * qd];
+        proj(3, &sv.o, dh, &mut dout, true);
+        let mut dq = vec![0f32; n * qd];
+        let mut dk = vec![0f32; n * kvd];
+        let mut dv = vec![0f32; n * kvd];
+        match c.attention {
+            MicroAttention::Eager => {
+                let mut ds = vec![0f32; sv.attn.len()];
+                ops::attn_eager_bwd_ds(sh, &sv.v, &sv.attn, &dout, &mut ds);
+                ops::attn_eager_bwd_dq(sh, &sv.k, &ds, &mut dq);
+                ops::attn_eager_bwd_dkv(sh, &sv.q, &sv.attn, &dout, &ds, &mut dk, &mut dv);
+            }
+            MicroAttention::Tiled => {
+                let mut delta = vec![0f32; sv.attn.len()];
+                ops::attn_tiled_bwd_dq(
+                    sh, &sv.q, &sv.k, &sv.v, &sv.o, &sv.attn, &dout, &mut delta, &mut dq,
+                );
+                ops::attn_tiled_bwd_dkv(
+                    sh, &sv.q, &sv.k, &sv.v, &sv.attn, &delta, &dout, &mut dk, &mut dv,
+                );
+            }
+        }
+        ops::rope(c.seq, c.heads, d, cos, sin, &mut dq, -1.0);
+        ops::rope(c.seq, c.kv_heads, d, cos, sin, &mut dk, -1.0);
+        let mut dxn1 = vec![0f32; n * h];
+        proj(0, &sv.xn1, &dq, &mut dxn1, true);
+        proj(1, &sv.xn1, &dk, &mut dxn1, false);
+        proj(2, &sv.xn1, &dv, &mut dxn1, false);
+        ops::rmsnorm_bwd(h, &dxn1, &sv.x, &layer.attn_norm, &sv.rstd1, dh, true);
+    }
+}
+
+/// The RoPE table of the configuration's sequence: `(cos, sin)`.
+type Rope = (Vec<f32>, Vec<f32>);
+
+/// What the forward leaves for the loss and for backward.
+struct Forward {
+    loss: f32,
+    /// The last layer's output: the final norm's input.
+    x: Vec<f32>,
+    saved: Vec<Saved>,
+    rstd_f: Vec<f32>,
+    xn_f: Vec<f32>,
+    lse: Vec<f32>,
+    /// The whole batch's logits when the loss is not chunked (backward takes them back), else empty.
+    whole_logits: Vec<f32>,
+}
+
+/// The gradients of the trainable tensors, in [`MicroModel::trainable`] order.
+struct Grads {
+    ids: Vec<TensorId>,
+    grads: Vec<Vec<f32>>,
+}
+
+impl Grads {
+    /// Stores the `(A, B)` gradients of projection `proj` of layer `layer`, where they are trainable.
+    fn put(&mut self, layer: usize, proj: usize, g: Option<(Vec<f32>, Vec<f32>)>) {
+        if let Some((ga, gb)) = g {
+            for (b, v) in [(false, ga), (true, gb)] {
+                if let Some(i) = self
+                    .ids
+                    .iter()
+                    .position(|t| *t == TensorId { layer, proj, b })
+                {
+                    self.grads[i] = v;
                 }
             }
-            ops::rope(c.seq, c.heads, d, &cos, &sin, &mut dq, -1.0);
-            ops::rope(c.seq, c.kv_heads, d, &cos, &sin, &mut dk, -1.0);
-            let mut dxn1 = vec![0f32; n * h];
-            put(
-                0,
-                self.proj_bwd(
-                    &layer.proj[0],
-                    &sv.xn1,
-                    sv.u[0].as_ref(),
-                    &dq,
-                    n,
-                    &mut dxn1,
-                    true,
-                ),
-            );
-            put(
-                1,
-                self.proj_bwd(
-                    &layer.proj[1],
-                    &sv.xn1,
-                    sv.u[1].as_ref(),
-                    &dk,
-                    n,
-                    &mut dxn1,
-                    false,
-                ),
-            );
-            put(
-                2,
-                self.proj_bwd(
-                    &layer.proj[2],
-                    &sv.xn1,
-                    sv.u[2].as_ref(),
-                    &dv,
-                    n,
-                    &mut dxn1,
-                    false,
-                ),
-            );
-            ops::rmsnorm_bwd(h, &dxn1, &sv.x, &layer.attn_norm, &sv.rstd1, &mut dh, true);
         }
-        (loss, grads)
     }
 }

@@ -1,295 +1,14 @@
-//! Replays measured peaks (the validation CSV) through the engine: each row becomes a plan, or a skip with its reason.
-//!
-//! Pure: takes the CSV text, returns a [`Report`]. The mapping reads the free-text columns the way the dataset's
-//! README describes them (framework, metric, precision, optimizer, parallelism), and refuses what the planner
-//! cannot express rather than guessing.
+//! One CSV row to a plan: each group of columns (outcome, method, precision, quantization, optimizer, activations,
+//! parallelism, framework habits) sets its part of the plan, or says why the row cannot be expressed.
 
+use super::csv::Rec;
+use super::{source_label, Case, Metric, Outcome};
 use crate::arch::{Architecture, Target};
-use crate::engine::estimate;
 use crate::hf::import_config;
 use crate::plan::{
     Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
 };
 use serde_json::json;
-
-/// Which reported figure a measurement corresponds to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Metric {
-    /// `torch.cuda.max_memory_allocated()` (or the allocator's active bytes).
-    Allocated,
-    /// `torch.cuda.max_memory_reserved()`.
-    Reserved,
-    /// What `nvidia-smi` shows.
-    Device,
-}
-
-impl Metric {
-    pub fn label(self) -> &'static str {
-        match self {
-            Metric::Allocated => "allocated",
-            Metric::Reserved => "reserved",
-            Metric::Device => "device",
-        }
-    }
-}
-
-/// What a row records.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Outcome {
-    /// A measured peak.
-    Peak { bytes: u64, metric: Metric },
-    /// The run did (true) or did not (false) fit a GPU of this capacity.
-    Fits { capacity_bytes: u64, fits: bool },
-    /// A stated upper bound on a figure ("peak allocated memory below 10 GB").
-    AtMost { bytes: u64, metric: Metric },
-}
-
-/// A row turned into something the engine can answer.
-#[derive(Clone, Debug)]
-pub struct Case {
-    pub id: String,
-    /// Who published the run (see [`source_label`]).
-    pub source: String,
-    pub arch: Architecture,
-    pub plan: Plan,
-    pub outcome: Outcome,
-}
-
-/// One answered row.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RowResult {
-    pub id: String,
-    /// Who published the run (see [`source_label`]).
-    pub source: String,
-    pub query: String,
-    /// Predicted bytes of the row's metric (device bytes for outcome rows).
-    pub predicted: u64,
-    pub outcome: Outcome,
-}
-
-impl RowResult {
-    /// Signed error in percent of the measurement, for peak rows.
-    pub fn error_pct(&self) -> Option<f64> {
-        match self.outcome {
-            Outcome::Peak { bytes, .. } if bytes > 0 => {
-                Some((self.predicted as f64 - bytes as f64) / bytes as f64 * 100.0)
-            }
-            _ => None,
-        }
-    }
-    /// Whether an outcome row is classified right.
-    pub fn outcome_right(&self) -> Option<bool> {
-        match self.outcome {
-            Outcome::Fits {
-                capacity_bytes,
-                fits,
-            } => Some((self.predicted <= capacity_bytes) == fits),
-            Outcome::AtMost { bytes, .. } => Some(self.predicted <= bytes),
-            Outcome::Peak { .. } => None,
-        }
-    }
-}
-
-/// The whole replay.
-#[derive(Clone, Debug, Default)]
-pub struct Report {
-    pub rows: Vec<RowResult>,
-    /// Rows the planner cannot express yet, with the reason.
-    pub skipped: Vec<(String, String)>,
-}
-
-/// The report in the compact form the page embeds (`assets/validation.json`).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Summary {
-    pub median_abs_pct: f64,
-    pub within_10_share: f64,
-    pub outcomes_right: usize,
-    pub outcomes_total: usize,
-    pub skipped: usize,
-    /// Every measured peak as `[measured_bytes, predicted_bytes]` (per-row detail: `peakplan validate FILE`).
-    pub points: Vec<[u64; 2]>,
-    /// The same figures for each publisher's runs, most peaks first.
-    pub sources: Vec<SourceSummary>,
-}
-
-/// The error over one publisher's measured peaks: how far to trust the planner for runs like theirs.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SourceSummary {
-    pub source: String,
-    pub peaks: usize,
-    pub median_abs_pct: f64,
-    pub within_10_share: f64,
-}
-
-/// A short name for a row's `source` column: the repository (`owner/name`) when it starts with one, else its first
-/// two words ("QLoRA paper"); rows without a source share "unnamed source".
-pub fn source_label(source: &str) -> String {
-    let mut words = source.split_whitespace();
-    let label = match words.next() {
-        None => return "unnamed source".to_string(),
-        Some(first) if first.contains('/') => first.to_string(),
-        Some(first) => match words.next() {
-            Some(second) => format!("{first} {second}"),
-            None => first.to_string(),
-        },
-    };
-    let label = label.trim_end_matches([',', ';', ':', '.', '(', ')', '"']);
-    if label.is_empty() {
-        "unnamed source".to_string()
-    } else {
-        label.to_string()
-    }
-}
-
-/// Median of absolute errors sorted ascending.
-fn median_of(sorted: &[f64]) -> Option<f64> {
-    match sorted.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(sorted[n / 2]),
-        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
-    }
-}
-
-/// Share of sorted absolute errors within 10%.
-fn within_10_of(sorted: &[f64]) -> Option<f64> {
-    (!sorted.is_empty())
-        .then(|| sorted.iter().filter(|x| **x <= 10.0).count() as f64 / sorted.len() as f64)
-}
-
-impl Report {
-    /// The compact summary: every measured peak with its prediction, and the headline figures.
-    pub fn summary(&self) -> Summary {
-        let (outcomes_right, outcomes_total) = self.outcomes();
-        Summary {
-            median_abs_pct: (self.median_abs_pct().unwrap_or(0.0) * 10.0).round() / 10.0,
-            within_10_share: (self.within_10_share().unwrap_or(0.0) * 1000.0).round() / 1000.0,
-            outcomes_right,
-            outcomes_total,
-            skipped: self.skipped.len(),
-            points: self
-                .rows
-                .iter()
-                .filter_map(|r| match r.outcome {
-                    Outcome::Peak { bytes, .. } => Some([bytes, r.predicted]),
-                    Outcome::Fits { .. } | Outcome::AtMost { .. } => None,
-                })
-                .collect(),
-            sources: self
-                .by_source()
-                .into_iter()
-                .map(|mut s| {
-                    s.median_abs_pct = (s.median_abs_pct * 10.0).round() / 10.0;
-                    s.within_10_share = (s.within_10_share * 1000.0).round() / 1000.0;
-                    s
-                })
-                .collect(),
-        }
-    }
-
-    /// The headline figures of each publisher's measured peaks, most peaks first (ties by name).
-    pub fn by_source(&self) -> Vec<SourceSummary> {
-        let mut groups: Vec<(String, Vec<f64>)> = Vec::new();
-        for row in &self.rows {
-            let Some(e) = row.error_pct() else {
-                continue;
-            };
-            match groups.iter_mut().find(|(s, _)| *s == row.source) {
-                Some((_, errors)) => errors.push(e.abs()),
-                None => groups.push((row.source.clone(), vec![e.abs()])),
-            }
-        }
-        let mut out: Vec<SourceSummary> = groups
-            .into_iter()
-            .filter_map(|(source, mut errors)| {
-                errors.sort_by(f64::total_cmp);
-                Some(SourceSummary {
-                    source,
-                    peaks: errors.len(),
-                    median_abs_pct: median_of(&errors)?,
-                    within_10_share: within_10_of(&errors)?,
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| b.peaks.cmp(&a.peaks).then_with(|| a.source.cmp(&b.source)));
-        out
-    }
-
-    fn abs_errors(&self) -> Vec<f64> {
-        let mut e: Vec<f64> = self
-            .rows
-            .iter()
-            .filter_map(RowResult::error_pct)
-            .map(f64::abs)
-            .collect();
-        e.sort_by(f64::total_cmp);
-        e
-    }
-    /// Median absolute percentage error over the peak rows.
-    pub fn median_abs_pct(&self) -> Option<f64> {
-        median_of(&self.abs_errors())
-    }
-    /// Share of peak rows within 10%.
-    pub fn within_10_share(&self) -> Option<f64> {
-        within_10_of(&self.abs_errors())
-    }
-    /// (right, total) over the outcome rows.
-    pub fn outcomes(&self) -> (usize, usize) {
-        let o: Vec<bool> = self
-            .rows
-            .iter()
-            .filter_map(RowResult::outcome_right)
-            .collect();
-        (o.iter().filter(|x| **x).count(), o.len())
-    }
-}
-
-/// Splits CSV text (RFC 4180: quoted fields, doubled quotes, newlines inside quotes) into records.
-pub fn parse_csv(text: &str) -> Result<Vec<Vec<String>>, String> {
-    let mut records = Vec::new();
-    let mut record = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut line = 1usize;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if quoted {
-            match c {
-                '"' if chars.peek() == Some(&'"') => {
-                    chars.next();
-                    field.push('"');
-                }
-                '"' => quoted = false,
-                '\n' => {
-                    line += 1;
-                    field.push(c);
-                }
-                _ => field.push(c),
-            }
-            continue;
-        }
-        match c {
-            '"' if field.is_empty() => quoted = true,
-            ',' => record.push(std::mem::take(&mut field)),
-            '\r' => {}
-            '\n' => {
-                line += 1;
-                record.push(std::mem::take(&mut field));
-                records.push(std::mem::take(&mut record));
-            }
-            _ => field.push(c),
-        }
-    }
-    if quoted {
-        return Err(format!(
-            "unterminated quoted field (opened before line {line})"
-        ));
-    }
-    if !field.is_empty() || !record.is_empty() {
-        record.push(field);
-        records.push(record);
-    }
-    Ok(records)
-}
 
 /// Dimensions of models that some rows name without giving their shapes (from their public `config.json`).
 fn known_config(model: &str) -> Option<serde_json::Value> {
@@ -317,28 +36,6 @@ fn known_config(model: &str) -> Option<serde_json::Value> {
     } else {
         return None;
     })
-}
-
-struct Rec<'a> {
-    header: &'a [String],
-    values: &'a [String],
-}
-
-impl Rec<'_> {
-    fn get(&self, key: &str) -> &str {
-        self.header
-            .iter()
-            .position(|h| h == key)
-            .and_then(|i| self.values.get(i))
-            .map(String::as_str)
-            .unwrap_or("")
-    }
-    fn lower(&self, key: &str) -> String {
-        self.get(key).to_lowercase()
-    }
-    fn uint(&self, key: &str) -> Option<u64> {
-        self.get(key).trim().parse().ok()
-    }
 }
 
 fn arch_of(r: &Rec) -> Result<Architecture, String> {
@@ -512,8 +209,84 @@ fn gpu_capacity_bytes(gpu: &str) -> Option<f64> {
 }
 
 /// Maps one row to a case, or says why it cannot be expressed.
-fn map_row(r: &Rec) -> Result<Case, String> {
+///
+/// The column groups are read in a fixed order, so a row with several problems is skipped for the first one.
+pub(super) fn map_row(r: &Rec) -> Result<Case, String> {
     let id = r.get("id").to_string();
+    let gpus = r.uint("num_gpus").unwrap_or(1).max(1);
+    let outcome = outcome_of(r, gpus)?;
+    let peft = peft_of(r);
+    let method = method_of(r, peft)?;
+    let arch = arch_of(r)?;
+    let framework_text = r.lower("framework");
+    let framework = framework_of(r, &framework_text);
+    // The row's date stands in for the versions where the row does not name them.
+    let date = r.get("source_date");
+    let year_month = date
+        .find("20")
+        .and_then(|i| date.get(i..i + 7))
+        .unwrap_or("");
+    let run = Run {
+        method,
+        framework,
+        framework_text,
+        source_ref: r.lower("source_ref"),
+        par: r.lower("parallelism"),
+        features: r.lower("other_memory_features"),
+        gpus,
+        year_month,
+        // A "fits" claim that names no batch (the QLoRA paper's 65B on one 48 GB GPU) says some run fits: it is
+        // read at its least demanding, one sequence of 512 tokens with checkpointing.
+        existence_claim: matches!(outcome, Outcome::Fits { fits: true, .. })
+            && r.get("micro_batch_size").trim().is_empty(),
+    };
+    let preset = crate::presets::MODELS.iter().find(|m| {
+        crate::presets::model_arch(m.id).is_some_and(|a| a.total_params() == arch.total_params())
+    });
+    let mut plan = Plan {
+        model: preset
+            .map(|m| m.id.to_string())
+            .unwrap_or_else(|| Plan::default().model),
+        ..Plan::default()
+    };
+    framework.apply_defaults(&mut plan);
+    plan.method = method;
+    plan.peft = peft;
+    read_shape(r, &run, &arch, &mut plan)?;
+    read_precision(r, &run, &mut plan)?;
+    if method == Method::Qlora {
+        read_quantization(r, &run, &mut plan)?;
+    }
+    read_optimizer(r, &run, &mut plan);
+    read_activations(r, &run, &mut plan);
+    read_parallelism(&run, &mut plan)?;
+    apply_framework_habits(&run, &mut plan);
+    Ok(Case {
+        id,
+        source: source_label(r.get("source")),
+        arch,
+        plan,
+        outcome,
+    })
+}
+
+/// What a row says about its run that several column groups read.
+struct Run<'a> {
+    method: Method,
+    framework: Framework,
+    /// The `framework` column lower-cased: besides the framework it names scripts and recipes.
+    framework_text: String,
+    source_ref: String,
+    par: String,
+    features: String,
+    gpus: u64,
+    /// `YYYY-MM` of the row's date, or empty.
+    year_month: &'a str,
+    existence_claim: bool,
+}
+
+/// What the row records: a peak in some metric, a fits/OOM outcome, or a stated bound.
+fn outcome_of(r: &Rec, gpus: u64) -> Result<Outcome, String> {
     let kind = r.lower("value_kind");
     let outcome_row = kind == "oom_lower_bound" || kind == "fits_upper_bound";
     let bytes: f64 = match r.get("measured_bytes").trim().parse() {
@@ -523,8 +296,6 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         Err(_) => return Err("no measured bytes".into()),
     };
     let metric_text = r.lower("metric");
-    let gpus = r.uint("num_gpus").unwrap_or(1).max(1);
-    let par = r.lower("parallelism");
     let outcome =
         match kind.as_str() {
             "measured_peak" => {
@@ -574,8 +345,13 @@ fn map_row(r: &Rec) -> Result<Case, String> {
             },
             other => return Err(format!("`{other}` is a round claim, not one run")),
         };
+    Ok(outcome)
+}
+
+/// The PEFT variant named in `peft_detail` (or `method`); plain LoRA when none is.
+fn peft_of(r: &Rec) -> Peft {
     let detail = r.lower("peft_detail");
-    let peft = if detail.contains("dora") || r.lower("method") == "dora" {
+    if detail.contains("dora") || r.lower("method") == "dora" {
         Peft::Dora
     } else if detail.contains("lora-fa") {
         Peft::Lorafa
@@ -597,8 +373,11 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         Peft::Prefix
     } else {
         Peft::Lora
-    };
-    let method = match r.lower("method").as_str() {
+    }
+}
+
+fn method_of(r: &Rec, peft: Peft) -> Result<Method, String> {
+    Ok(match r.lower("method").as_str() {
         "full" => Method::Full,
         "lora" | "dora" => Method::Lora,
         "other" if peft != Peft::Lora => Method::Lora,
@@ -611,47 +390,35 @@ fn map_row(r: &Rec) -> Result<Case, String> {
             ))
         }
         other => return Err(format!("method `{other}` is not modeled yet")),
-    };
-    let arch = arch_of(r)?;
-    let framework_text = r.lower("framework");
-    let source_ref = r.lower("source_ref");
-    let framework = if framework_text.contains("litgpt") || framework_text.contains("lit-gpt") {
+    })
+}
+
+fn framework_of(r: &Rec, framework_text: &str) -> Framework {
+    if framework_text.contains("litgpt") || framework_text.contains("lit-gpt") {
         Framework::Litgpt
     } else if framework_text.contains("torchtune") || r.lower("source").contains("torchtune") {
         Framework::Torchtune
     } else {
         Framework::Hf
-    };
-    let preset = crate::presets::MODELS.iter().find(|m| {
-        crate::presets::model_arch(m.id).is_some_and(|a| a.total_params() == arch.total_params())
-    });
-    let mut plan = Plan {
-        model: preset
-            .map(|m| m.id.to_string())
-            .unwrap_or_else(|| Plan::default().model),
-        ..Plan::default()
-    };
-    framework.apply_defaults(&mut plan);
-    plan.method = method;
-    plan.peft = peft;
-    // A "fits" claim that names no batch (the QLoRA paper's 65B on one 48 GB GPU) says some run fits: it is read
-    // at its least demanding, one sequence of 512 tokens with checkpointing.
-    let existence_claim = matches!(outcome, Outcome::Fits { fits: true, .. })
-        && r.get("micro_batch_size").trim().is_empty();
+    }
+}
+
+/// The batch shape and what the adapter trains: micro-batch, sequence length, rank, virtual tokens, targets.
+fn read_shape(r: &Rec, run: &Run, arch: &Architecture, plan: &mut Plan) -> Result<(), String> {
     plan.micro_batch = match r.uint("micro_batch_size") {
         Some(b) => b.max(1),
-        None if existence_claim => 1,
+        None if run.existence_claim => 1,
         None => return Err("no micro-batch size".into()),
     };
     plan.seq_len = match r.uint("seq_len") {
         Some(s) => s.max(1),
-        None if existence_claim => 512,
+        None if run.existence_claim => 512,
         None => return Err("no sequence length".into()),
     };
     plan.rank = r.uint("lora_rank").unwrap_or(8).max(1);
-    if peft.uses_virtual_tokens() {
+    if plan.peft.uses_virtual_tokens() {
         // PEFT reports its trainable count: num_virtual_tokens times what each virtual token trains.
-        let width = if peft == Peft::Prompt {
+        let width = if plan.peft == Peft::Prompt {
             arch.hidden
         } else {
             2 * arch.kv_dim() * arch.layers
@@ -662,10 +429,15 @@ fn map_row(r: &Rec) -> Result<Case, String> {
             .map(|t| t / width)
             .ok_or("num_virtual_tokens is neither stated nor implied by the trainable count")?;
     }
-    if method != Method::Full {
+    if run.method != Method::Full {
         plan.targets = targets_of(r.get("lora_target_modules"))?;
     }
-    // Precision: pure 16-bit unless an autocast regime is named; an fp32 frozen base under autocast is `upcast`.
+    Ok(())
+}
+
+/// Precision: pure 16-bit unless an autocast regime is named; an fp32 frozen base under autocast is `upcast`.
+fn read_precision(r: &Rec, run: &Run, plan: &mut Plan) -> Result<(), String> {
+    let method = run.method;
     let mixed = r.lower("mixed_precision");
     let base = r.lower("base_weight_dtype");
     let amp = mixed.contains("mixed")
@@ -674,9 +446,9 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         || mixed.starts_with("bf16: true");
     // PEFT's examples/sft/train.py loads with `torch_dtype=float32` unless a 4-bit storage dtype is set
     // (utils.py); DeepSpeed then casts the module to bf16, while FSDP keeps fp32 shards.
-    let sft_script_fp32 = framework_text.contains("examples/sft/train.py")
+    let sft_script_fp32 = run.framework_text.contains("examples/sft/train.py")
         && method == Method::Lora
-        && !par.contains("deepspeed");
+        && !run.par.contains("deepspeed");
     if base.starts_with("fp32") || sft_script_fp32 {
         if method == Method::Qlora && amp {
             return Err(
@@ -701,40 +473,42 @@ fn map_row(r: &Rec) -> Result<Case, String> {
             (false, true) => Precision::Fp16,
         };
     }
-    // The row's date stands in for the versions where the row does not name them.
-    let date = r.get("source_date");
-    let year_month = date
-        .find("20")
-        .and_then(|i| date.get(i..i + 7))
-        .unwrap_or("");
-    if method == Method::Qlora {
-        let q = r.lower("quantization") + &base;
-        if q.contains("hqq") {
-            return Err("only bitsandbytes and GPTQ bases are modeled".into());
-        }
-        let eight = q.contains("int8") || q.contains("8-bit") || q.contains("8bit");
-        plan.quant = if q.contains("gptq") && eight {
-            Quant::Gptq8
-        } else if q.contains("gptq") {
-            Quant::Gptq4
-        } else if eight {
-            Quant::Int8
-        } else if q.contains("fp4") {
-            Quant::Fp4
-        } else {
-            Quant::Nf4
-        };
-        // bitsandbytes kept each 4-bit matmul's input until its mid-2024 releases.
-        plan.qlora_saves_input =
-            !q.contains("torchao") && !year_month.is_empty() && year_month < "2025-01";
-        // torchao's NF4 quantizer worked in chunks from May 2024 (its PR #196); torchtune used it for QLoRA.
-        plan.quantize_at_load_wide =
-            framework == Framework::Torchtune && !year_month.is_empty() && year_month < "2024-05";
-        let dq = r.lower("double_quant");
-        // ms-swift builds its BitsAndBytesConfig with double quantization on (1.4.0's defaults).
-        plan.double_quant = dq.starts_with("yes")
-            || (dq.is_empty() && (q.contains("torchao") || framework_text.contains("swift")));
+    Ok(())
+}
+
+/// The quantized base of a QLoRA row: format, what bitsandbytes saved, and double quantization.
+fn read_quantization(r: &Rec, run: &Run, plan: &mut Plan) -> Result<(), String> {
+    let year_month = run.year_month;
+    let q = r.lower("quantization") + &r.lower("base_weight_dtype");
+    if q.contains("hqq") {
+        return Err("only bitsandbytes and GPTQ bases are modeled".into());
     }
+    let eight = q.contains("int8") || q.contains("8-bit") || q.contains("8bit");
+    plan.quant = if q.contains("gptq") && eight {
+        Quant::Gptq8
+    } else if q.contains("gptq") {
+        Quant::Gptq4
+    } else if eight {
+        Quant::Int8
+    } else if q.contains("fp4") {
+        Quant::Fp4
+    } else {
+        Quant::Nf4
+    };
+    // bitsandbytes kept each 4-bit matmul's input until its mid-2024 releases.
+    plan.qlora_saves_input =
+        !q.contains("torchao") && !year_month.is_empty() && year_month < "2025-01";
+    // torchao's NF4 quantizer worked in chunks from May 2024 (its PR #196); torchtune used it for QLoRA.
+    plan.quantize_at_load_wide =
+        run.framework == Framework::Torchtune && !year_month.is_empty() && year_month < "2024-05";
+    let dq = r.lower("double_quant");
+    // ms-swift builds its BitsAndBytesConfig with double quantization on (1.4.0's defaults).
+    plan.double_quant = dq.starts_with("yes")
+        || (dq.is_empty() && (q.contains("torchao") || run.framework_text.contains("swift")));
+    Ok(())
+}
+
+fn read_optimizer(r: &Rec, run: &Run, plan: &mut Plan) {
     // Negated mentions ("not 8-bit", "no optimizer_in_bwd") name what the run did not use.
     let opt = r
         .lower("optimizer")
@@ -760,30 +534,35 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     // checkpointing it reports 24.9 GiB active, while weights, gradients and both states take 23.9 GiB and
     // foreach's state-sized sqrt temporary 6.0 GiB more. Its author had made `fused: True` the default of
     // torchtune's Adam configs two months before (PR #1575): the table's AdamW is the fused one.
-    if framework == Framework::Torchtune
+    if run.framework == Framework::Torchtune
         && plan.optimizer == Optimizer::AdamwTorch
-        && source_ref.contains("optimization flags")
+        && run.source_ref.contains("optimization flags")
     {
         plan.optimizer = Optimizer::AdamwTorchFused;
     }
     plan.optimizer_in_backward =
         opt.contains("in_bwd") || opt.contains("into backw") || opt.contains("in backward");
+}
+
+/// What the forward keeps: checkpointing, activation offloading, and the attention implementation.
+fn read_activations(r: &Rec, run: &Run, plan: &mut Plan) {
     let gc = r.lower("grad_checkpointing");
-    plan.offload_activations = gc.contains("offload")
-        || r.lower("other_memory_features")
-            .contains("activation offloading");
-    plan.grad_checkpointing = if gc.starts_with("on") || existence_claim {
+    plan.offload_activations =
+        gc.contains("offload") || run.features.contains("activation offloading");
+    plan.grad_checkpointing = if gc.starts_with("on") || run.existence_claim {
         true
     } else if gc.starts_with("off") {
         false
     } else {
         // Not stated: LLaMA-Factory turns checkpointing on by default; the others leave it off.
-        framework_text.contains("llama-factory") || r.lower("source").contains("llama-factory")
+        run.framework_text.contains("llama-factory") || r.lower("source").contains("llama-factory")
     };
     let attn = r.lower("attention_impl");
+    let year_month = run.year_month;
     // transformers gave its models an SDPA path in 4.36 (December 2023); before, attention was eager, and a row
     // of that time that names no attention ran it.
-    let eager_era = framework == Framework::Hf && !year_month.is_empty() && year_month < "2023-12";
+    let eager_era =
+        run.framework == Framework::Hf && !year_month.is_empty() && year_month < "2023-12";
     plan.attn = if attn.contains("eager") || (attn.trim().is_empty() && eager_era) {
         Attn::Eager
     } else if attn.contains("flash") || attn.contains("xformers") {
@@ -791,6 +570,11 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     } else {
         Attn::Sdpa
     };
+}
+
+/// How the run spreads over its GPUs (and the CPU): offload, layer split, sharding.
+fn read_parallelism(run: &Run, plan: &mut Plan) -> Result<(), String> {
+    let (par, gpus) = (&run.par, run.gpus);
     plan.cpu_offload =
         par.contains("offload") && !par.contains("no cpu offload") && !par.contains("no offload");
     if par.contains("pipeline") {
@@ -815,11 +599,19 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     } else {
         0
     };
-    let features = r.lower("other_memory_features");
+    Ok(())
+}
+
+/// What the framework, script or recipe does that the row does not state: accumulation, compile, the loss and
+/// how long its logits live, adapter dtype, dropout, and the allocator.
+fn apply_framework_habits(run: &Run, plan: &mut Plan) {
+    let (framework, framework_text, features) = (run.framework, &run.framework_text, &run.features);
+    let method = run.method;
+    let year_month = run.year_month;
     plan.grad_accumulation = grad_accumulation_of(&format!("{features} {framework_text}"))
         .unwrap_or_else(|| {
             if framework == Framework::Litgpt {
-                litgpt_config_accumulation(&source_ref, plan.micro_batch, plan.gpus)
+                litgpt_config_accumulation(&run.source_ref, plan.micro_batch, plan.gpus)
             } else {
                 1
             }
@@ -837,7 +629,7 @@ fn map_row(r: &Rec) -> Result<Case, String> {
     }
     // torchtune's recipes kept their (fp32, shifted) `logits` through backward until they deleted them after
     // the loss: the distributed LoRA recipe from June 2024 (PR #1046), the others from late July (PR #1235).
-    let logits_deleted_from = if method != Method::Full && gpus > 1 {
+    let logits_deleted_from = if method != Method::Full && run.gpus > 1 {
         "2024-06"
     } else {
         "2024-08"
@@ -881,99 +673,4 @@ fn map_row(r: &Rec) -> Result<Case, String> {
         plan.hold_logits_bits = 16;
         plan.allocator = Alloc::Emptied;
     }
-    Ok(Case {
-        id,
-        source: source_label(r.get("source")),
-        arch,
-        plan,
-        outcome,
-    })
-}
-
-/// Rows that cannot be expressed: `(id, reason)`.
-pub type Skipped = Vec<(String, String)>;
-
-/// Maps every row of a validation CSV to a case, or to a skip with its reason.
-pub fn cases(text: &str) -> Result<(Vec<Case>, Skipped), String> {
-    let records = parse_csv(text)?;
-    let (header, rows) = records.split_first().ok_or("the CSV is empty")?;
-    for need in ["id", "method", "measured_bytes", "value_kind", "metric"] {
-        if !header.iter().any(|h| h == need) {
-            return Err(format!("the CSV has no `{need}` column"));
-        }
-    }
-    let (mut ok, mut skipped) = (Vec::new(), Vec::new());
-    for values in rows.iter().filter(|v| v.iter().any(|f| !f.is_empty())) {
-        let rec = Rec { header, values };
-        match map_row(&rec) {
-            Ok(case) => {
-                let second = secondary_peak(&rec.lower("secondary_metrics"), &case);
-                ok.push(case);
-                ok.extend(second);
-            }
-            Err(reason) => skipped.push((rec.get("id").to_string(), reason)),
-        }
-    }
-    Ok((ok, skipped))
-}
-
-/// A second peak the row's run measured in another metric ("peak allocated 8.28 GiB" beside a reserved peak),
-/// as a case of its own: `<id>#allocated`.
-fn secondary_peak(text: &str, case: &Case) -> Option<Case> {
-    let Outcome::Peak { metric: first, .. } = case.outcome else {
-        return None;
-    };
-    let (metric, rest) = [
-        ("peak allocated ", Metric::Allocated),
-        ("peak reserved ", Metric::Reserved),
-    ]
-    .into_iter()
-    .find_map(|(label, m)| text.find(label).map(|i| (m, &text[i + label.len()..])))?;
-    if metric == first {
-        return None;
-    }
-    let mut words = rest.split_whitespace();
-    let value: f64 = words.next()?.parse().ok()?;
-    let unit = match words.next()?.trim_end_matches([',', ';', '.']) {
-        "gib" => (1u64 << 30) as f64,
-        "gb" => 1e9,
-        "mib" => (1u64 << 20) as f64,
-        _ => return None,
-    };
-    Some(Case {
-        id: format!("{}#{}", case.id, metric.label()),
-        outcome: Outcome::Peak {
-            bytes: (value * unit).round() as u64,
-            metric,
-        },
-        ..case.clone()
-    })
-}
-
-/// Replays every row of a validation CSV.
-pub fn validate(text: &str) -> Result<Report, String> {
-    let (cases, skipped) = cases(text)?;
-    let rows = cases
-        .into_iter()
-        .map(|case| {
-            let e = estimate(&case.arch, &case.plan);
-            let metric = match case.outcome {
-                Outcome::Peak { metric, .. } | Outcome::AtMost { metric, .. } => metric,
-                Outcome::Fits { .. } => Metric::Device,
-            };
-            let predicted = match metric {
-                Metric::Allocated => e.peak_allocated_bytes,
-                Metric::Reserved => e.peak_reserved_bytes,
-                Metric::Device => e.device_bytes,
-            };
-            RowResult {
-                id: case.id,
-                source: case.source,
-                query: case.plan.to_query(),
-                predicted,
-                outcome: case.outcome,
-            }
-        })
-        .collect();
-    Ok(Report { rows, skipped })
 }

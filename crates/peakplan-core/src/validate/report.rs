@@ -1,0 +1,156 @@
+//! The replay's report: every answered row, the skips, and the headline error figures (overall and per publisher).
+
+use super::{Outcome, RowResult};
+
+/// The whole replay.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub rows: Vec<RowResult>,
+    /// Rows the planner cannot express yet, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The report in the compact form the page embeds (`assets/validation.json`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Summary {
+    pub median_abs_pct: f64,
+    pub within_10_share: f64,
+    pub outcomes_right: usize,
+    pub outcomes_total: usize,
+    pub skipped: usize,
+    /// Every measured peak as `[measured_bytes, predicted_bytes]` (per-row detail: `peakplan validate FILE`).
+    pub points: Vec<[u64; 2]>,
+    /// The same figures for each publisher's runs, most peaks first.
+    pub sources: Vec<SourceSummary>,
+}
+
+/// The error over one publisher's measured peaks: how far to trust the planner for runs like theirs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SourceSummary {
+    pub source: String,
+    pub peaks: usize,
+    pub median_abs_pct: f64,
+    pub within_10_share: f64,
+}
+
+/// A short name for a row's `source` column: the repository (`owner/name`) when it starts with one, else its first
+/// two words ("QLoRA paper"); rows without a source share "unnamed source".
+pub fn source_label(source: &str) -> String {
+    let mut words = source.split_whitespace();
+    let label = match words.next() {
+        None => return "unnamed source".to_string(),
+        Some(first) if first.contains('/') => first.to_string(),
+        Some(first) => match words.next() {
+            Some(second) => format!("{first} {second}"),
+            None => first.to_string(),
+        },
+    };
+    let label = label.trim_end_matches([',', ';', ':', '.', '(', ')', '"']);
+    if label.is_empty() {
+        "unnamed source".to_string()
+    } else {
+        label.to_string()
+    }
+}
+
+/// Median of absolute errors sorted ascending.
+fn median_of(sorted: &[f64]) -> Option<f64> {
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[n / 2]),
+        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+/// Share of sorted absolute errors within 10%.
+fn within_10_of(sorted: &[f64]) -> Option<f64> {
+    (!sorted.is_empty())
+        .then(|| sorted.iter().filter(|x| **x <= 10.0).count() as f64 / sorted.len() as f64)
+}
+
+impl Report {
+    /// The compact summary: every measured peak with its prediction, and the headline figures.
+    pub fn summary(&self) -> Summary {
+        let (outcomes_right, outcomes_total) = self.outcomes();
+        Summary {
+            median_abs_pct: (self.median_abs_pct().unwrap_or(0.0) * 10.0).round() / 10.0,
+            within_10_share: (self.within_10_share().unwrap_or(0.0) * 1000.0).round() / 1000.0,
+            outcomes_right,
+            outcomes_total,
+            skipped: self.skipped.len(),
+            points: self
+                .rows
+                .iter()
+                .filter_map(|r| match r.outcome {
+                    Outcome::Peak { bytes, .. } => Some([bytes, r.predicted]),
+                    Outcome::Fits { .. } | Outcome::AtMost { .. } => None,
+                })
+                .collect(),
+            sources: self
+                .by_source()
+                .into_iter()
+                .map(|mut s| {
+                    s.median_abs_pct = (s.median_abs_pct * 10.0).round() / 10.0;
+                    s.within_10_share = (s.within_10_share * 1000.0).round() / 1000.0;
+                    s
+                })
+                .collect(),
+        }
+    }
+
+    /// The headline figures of each publisher's measured peaks, most peaks first (ties by name).
+    pub fn by_source(&self) -> Vec<SourceSummary> {
+        let mut groups: Vec<(String, Vec<f64>)> = Vec::new();
+        for row in &self.rows {
+            let Some(e) = row.error_pct() else {
+                continue;
+            };
+            match groups.iter_mut().find(|(s, _)| *s == row.source) {
+                Some((_, errors)) => errors.push(e.abs()),
+                None => groups.push((row.source.clone(), vec![e.abs()])),
+            }
+        }
+        let mut out: Vec<SourceSummary> = groups
+            .into_iter()
+            .filter_map(|(source, mut errors)| {
+                errors.sort_by(f64::total_cmp);
+                Some(SourceSummary {
+                    source,
+                    peaks: errors.len(),
+                    median_abs_pct: median_of(&errors)?,
+                    within_10_share: within_10_of(&errors)?,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| b.peaks.cmp(&a.peaks).then_with(|| a.source.cmp(&b.source)));
+        out
+    }
+
+    fn abs_errors(&self) -> Vec<f64> {
+        let mut e: Vec<f64> = self
+            .rows
+            .iter()
+            .filter_map(RowResult::error_pct)
+            .map(f64::abs)
+            .collect();
+        e.sort_by(f64::total_cmp);
+        e
+    }
+    /// Median absolute percentage error over the peak rows.
+    pub fn median_abs_pct(&self) -> Option<f64> {
+        median_of(&self.abs_errors())
+    }
+    /// Share of peak rows within 10%.
+    pub fn within_10_share(&self) -> Option<f64> {
+        within_10_of(&self.abs_errors())
+    }
+    /// (right, total) over the outcome rows.
+    pub fn outcomes(&self) -> (usize, usize) {
+        let o: Vec<bool> = self
+            .rows
+            .iter()
+            .filter_map(RowResult::outcome_right)
+            .collect();
+        (o.iter().filter(|x| **x).count(), o.len())
+    }
+}

@@ -1,0 +1,15 @@
+//! The core's integration tests, one module per subject: source numbers, config import, query round trips,
+//! golden breakdowns, properties, validation, the memory levers, the advisor and traced steps. Data lives in
+//! `tests/data/`.
+#![allow(clippy::unwrap_used)]
+
+mod advisor;
+mod golden;
+mod import;
+mod levers;
+mod properties;
+mod queries;
+mod sources;
+mod traced;
+mod util;
+mod validation;

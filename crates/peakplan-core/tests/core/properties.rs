@@ -1,0 +1,240 @@
+//! Properties of the physics: hand-picked monotonicity and ordering checks, then generated plans and architectures.
+
+use peakplan_core::plan::{Attn, Loss, Method, Optimizer, Plan, Precision, Targets};
+use peakplan_core::{
+    estimate, preset_arch, presets, solve, Architecture, Category, Estimate, Kind, QkNorm,
+};
+use proptest::prelude::*;
+
+use crate::util::{est, plan};
+
+#[test]
+fn memory_never_decreases_as_batch_sequence_or_rank_grow() {
+    for base in [
+        "method=full&gc=0",
+        "method=lora&gc=1",
+        "method=qlora&attn=eager",
+        "method=qlora&loss=chunked",
+    ] {
+        let p = plan(&format!("model=llama-3.2-1b&{base}"));
+        let a = preset_arch(&p);
+        let peak = |p: &Plan| estimate(a, p).peak_allocated_bytes;
+        let mut prev = p.clone();
+        prev.micro_batch = 1;
+        prev.seq_len = 64;
+        prev.rank = 2;
+        for i in 1..40u64 {
+            let mut q = p.clone();
+            q.micro_batch = i;
+            q.seq_len = 64 * i;
+            q.rank = 2 * i;
+            assert!(peak(&q) >= peak(&prev), "{base} at step {i}");
+            prev = q;
+        }
+    }
+}
+
+#[test]
+fn qlora_base_weights_are_below_lora() {
+    for m in presets::MODELS {
+        let l = est(&format!("model={}&method=lora", m.id));
+        let q = est(&format!("model={}&method=qlora", m.id));
+        assert!(
+            q.component(Kind::BaseWeights) < l.component(Kind::BaseWeights),
+            "{}",
+            m.id
+        );
+    }
+}
+
+#[test]
+fn zero3_per_gpu_state_shrinks_with_more_gpus() {
+    let mut prev = u64::MAX;
+    for g in [2, 4, 8, 16, 64] {
+        let e = est(&format!("model=llama-2-70b&method=full&zero=3&gpus={g}"));
+        let state = e.category(Category::Weights)
+            + e.category(Category::Gradients)
+            + e.category(Category::Optimizer);
+        assert!(state < prev, "{g} GPUs");
+        prev = state;
+    }
+}
+
+#[test]
+fn inverse_questions_agree_with_the_estimate() {
+    let p = plan("model=llama-3.1-8b&method=qlora&s=1024");
+    let a = preset_arch(&p);
+    let cap = presets::gpu("rtx-4090").unwrap().capacity_bytes;
+    let b = solve::max_batch(a, &p, cap).unwrap();
+    let fits = |b: u64| {
+        let mut q = p.clone();
+        q.micro_batch = b;
+        estimate(a, &q).device_bytes <= cap
+    };
+    assert!(fits(b) && !fits(b + 1), "max batch {b}");
+    let s = solve::max_seq(a, &p, cap).unwrap();
+    let mut q = p.clone();
+    q.seq_len = s;
+    assert!(estimate(a, &q).device_bytes <= cap);
+    q.seq_len = s + 1;
+    assert!(estimate(a, &q).device_bytes > cap);
+    // A 70B full fine-tune fits no batch on one 24 GB card.
+    let big = plan("model=llama-2-70b&method=full");
+    assert_eq!(solve::max_batch(preset_arch(&big), &big, cap), None);
+}
+
+#[test]
+fn optimizer_choices_order_as_expected() {
+    let opt = |o: Optimizer| {
+        let mut p = plan("model=llama-2-7b&method=full&prec=bf16");
+        p.optimizer = o;
+        let e = estimate(preset_arch(&p), &p);
+        e.component(Kind::OptimizerStates) + e.component(Kind::PagedStates)
+    };
+    assert!(opt(Optimizer::Sgd) < opt(Optimizer::Adafactor));
+    assert!(opt(Optimizer::Adafactor) < opt(Optimizer::Adamw8bit));
+    assert!(opt(Optimizer::Adamw8bit) < opt(Optimizer::AdamwTorch));
+    let _ = (Method::Full, Precision::Bf16);
+}
+
+// ---- Generated plans and architectures (proptest).
+
+fn any_plan() -> impl Strategy<Value = (Plan, usize)> {
+    (
+        0usize..presets::MODELS.len(),
+        prop::sample::select(vec![Method::Full, Method::Lora, Method::Qlora]),
+        1u64..=4096,
+        1u64..=4096,
+        1u64..=1_048_576,
+        any::<bool>(),
+        prop::sample::select(Attn::ALL.to_vec()),
+        prop::sample::select(Loss::ALL.to_vec()),
+        prop::sample::select(Optimizer::ALL.to_vec()),
+        prop::sample::select(Precision::ALL.to_vec()),
+        1u8..=0x7f,
+        (1u64..=4096, 0u8..=3),
+    )
+        .prop_map(
+            |(m, method, r, b, s, gc, attn, loss, opt, prec, t, (gpus, zero))| {
+                let plan = Plan {
+                    model: presets::MODELS[m].id.to_string(),
+                    method,
+                    rank: r,
+                    micro_batch: b,
+                    seq_len: s,
+                    grad_checkpointing: gc,
+                    attn,
+                    loss,
+                    optimizer: opt,
+                    precision: prec,
+                    targets: Targets(t),
+                    gpus,
+                    zero,
+                    ..Plan::default()
+                };
+                (plan, m)
+            },
+        )
+}
+
+fn figures(e: &Estimate) -> [u64; 5] {
+    [
+        e.peak_allocated_bytes,
+        e.peak_reserved_bytes,
+        e.device_bytes,
+        e.total_params,
+        e.trainable_params,
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_plan_is_finite_ordered_and_survives_a_url_round_trip((plan, _) in any_plan()) {
+        let e = estimate(preset_arch(&plan), &plan);
+        prop_assert!(e.peak_allocated_bytes <= e.peak_reserved_bytes);
+        prop_assert!(e.peak_reserved_bytes <= e.device_bytes);
+        // Adapters of very high rank can outnumber the base; only full fine-tuning trains exactly the model
+        // (all of it but a vision tower, which text never reaches).
+        let vision = preset_arch(&plan).vision.params();
+        prop_assert!(plan.method != Method::Full || e.trainable_params == e.total_params - vision);
+        let again = Plan::parse_query(&plan.to_query());
+        prop_assert!(again.diagnostics.is_empty());
+        prop_assert_eq!(figures(&estimate(preset_arch(&again.plan), &again.plan)), figures(&e));
+    }
+
+    #[test]
+    fn more_batch_sequence_or_rank_never_needs_less((plan, _) in any_plan(), which in 0usize..3) {
+        let a = preset_arch(&plan);
+        let mut bigger = plan.clone();
+        match which {
+            0 => bigger.micro_batch += 1,
+            1 => bigger.seq_len += 1,
+            _ => bigger.rank += 1,
+        }
+        let (x, y) = (estimate(a, &plan), estimate(a, &bigger));
+        prop_assert!(y.peak_allocated_bytes >= x.peak_allocated_bytes);
+        prop_assert!(y.device_bytes >= x.device_bytes);
+    }
+
+    #[test]
+    fn more_gpus_under_zero3_never_need_more_per_gpu((plan, _) in any_plan()) {
+        let mut p = plan.clone();
+        p.zero = 3;
+        p.gpus = p.gpus.clamp(2, 2048);
+        let mut more = p.clone();
+        more.gpus *= 2;
+        let a = preset_arch(&p);
+        prop_assert!(estimate(a, &more).peak_allocated_bytes <= estimate(a, &p).peak_allocated_bytes);
+    }
+}
+
+fn any_arch() -> impl Strategy<Value = Architecture> {
+    (
+        1u64..=1200,
+        1u64..=128,
+        prop::sample::select(vec![16u64, 32, 64, 80, 96, 128, 256]),
+        1u64..=131_072,
+        1000u64..=300_000,
+        0u32..=3,
+        prop::sample::select(vec![QkNorm::None, QkNorm::PerHead, QkNorm::Full]),
+    )
+        .prop_map(
+            |(layers, heads, head_dim, inter, vocab, kv_shift, qk_norm)| {
+                let kv = (heads >> kv_shift).max(1);
+                let kv = if heads % kv == 0 { kv } else { heads };
+                let mut a = Architecture::llama(
+                    "random",
+                    layers,
+                    heads * head_dim,
+                    inter,
+                    heads,
+                    kv,
+                    vocab,
+                );
+                a.qk_norm = qk_norm;
+                a
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_architecture_from_a_million_to_ten_trillion_params_is_answered(arch in any_arch(), (plan, _) in any_plan()) {
+        prop_assume!(arch.validate().is_ok());
+        let e = estimate(&arch, &plan);
+        prop_assert!(e.total_params >= 1_000_000 || arch.total_params() < 1_000_000);
+        prop_assert!(e.peak_allocated_bytes <= e.peak_reserved_bytes && e.peak_reserved_bytes <= e.device_bytes);
+        prop_assert!(e.peak_allocated_bytes > 0);
+        if e.saturated {
+            prop_assert_eq!(e.device_bytes, u64::MAX);
+        }
+        // One more layer never needs less memory.
+        let mut deeper = arch.clone();
+        deeper.layers += 1;
+        prop_assert!(estimate(&deeper, &plan).peak_allocated_bytes >= e.peak_allocated_bytes);
+    }
+}

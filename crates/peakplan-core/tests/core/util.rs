@@ -1,0 +1,38 @@
+//! Helpers the subjects share: plans from queries, their estimates, and the test data.
+
+use peakplan_core::plan::Plan;
+use peakplan_core::{estimate, preset_arch, Architecture, Estimate};
+
+pub(crate) const GIB: f64 = (1u64 << 30) as f64;
+
+pub(crate) fn plan(q: &str) -> Plan {
+    let p = Plan::parse_query(q);
+    assert!(p.diagnostics.is_empty(), "{q}: {:?}", p.diagnostics);
+    p.plan
+}
+
+pub(crate) fn est(q: &str) -> Estimate {
+    let p = plan(q);
+    estimate(preset_arch(&p), &p)
+}
+
+pub(crate) fn est_arch(arch: &Architecture, q: &str) -> Estimate {
+    estimate(arch, &plan(q))
+}
+
+pub(crate) fn data(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/data/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// A synthetic Llama-style model with exactly `n` linear... parameters: one layer whose sizes multiply out.
+pub(crate) fn model_with_params(layers: u64, hidden: u64, inter: u64, vocab: u64) -> Architecture {
+    Architecture::llama(
+        "synthetic",
+        layers,
+        hidden,
+        inter,
+        hidden / 128,
+        hidden / 128,
+        vocab,
+    )
+}
