@@ -21,7 +21,10 @@ fn check(name: &str, query: &str) {
     let data = ChartData::from_estimates(
         format!("{} b={} s={}", arch.name, plan.micro_batch, plan.seq_len),
         ests.iter().map(|(l, e, s)| (*l, e, *s)),
-        peakplan_core::presets::gpu(&plan.gpu).map(|g| (g.capacity_bytes, g.name.to_string())),
+        Some((
+            plan.gpu.preset().capacity_bytes,
+            plan.gpu.preset().name.to_string(),
+        )),
     );
     let svg = chart_svg(&data, &Theme::LIGHT, (720, 420));
     for word in [

@@ -192,8 +192,8 @@ fn with_method(plan: &Plan, m: Method) -> Plan {
 
 fn report(arch: &Architecture, plan: &Plan) -> Value {
     let e = estimate(arch, plan);
-    let gpu = presets::gpu(&plan.gpu);
-    let cap = gpu.map(|g| g.capacity_bytes);
+    let gpu = plan.gpu.preset();
+    let cap = gpu.capacity_bytes;
     let comps: Vec<Value> = Kind::ALL
         .iter()
         .map(|k| json!({"key": k.key(), "label": k.label(), "category": k.category().key(), "bytes": e.component(*k), "formula": k.formula()}))
@@ -220,9 +220,9 @@ fn report(arch: &Architecture, plan: &Plan) -> Value {
         "saturated": e.saturated,
         "components": comps,
         "phases": phases,
-        "gpu": gpu.map(|g| json!({"id": g.id, "name": g.name, "capacity_bytes": g.capacity_bytes, "fits": e.device_bytes <= g.capacity_bytes})),
-        "max_micro_batch": cap.and_then(|c| solve::max_batch(arch, plan, c)),
-        "max_seq_len": cap.and_then(|c| solve::max_seq(arch, plan, c)),
+        "gpu": json!({"id": gpu.id, "name": gpu.name, "capacity_bytes": cap, "fits": e.device_bytes <= cap}),
+        "max_micro_batch": solve::max_batch(arch, plan, cap),
+        "max_seq_len": solve::max_seq(arch, plan, cap),
         "model": {"name": arch.name, "model_type": arch.model_type, "layers": arch.layers, "hidden_size": arch.hidden, "vocab_size": arch.vocab},
         "plan": serde_json::to_value(plan).unwrap_or(Value::Null),
         "query": plan.to_query(),
@@ -234,7 +234,8 @@ fn chart_data(arch: &Architecture, plan: &Plan) -> ChartData {
         .iter()
         .map(|m| (*m, estimate(arch, &with_method(plan, *m))))
         .collect();
-    let cap = presets::gpu(&plan.gpu).map(|g| (g.capacity_bytes, g.name.to_string()));
+    let gpu = plan.gpu.preset();
+    let cap = Some((gpu.capacity_bytes, gpu.name.to_string()));
     ChartData::from_estimates(
         format!(
             "{}: memory at the peak of a training step (b={}, s={})",
@@ -265,7 +266,7 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         format_count(e.total_params),
         format_count(e.trainable_params),
         label(plan.method),
-        plan.gpu
+        plan.gpu.id()
     );
     out.push_str(&format!(
         "{:<40} {:>12}  {}\n",
@@ -303,23 +304,22 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         "device (nvidia-smi)",
         format_bytes(e.device_bytes)
     ));
-    if let Some(g) = presets::gpu(&plan.gpu) {
-        let verdict = if e.device_bytes <= g.capacity_bytes {
-            "fits"
-        } else {
-            "does not fit"
-        };
-        out.push_str(&format!(
-            "\n{verdict} {} ({})\n",
-            g.name,
-            format_bytes(g.capacity_bytes)
-        ));
-        if let Some(b) = solve::max_batch(arch, plan, g.capacity_bytes) {
-            out.push_str(&format!("largest micro-batch that fits: {b}\n"));
-        }
-        if let Some(s) = solve::max_seq(arch, plan, g.capacity_bytes) {
-            out.push_str(&format!("longest sequence that fits: {s}\n"));
-        }
+    let g = plan.gpu.preset();
+    let verdict = if e.device_bytes <= g.capacity_bytes {
+        "fits"
+    } else {
+        "does not fit"
+    };
+    out.push_str(&format!(
+        "\n{verdict} {} ({})\n",
+        g.name,
+        format_bytes(g.capacity_bytes)
+    ));
+    if let Some(b) = solve::max_batch(arch, plan, g.capacity_bytes) {
+        out.push_str(&format!("largest micro-batch that fits: {b}\n"));
+    }
+    if let Some(s) = solve::max_seq(arch, plan, g.capacity_bytes) {
+        out.push_str(&format!("longest sequence that fits: {s}\n"));
     }
     out
 }
@@ -452,8 +452,8 @@ fn advise_cmd(args: &[String]) -> Result<String> {
         query = format!("{query}&gpu={g}");
     }
     let (plan, arch) = plan_and_arch(&query, a.hf_config.as_deref())?;
-    let cap = presets::gpu(&plan.gpu).map(|g| g.capacity_bytes);
-    let advice = advise(&arch, &plan, cap);
+    let cap = plan.gpu.preset().capacity_bytes;
+    let advice = advise(&arch, &plan, Some(cap));
     if a.format == "json" {
         return Ok(format!("{}\n", serde_json::to_string_pretty(&advice)?));
     }
@@ -461,8 +461,8 @@ fn advise_cmd(args: &[String]) -> Result<String> {
         "{}: needs {} on {} ({}): {}\n",
         arch.name,
         format_bytes(advice.device_bytes),
-        plan.gpu,
-        format_bytes(cap.unwrap_or(0)),
+        plan.gpu.id(),
+        format_bytes(cap),
         match advice.fits {
             Some(true) => "fits",
             Some(false) => "does not fit",

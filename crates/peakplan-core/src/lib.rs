@@ -22,12 +22,9 @@ pub use arch::{ArchError, Architecture, QkNorm, Target};
 pub use engine::{estimate, Category, Estimate, Kind, Phase, PhaseMemory};
 pub use hf::import_config;
 pub use plan::{Diagnostic, Parsed, Plan};
+pub use presets::{GpuId, ModelId};
 
-/// Resolves the plan's model preset to its architecture.
+/// The architecture of the plan's bundled model (resolved when the plan was parsed: no lookup, no failure).
 pub fn preset_arch(plan: &Plan) -> &'static Architecture {
-    // `Plan::set` only accepts known ids, and the default is a preset, so this lookup cannot fail for a parsed plan;
-    // a hand-built plan with an unknown id falls back to the default model.
-    presets::model_arch(&plan.model)
-        .or_else(|| presets::model_arch(&Plan::default().model))
-        .expect("the default model is a bundled preset")
+    plan.model.arch()
 }

@@ -2,7 +2,7 @@
 
 use crate::arch::Target;
 use crate::hf::quote;
-use crate::presets;
+use crate::presets::{self, GpuId, ModelId};
 use serde::{Deserialize, Serialize};
 
 macro_rules! keyword_enum {
@@ -278,8 +278,8 @@ pub const MAX_TOKEN_ROWS: u64 = 16_777_216;
 /// A validated training plan: every field holds an accepted value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
-    /// Model preset id (see [`presets::MODELS`]); an imported config replaces the architecture.
-    pub model: String,
+    /// The bundled model (see [`presets::MODELS`]); an imported config replaces the architecture.
+    pub model: ModelId,
     pub method: Method,
     pub rank: u64,
     pub targets: Targets,
@@ -303,7 +303,7 @@ pub struct Plan {
     pub moe_experts: MoeExperts,
     pub gpus: u64,
     pub zero: u8,
-    pub gpu: String,
+    pub gpu: GpuId,
     pub framework: Framework,
     pub peft: Peft,
     /// Virtual tokens of prompt and prefix tuning (PEFT `num_virtual_tokens`).
@@ -344,7 +344,7 @@ pub struct Plan {
 impl Default for Plan {
     fn default() -> Self {
         Plan {
-            model: "llama-3.1-8b".into(),
+            model: ModelId::DEFAULT,
             method: Method::Qlora,
             rank: 16,
             targets: Targets::ALL_LINEAR,
@@ -365,7 +365,7 @@ impl Default for Plan {
             moe_experts: MoeExperts::Fused,
             gpus: 1,
             zero: 0,
-            gpu: "rtx-4090".into(),
+            gpu: GpuId::DEFAULT,
             framework: Framework::Hf,
             peft: Peft::Lora,
             virtual_tokens: DEFAULT_VIRTUAL_TOKENS,
@@ -516,15 +516,15 @@ impl Plan {
     pub fn set(&mut self, key: &str, v: &str) -> Result<(), String> {
         match key {
             "model" => {
-                if presets::model(v).is_none() {
+                let Some(model) = ModelId::parse(v) else {
                     let ids: Vec<&str> = presets::MODELS.iter().map(|m| m.id).collect();
                     return Err(format!(
                         "model={} is not a known preset; accepted: {}",
                         quote(v),
                         ids.join(", ")
                     ));
-                }
-                self.model = v.to_string();
+                };
+                self.model = model;
             }
             "method" => self.method = keyword(key, v, Method::from_key, Method::accepted())?,
             "r" => self.rank = parse_uint(key, v, 1, MAX_RANK)?,
@@ -563,15 +563,15 @@ impl Plan {
             "gpus" => self.gpus = parse_uint(key, v, 1, MAX_GPUS)?,
             "zero" => self.zero = parse_uint(key, v, 0, 3)? as u8,
             "gpu" => {
-                if presets::gpu(v).is_none() {
+                let Some(gpu) = GpuId::parse(v) else {
                     let ids: Vec<&str> = presets::GPUS.iter().map(|g| g.id).collect();
                     return Err(format!(
                         "gpu={} is not a known GPU; accepted: {}",
                         quote(v),
                         ids.join(", ")
                     ));
-                }
-                self.gpu = v.to_string();
+                };
+                self.gpu = gpu;
             }
             "fw" => self.framework = keyword(key, v, Framework::from_key, Framework::accepted())?,
             "peft" => self.peft = keyword(key, v, Peft::from_key, Peft::accepted())?,
@@ -624,7 +624,7 @@ impl Plan {
     pub fn get(&self, key: &str) -> Option<String> {
         let b = |v: bool| if v { "1" } else { "0" }.to_string();
         Some(match key {
-            "model" => self.model.clone(),
+            "model" => self.model.id().into(),
             "method" => self.method.key().into(),
             "r" => self.rank.to_string(),
             "targets" => self.targets.key(),
@@ -645,7 +645,7 @@ impl Plan {
             "moe" => self.moe_experts.key().into(),
             "gpus" => self.gpus.to_string(),
             "zero" => self.zero.to_string(),
-            "gpu" => self.gpu.clone(),
+            "gpu" => self.gpu.id().into(),
             "fw" => self.framework.key().into(),
             "peft" => self.peft.key().into(),
             "vt" => self.virtual_tokens.to_string(),

@@ -70,8 +70,14 @@ pub fn model(id: &str) -> Option<&'static ModelPreset> {
 
 /// The architecture of a bundled model, imported once and cached.
 pub fn model_arch(id: &str) -> Option<&'static Architecture> {
+    ModelId::parse(id).map(ModelId::arch)
+}
+
+/// Every bundled model's architecture, indexed like [`MODELS`]: imported on first use. A preset that does not
+/// import is a defect of the bundled data, which `tests/core/import.rs` checks for every preset.
+fn archs() -> &'static [Architecture] {
     static ARCHS: OnceLock<Vec<Architecture>> = OnceLock::new();
-    let archs = ARCHS.get_or_init(|| {
+    ARCHS.get_or_init(|| {
         MODELS
             .iter()
             .map(|m| {
@@ -81,8 +87,70 @@ pub fn model_arch(id: &str) -> Option<&'static Architecture> {
                 a
             })
             .collect()
-    });
-    MODELS.iter().position(|m| m.id == id).map(|i| &archs[i])
+    })
+}
+
+/// Whether two ids are equal, usable in a `const` context.
+const fn same_id(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// A bundled model, resolved from its id once (when a plan is parsed): whoever holds one reads the preset and its
+/// architecture directly, and no lookup downstream can fail. Serialized as its id.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ModelId(usize);
+
+impl ModelId {
+    /// The default plan's model, checked at compile time.
+    pub const DEFAULT: ModelId = match ModelId::find("llama-3.1-8b") {
+        Some(m) => m,
+        None => panic!("the default model is not a bundled preset"),
+    };
+
+    const fn find(id: &str) -> Option<ModelId> {
+        let mut i = 0;
+        while i < MODELS.len() {
+            if same_id(MODELS[i].id, id) {
+                return Some(ModelId(i));
+            }
+            i += 1;
+        }
+        None
+    }
+    /// Every bundled model, in [`MODELS`]' order.
+    pub fn all() -> impl Iterator<Item = ModelId> {
+        (0..MODELS.len()).map(ModelId)
+    }
+    /// The bundled model with this id.
+    pub fn parse(id: &str) -> Option<ModelId> {
+        MODELS.iter().position(|m| m.id == id).map(ModelId)
+    }
+    pub fn id(self) -> &'static str {
+        MODELS[self.0].id
+    }
+    pub fn preset(self) -> &'static ModelPreset {
+        &MODELS[self.0]
+    }
+    pub fn arch(self) -> &'static Architecture {
+        &archs()[self.0]
+    }
+}
+
+impl std::fmt::Debug for ModelId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
 }
 
 /// A GPU and the memory a process can see on it.
@@ -233,5 +301,65 @@ pub const GPUS: &[GpuPreset] = &[
 
 /// Looks a GPU preset up by id.
 pub fn gpu(id: &str) -> Option<&'static GpuPreset> {
-    GPUS.iter().find(|g| g.id == id)
+    GpuId::parse(id).map(GpuId::preset)
 }
+
+/// A bundled GPU, resolved from its id once (when a plan is parsed). Serialized as its id.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GpuId(usize);
+
+impl GpuId {
+    /// The default plan's GPU, checked at compile time.
+    pub const DEFAULT: GpuId = match GpuId::find("rtx-4090") {
+        Some(g) => g,
+        None => panic!("the default GPU is not a bundled preset"),
+    };
+
+    const fn find(id: &str) -> Option<GpuId> {
+        let mut i = 0;
+        while i < GPUS.len() {
+            if same_id(GPUS[i].id, id) {
+                return Some(GpuId(i));
+            }
+            i += 1;
+        }
+        None
+    }
+    /// The bundled GPU with this id.
+    pub fn parse(id: &str) -> Option<GpuId> {
+        GPUS.iter().position(|g| g.id == id).map(GpuId)
+    }
+    pub fn id(self) -> &'static str {
+        GPUS[self.0].id
+    }
+    pub fn preset(self) -> &'static GpuPreset {
+        &GPUS[self.0]
+    }
+}
+
+impl std::fmt::Debug for GpuId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// Serialized as the id; read back only from a bundled id.
+macro_rules! serde_by_id {
+    ($t:ident, $what:literal) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.id())
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let id = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                $t::parse(&id).ok_or_else(|| {
+                    serde::de::Error::custom(format!(concat!("{:?} is not a bundled ", $what), id))
+                })
+            }
+        }
+    };
+}
+serde_by_id!(ModelId, "model");
+serde_by_id!(GpuId, "GPU");

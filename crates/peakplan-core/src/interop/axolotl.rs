@@ -14,6 +14,7 @@ use crate::arch::{Architecture, Target};
 use crate::plan::{
     Alloc, Attn, Loss, Method, Peft, Plan, Precision, Quant, Targets, TokenTraining,
 };
+use crate::presets::ModelId;
 use serde_json::{Map, Value};
 
 const AXOLOTL: &str = include_str!("axolotl.yaml.tmpl");
@@ -21,7 +22,10 @@ const AXOLOTL: &str = include_str!("axolotl.yaml.tmpl");
 /// An axolotl config for the plan.
 #[inline(never)]
 pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
-    let repo = preset_of(plan, arch).and_then(hf_repo).map(scalar_text);
+    let repo = preset_of(plan, arch)
+        .map(ModelId::preset)
+        .and_then(hf_repo)
+        .map(scalar_text);
     let all_linear = Targets(plan.targets.0 & Targets::ALL_LINEAR.0) == Targets::ALL_LINEAR;
     let mut target_items = String::new();
     if !all_linear {

@@ -39,7 +39,7 @@ pub(crate) use names::module_targets;
 use crate::arch::Architecture;
 use crate::engine::estimate;
 use crate::plan::Plan;
-use crate::presets;
+use crate::presets::{self, ModelId};
 use template::{vars, Vars};
 use yaml::scalar_text;
 
@@ -113,9 +113,7 @@ impl ExportFormat {
 pub fn export(plan: &Plan, arch: &Architecture, format: ExportFormat) -> String {
     let mut p = plan.clone();
     if let Some(m) = preset_of(plan, arch) {
-        if m.id != p.model {
-            p.model = m.id.to_string();
-        }
+        p.model = m;
     }
     match format {
         ExportFormat::Python => python::script(&p, arch),
@@ -126,19 +124,15 @@ pub fn export(plan: &Plan, arch: &Architecture, format: ExportFormat) -> String 
 }
 
 /// The bundled preset `arch` is, when it is one (compared field by field, the display name aside).
-pub(crate) fn preset_of(plan: &Plan, arch: &Architecture) -> Option<&'static presets::ModelPreset> {
-    let same = |a: &Architecture| {
-        let mut b = a.clone();
+pub(crate) fn preset_of(plan: &Plan, arch: &Architecture) -> Option<ModelId> {
+    let same = |m: &ModelId| {
+        let mut b = m.arch().clone();
         b.name.clone_from(&arch.name);
         &b == arch
     };
-    presets::model(&plan.model)
-        .filter(|m| presets::model_arch(m.id).is_some_and(same))
-        .or_else(|| {
-            table(presets::MODELS)
-                .iter()
-                .find(|m| presets::model_arch(m.id).is_some_and(same))
-        })
+    Some(plan.model)
+        .filter(same)
+        .or_else(|| ModelId::all().find(same))
 }
 
 /// A static table, hidden from the optimizer. peakplan-core is built at opt-level 3, which unrolls a search over a
@@ -185,7 +179,7 @@ pub(crate) fn float_text(f: f64) -> String {
 /// The header both YAML exports open with: model label, method, shape and GPUs, the plan line, the figures, and
 /// whether the model is a custom config.
 pub(crate) fn yaml_header(plan: &Plan, arch: &Architecture) -> Vars<'static> {
-    let preset = preset_of(plan, arch);
+    let preset = preset_of(plan, arch).map(ModelId::preset);
     let label = match preset {
         Some(m) => m.name.to_string(),
         None => {

@@ -12,6 +12,7 @@ use super::{bnb, hf_repo, method_label, num, peft, preset_of, table, training_ar
 use crate::arch::Architecture;
 use crate::engine::{estimate, Estimate};
 use crate::plan::{Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Plan, Precision};
+use crate::presets::ModelId;
 
 const SCRIPT: &str = include_str!("script.py.tmpl");
 
@@ -337,7 +338,7 @@ fn needs(plan: &Plan) -> String {
 /// The docstring, the prediction, the model's settings and its config.
 fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
     let e = prediction(plan, arch);
-    let preset = preset_of(plan, arch);
+    let preset = preset_of(plan, arch).map(ModelId::preset);
     let repo = preset.and_then(hf_repo);
     let (model_type, config) = model_config(arch, plan.seq_len);
     let split = splits_layers(plan);

@@ -12,6 +12,7 @@ use crate::hf::quote;
 use crate::plan::{
     Alloc, Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, TokenTraining,
 };
+use crate::presets::ModelId;
 use serde_json::{Map, Value};
 
 const TORCHTUNE: &str = include_str!("torchtune.yaml.tmpl");
@@ -78,7 +79,7 @@ fn torchtune_plan(plan: &Plan) -> Plan {
 /// torchtune's model builder of a bundled preset (`llama3_1.lora_llama3_1_8b`); empty for other models.
 fn builder(plan: &Plan, arch: &Architecture) -> String {
     let adapter = plan.method != Method::Full;
-    let preset = preset_of(plan, arch);
+    let preset = preset_of(plan, arch).map(ModelId::preset);
     match table(TORCHTUNE_MODELS)
         .iter()
         .find(|(id, _, _)| preset.is_some_and(|m| m.id == *id))

@@ -280,7 +280,8 @@ impl MicroConfig {
     pub fn plan(&self) -> Plan {
         // Struct update from the default, so that keys added to the plan later keep their defaults here.
         Plan {
-            model: "micro-llama".into(),
+            // The micro architecture is passed beside the plan; the model field is the default's and unused.
+            model: crate::ModelId::DEFAULT,
             method: Method::Qlora,
             rank: self.rank as u64,
             targets: Targets(self.targets.0 & !Target::LmHead.bit()),

@@ -8,6 +8,7 @@ use crate::hf::import_config;
 use crate::plan::{
     Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
 };
+use crate::presets::ModelId;
 use serde_json::json;
 
 /// Dimensions of models that some rows name without giving their shapes (from their public `config.json`).
@@ -240,13 +241,9 @@ pub(super) fn map_row(r: &Rec) -> Result<Case, String> {
         existence_claim: matches!(outcome, Outcome::Fits { fits: true, .. })
             && r.get("micro_batch_size").trim().is_empty(),
     };
-    let preset = crate::presets::MODELS.iter().find(|m| {
-        crate::presets::model_arch(m.id).is_some_and(|a| a.total_params() == arch.total_params())
-    });
+    let preset = ModelId::all().find(|m| m.arch().total_params() == arch.total_params());
     let mut plan = Plan {
-        model: preset
-            .map(|m| m.id.to_string())
-            .unwrap_or_else(|| Plan::default().model),
+        model: preset.unwrap_or(ModelId::DEFAULT),
         ..Plan::default()
     };
     framework.apply_defaults(&mut plan);

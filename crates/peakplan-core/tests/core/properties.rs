@@ -2,7 +2,7 @@
 
 use peakplan_core::plan::{Attn, Loss, Method, Optimizer, Plan, Precision, Targets};
 use peakplan_core::{
-    estimate, preset_arch, presets, solve, Architecture, Category, Estimate, Kind, QkNorm,
+    estimate, preset_arch, presets, solve, Architecture, Category, Estimate, Kind, ModelId, QkNorm,
 };
 use proptest::prelude::*;
 
@@ -117,7 +117,7 @@ fn any_plan() -> impl Strategy<Value = (Plan, usize)> {
         .prop_map(
             |(m, method, r, b, s, gc, attn, loss, opt, prec, t, (gpus, zero))| {
                 let plan = Plan {
-                    model: presets::MODELS[m].id.to_string(),
+                    model: ModelId::all().nth(m).unwrap_or(ModelId::DEFAULT),
                     method,
                     rank: r,
                     micro_batch: b,

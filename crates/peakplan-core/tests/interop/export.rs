@@ -4,14 +4,13 @@
 use crate::{exported, import_one, plan, without_plan_line, PLANS};
 use peakplan_core::interop::{import, yaml, ExportFormat};
 use peakplan_core::plan::{Method, Peft, Plan, Precision, TokenTraining};
-use peakplan_core::{preset_arch, presets};
+use peakplan_core::preset_arch;
 use serde_json::Value;
 
 /// Checks the keys an axolotl file itself carries (no `# peakplan:` line).
 fn assert_axolotl_keys(q: &str, want: &Plan, got: &Plan) {
-    if presets::model(&want.model)
-        .is_some_and(|m| m.hf_id.contains('/') && !m.hf_id.starts_with('('))
-    {
+    let m = want.model.preset();
+    if m.hf_id.contains('/') && !m.hf_id.starts_with('(') {
         assert_eq!(got.model, want.model, "{q}: model from base_model");
     }
     assert_eq!(got.method, want.method, "{q}: method");

@@ -4,6 +4,7 @@
 use crate::{data, import_one};
 use peakplan_core::interop::{import, import_over, yaml, Imported};
 use peakplan_core::plan::{Method, Plan};
+use peakplan_core::GpuId;
 
 fn check(got: &Imported, want_query: &str, unsupported: &[&str]) {
     let want = Plan::parse_query_over(Plan::default(), want_query);
@@ -137,7 +138,7 @@ fn several_files_merge_and_later_ones_override_with_a_note() {
     .unwrap();
     assert_eq!(q.plan.method, Method::Qlora);
     assert_eq!(
-        (q.plan.rank, q.plan.quant.key(), q.plan.model.as_str()),
+        (q.plan.rank, q.plan.quant.key(), q.plan.model.id()),
         (16, "fp4", "llama-2-7b")
     );
     assert!(
@@ -181,7 +182,7 @@ fn several_files_merge_and_later_ones_override_with_a_note() {
     assert_eq!((d.plan.gpus, d.plan.zero, d.plan.micro_batch), (4, 2, 2));
     // Importing over a base plan keeps the keys that no file sets.
     let base = Plan {
-        gpu: "a100-80gb".into(),
+        gpu: GpuId::parse("a100-80gb").unwrap(),
         micro_batch: 16,
         ..Plan::default()
     };
@@ -191,7 +192,7 @@ fn several_files_merge_and_later_ones_override_with_a_note() {
     )
     .unwrap();
     assert_eq!(
-        (o.plan.gpu.as_str(), o.plan.micro_batch, o.plan.rank),
+        (o.plan.gpu.id(), o.plan.micro_batch, o.plan.rank),
         ("a100-80gb", 16, 16)
     );
     assert!(o.carried.contains(&"r") && !o.carried.contains(&"b"));

@@ -133,7 +133,7 @@ fn python_exports_write_the_planned_adapter() {
                     (Target::LmHead, "lm_head"),
                 ] {
                     if p.targets.contains(t) {
-                        let expect = match (p.model.as_str(), name) {
+                        let expect = match (p.model.id(), name) {
                             ("phi-3-mini", "q") => "qkv_proj",
                             ("pythia-1.4b" | "falcon-7b", "q") => "query_key_value",
                             ("pythia-1.4b", "down") => "dense_4h_to_h",
