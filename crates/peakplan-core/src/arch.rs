@@ -287,7 +287,8 @@ impl Linear {
     }
 }
 
-/// Hard limits on imported sizes: far above any real model, low enough that the engine's products stay exact below 2^53 for real models and finite beyond.
+/// Hard limits on imported sizes: far above any real model, low enough that the engine's products stay exact below
+/// 2^53 for real models and finite beyond.
 pub const MAX_DIM: u64 = 1 << 22;
 /// Most layers an architecture may have.
 pub const MAX_LAYERS: u64 = 100_000;

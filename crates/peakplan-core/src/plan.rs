@@ -70,7 +70,8 @@ keyword_enum!(
     Framework {
         /// Hugging Face Trainer + PEFT + bitsandbytes: full logits upcast to fp32 for the loss, PEFT's fp32 adapters.
         Hf = "hf",
-        /// torchtune recipes: logits in 8 chunks with a per-chunk fp32 loss (CEWithChunkedOutputLoss), adapters in the model dtype.
+        /// torchtune recipes: logits in 8 chunks with a per-chunk fp32 loss (CEWithChunkedOutputLoss), adapters in
+        /// the model dtype.
         Torchtune = "torchtune",
         /// litgpt: LM head and cross-entropy in chunks of 128 tokens in the model dtype, adapters in the model dtype.
         Litgpt = "litgpt",

@@ -400,7 +400,8 @@ fn the_rope_table_is_cos_and_sin_of_the_positions() {
 fn the_engine_predicts_the_webgpu_schedule_of_the_check_queries() {
     // The peaks the WebGPU runtime's allocation tracker measures for these plans, summed by hand from the buffer
     // schedule in src/gpu/step.rs (load + saved activations + x_L + rstd + lse + logits and their gradient):
-    // 5,980,388 + 540,416 + 16,384 + 64 + 64 + 262,144, and 12,617,828 + 9,449,472 + 262,144 + 1,024 + 1,024 + 4,194,304.
+    // 5,980,388 + 540,416 + 16,384 + 64 + 64 + 262,144, and
+    // 12,617,828 + 9,449,472 + 262,144 + 1,024 + 1,024 + 4,194,304.
     for (q, measured) in [
         ("model=llama-2-7b&method=qlora&r=8&b=1&s=128", 6_799_460u64),
         ("model=llama-2-7b&method=qlora&r=64&b=4&s=512", 26_525_796),
