@@ -1,7 +1,7 @@
 //! `peakplan export` (a plan as a runnable script or a training config) and `peakplan import` (training configs
 //! back into a plan query).
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use peakplan_core::interop::{self, ExportFormat, MAX_IMPORT_BYTES};
 
 /// `peakplan export --query Q [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]`.
@@ -48,15 +48,12 @@ pub fn import(args: &[String]) -> Result<String> {
         if path.starts_with('-') && path.len() > 1 {
             bail!("unknown argument {path:?}; usage: peakplan import FILE...");
         }
-        let meta = std::fs::metadata(path).with_context(|| format!("cannot read {path}"))?;
-        if meta.len() > MAX_IMPORT_BYTES as u64 {
-            bail!(
-                "{path} is {} bytes; training configs are a few KB (at most {MAX_IMPORT_BYTES} accepted)",
-                meta.len()
-            );
-        }
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {path}"))?;
-        let text = String::from_utf8(bytes).map_err(|_| anyhow!("{path} is not UTF-8 text"))?;
+        let text = crate::files::read_capped(
+            path,
+            MAX_IMPORT_BYTES as u64,
+            path,
+            "training configs are a few KB",
+        )?;
         texts.push((path.as_str(), text));
     }
     let files: Vec<(&str, &str)> = texts.iter().map(|(n, t)| (*n, t.as_str())).collect();

@@ -2,9 +2,10 @@
 //!
 //! Errors are handled once, here at the edge: any bad input prints one line on stderr and exits with status 2.
 
+mod files;
 mod interop_cmd;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use peakplan_chart::{chart_svg, ChartData, Theme};
 use peakplan_core::plan::Method;
 use peakplan_core::units::{format_bytes, format_count};
@@ -13,6 +14,7 @@ use peakplan_core::{
     Phase, Plan,
 };
 use serde_json::{json, Value};
+use std::io::Write;
 
 const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE] [--format table|json|svg]
        peakplan advise [--query 'QUERY'] [--hf-config FILE] [--gpu GPU] [--format table|json]
@@ -22,19 +24,39 @@ const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FIL
        peakplan import FILE...
        peakplan presets";
 
-/// Largest config file read from disk; the importer refuses anything above its own smaller limit with a clear message.
-const MAX_FILE_BYTES: u64 = 16 << 20;
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match run(&args) {
-        Ok(out) => print!("{out}"),
-        Err(e) => {
-            let line = format!("{e:#}").replace('\n', " ");
-            eprintln!("peakplan: {line}");
-            std::process::exit(2);
+    let code = match run(&args) {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout
+                .write_all(out.as_bytes())
+                .and_then(|()| stdout.flush())
+            {
+                Ok(()) => 0,
+                // The reader stopped reading (`peakplan … | head`): there is no one left to tell.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+                Err(e) => {
+                    complain(&format!("cannot write the output: {e}"));
+                    2
+                }
+            }
         }
-    }
+        Err(e) => {
+            complain(&format!("{e:#}"));
+            2
+        }
+    };
+    std::process::exit(code);
+}
+
+/// One line on stderr. A closed stderr is not an error worth dying for: the exit status still tells.
+pub(crate) fn complain(message: &str) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "peakplan: {}",
+        message.replace('\n', " ")
+    );
 }
 
 struct EstimateArgs {
@@ -122,8 +144,7 @@ fn run(args: &[String]) -> Result<String> {
             match (args.get(2).map(String::as_str), args.get(3)) {
                 (Some("--row"), Some(id)) => validate_row(path, id),
                 (Some("--format"), Some(f)) if f == "json" => {
-                    let text = std::fs::read_to_string(path)
-                        .with_context(|| format!("cannot read {path} as UTF-8 text"))?;
+                    let text = read_csv(path)?;
                     let report = peakplan_core::validate::validate(&text)
                         .map_err(|e| anyhow!("{path}: {e}"))?;
                     Ok(format!("{}\n", serde_json::to_string(&report.summary())?))
@@ -170,17 +191,9 @@ fn run(args: &[String]) -> Result<String> {
 }
 
 fn load_config(path: &str) -> Result<Architecture> {
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("cannot read --hf-config {path}"))?;
-    if meta.len() > MAX_FILE_BYTES {
-        bail!(
-            "--hf-config {path} is {} bytes; a config.json is a few KB",
-            meta.len()
-        );
-    }
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read --hf-config {path}"))?;
-    let text =
-        String::from_utf8(bytes).map_err(|_| anyhow!("--hf-config {path} is not UTF-8 text"))?;
+    let what = format!("--hf-config {path}");
+    let cap = peakplan_core::hf::MAX_CONFIG_BYTES as u64;
+    let text = files::read_capped(path, cap, &what, "a config.json is a few KB")?;
     import_config(&text).map_err(|e| anyhow!("--hf-config {path}: {e}"))
 }
 
@@ -326,15 +339,7 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
 
 fn validate_cmd(path: &str) -> Result<String> {
     use peakplan_core::validate::{validate, Outcome};
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {path}"))?;
-    if meta.len() > 64 << 20 {
-        bail!(
-            "{path} is {} bytes; the validation CSV is well under 64 MiB",
-            meta.len()
-        );
-    }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {path} as UTF-8 text"))?;
+    let text = read_csv(path)?;
     let report = validate(&text).map_err(|e| anyhow!("{path}: {e}"))?;
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let mut out = format!(
@@ -406,9 +411,18 @@ fn validate_cmd(path: &str) -> Result<String> {
     Ok(out)
 }
 
+/// The validation CSV at `path`.
+fn read_csv(path: &str) -> Result<String> {
+    files::read_capped(
+        path,
+        64 << 20,
+        path,
+        "the validation CSV is well under 64 MiB",
+    )
+}
+
 fn validate_row(path: &str, id: &str) -> Result<String> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {path} as UTF-8 text"))?;
+    let text = read_csv(path)?;
     let (cases, skipped) =
         peakplan_core::validate::cases(&text).map_err(|e| anyhow!("{path}: {e}"))?;
     if let Some((_, why)) = skipped.iter().find(|(s, _)| s == id) {

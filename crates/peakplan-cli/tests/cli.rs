@@ -335,3 +335,68 @@ fn gpus_json_has_a_row_per_bundled_gpu_with_the_cores_numbers() {
     assert_eq!(table.status, 0, "{}", table.stderr);
     assert!(table.stdout.contains("h100-80gb") && table.stdout.contains("gpus needed"));
 }
+
+#[test]
+fn endless_inputs_are_refused_at_their_cap_while_reading() {
+    // /dev/zero never ends and reports no size: the cap must hold while reading, or this test never returns.
+    check_refused(
+        &["estimate", "--hf-config", "/dev/zero"],
+        "--hf-config /dev/zero is more than 1048576 bytes",
+    );
+    check_refused(
+        &["import", "/dev/zero"],
+        "/dev/zero is more than 1048576 bytes",
+    );
+    check_refused(
+        &["validate", "/dev/zero"],
+        "/dev/zero is more than 67108864 bytes",
+    );
+    // A pipe larger than the cap is refused after the cap, without waiting for its end.
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_peakplan"))
+        .args(["import", "/dev/stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the peakplan binary runs");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let chunk = vec![b' '; 1 << 16];
+    let mut written = 0usize;
+    // The binary stops reading at 1 MiB + 1 and exits, which closes the pipe: writing then fails.
+    while written < 64 << 20 && stdin.write_all(&chunk).is_ok() {
+        written += chunk.len();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().expect("the binary exits");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        written < 8 << 20,
+        "the binary read {written} bytes of a pipe before refusing it"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/dev/stdin is more than 1048576 bytes"));
+}
+
+#[test]
+fn closed_output_streams_end_the_run_without_an_abort() {
+    use std::process::Stdio;
+    let spawn = |args: &[&str], close_stdout: bool| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_peakplan"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the peakplan binary runs");
+        // Closing the read end before the binary writes makes its write fail with a broken pipe.
+        if close_stdout {
+            drop(child.stdout.take());
+        } else {
+            drop(child.stderr.take());
+        }
+        child.wait().expect("the binary exits").code()
+    };
+    // Bad input with stderr closed: still status 2, not an abort (134).
+    assert_eq!(spawn(&["estimate", "--query", "b=0"], false), Some(2));
+    // A reader that stops reading (`| head`): the run ends quietly.
+    assert_eq!(spawn(&["estimate", "--format", "svg"], true), Some(0));
+}
