@@ -117,11 +117,13 @@ fn hf_config_replaces_the_preset_architecture() {
         "json",
     ]);
     let plan = Plan::parse_query("method=lora").plan;
-    assert_eq!(v["total_params"].as_u64(), Some(arch.total_params()));
+    let e = estimate(&arch, &plan);
+    // PEFT's "all params": the pasted model's and its adapters.
     assert_eq!(
-        v["device_bytes"].as_u64(),
-        Some(estimate(&arch, &plan).device_bytes)
+        v["total_params"].as_u64(),
+        Some(arch.total_params() + e.trainable_params)
     );
+    assert_eq!(v["device_bytes"].as_u64(), Some(e.device_bytes));
 }
 
 #[test]

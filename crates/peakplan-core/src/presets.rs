@@ -325,6 +325,10 @@ impl GpuId {
         }
         None
     }
+    /// Every bundled GPU, in [`GPUS`]' order.
+    pub fn all() -> impl Iterator<Item = GpuId> {
+        (0..GPUS.len()).map(GpuId)
+    }
     /// The bundled GPU with this id.
     pub fn parse(id: &str) -> Option<GpuId> {
         GPUS.iter().position(|g| g.id == id).map(GpuId)

@@ -4,7 +4,7 @@
 //! ZeRO / FSDP or offloaded to CPU memory as the plan says.
 
 use super::count::{ceil_div, Count};
-use super::setup::{litgpt_unties, quantizes, Setup};
+use super::setup::{quantizes, total_params, Setup};
 use super::trainable::{trainable_tensors, vera_projections, Shapes};
 use crate::plan::{Framework, Method, Optimizer, Plan, Quant};
 
@@ -82,15 +82,10 @@ pub(super) fn resident(s: &Setup) -> Resident {
 /// The whole model's base weight bytes and quantization constants, before sharding.
 fn base_weights(s: &Setup, quantized_layer_weights: Count) -> (Count, Count) {
     let (arch, plan, layers) = (s.arch, s.plan, s.layers);
-    let total_params = arch.total_params() as Count;
     if plan.method != Method::Qlora {
-        let own_head = if litgpt_unties(arch, plan) {
-            arch.vocab as Count * arch.hidden as Count
-        } else {
-            0.0
-        };
-        return ((total_params + own_head) * s.d.weight, 0.0);
+        return (total_params(arch, plan) * s.d.weight, 0.0);
     }
+    let total_params = arch.total_params() as Count;
     let (mut packed, mut consts) = (0.0, 0.0);
     for l in s.linears.iter().filter(|l| quantizes(l, plan)) {
         let (p, c) = quantized_tensor_bytes(l.out_features as Count, l.in_features as Count, plan);

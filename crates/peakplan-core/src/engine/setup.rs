@@ -219,3 +219,14 @@ pub(super) fn prefix_tokens(plan: &Plan) -> Count {
 pub(super) fn litgpt_unties(arch: &Architecture, plan: &Plan) -> bool {
     arch.tied_embeddings && plan.framework == Framework::Litgpt
 }
+
+/// The parameters of the model as the plan's framework holds it: the architecture's, and the head of its own
+/// that litgpt gives a tied model.
+pub(super) fn total_params(arch: &Architecture, plan: &Plan) -> Count {
+    let own_head = if litgpt_unties(arch, plan) {
+        arch.vocab as Count * arch.hidden as Count
+    } else {
+        0.0
+    };
+    arch.total_params() as Count + own_head
+}

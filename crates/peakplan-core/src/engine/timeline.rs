@@ -208,11 +208,15 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
     };
     let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
     let tied = arch.tied_embeddings && !litgpt_unties(arch, plan);
+    // Accumulating, the head's gradient is added into the `.grad` held from earlier micro-batches when that is
+    // whole on the GPU; sharded (ZeRO-2/3) or offloaded, the GPU holds a share of it, and the head's whole
+    // gradient exists beside it until it is reduced.
+    let into_held = accumulating && s.zero < 2 && !plan.cpu_offload;
     let grad_in_layers = if tied {
         // The summed share waits in autograd's buffer for the embedding's, at the very end.
         head_grad
-    } else if plan.optimizer_in_backward || accumulating {
-        // Stepped and freed at once, or added into the `.grad` held from earlier micro-batches.
+    } else if plan.optimizer_in_backward || into_held {
+        // Stepped and freed at once, or added into the held `.grad`.
         0.0
     } else {
         head_grad

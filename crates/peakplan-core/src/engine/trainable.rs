@@ -173,13 +173,9 @@ fn push_adapters(t: &mut Shapes, arch: &Architecture, plan: &Plan, linears: &[Li
 fn push_peft_extras(t: &mut Shapes, arch: &Architecture, plan: &Plan) {
     let layers = arch.layers as Count;
     if plan.peft == Peft::Ln {
-        // Every norm of every layer, and the final norm (PEFT's LN tuning targets them all by default).
-        let per_norm = match arch.norm {
-            Norm::RmsNorm => arch.hidden,
-            Norm::LayerNorm => 2 * arch.hidden,
-        } as Count;
-        t.push(1.0, per_norm, arch.norms_per_layer as Count * layers);
-        t.push(1.0, arch.final_norm_params() as Count, 1.0);
+        for (rows, cols, count) in norm_weights(arch) {
+            t.push(rows, cols, count);
+        }
     }
     match plan.peft {
         // The prompt encoder: one trainable embedding per virtual token.
@@ -192,6 +188,37 @@ fn push_peft_extras(t: &mut Shapes, arch: &Architecture, plan: &Plan) {
         ),
         _ => {}
     }
+}
+
+/// Every norm's weights as (rows, cols, count): each layer's, and the final norm (PEFT's LN tuning targets them
+/// all by default).
+fn norm_weights(arch: &Architecture) -> [(Count, Count, Count); 2] {
+    let per_norm = match arch.norm {
+        Norm::RmsNorm => arch.hidden,
+        Norm::LayerNorm => 2 * arch.hidden,
+    } as Count;
+    [
+        (
+            1.0,
+            per_norm,
+            arch.norms_per_layer as Count * arch.layers as Count,
+        ),
+        (1.0, arch.final_norm_params() as Count, 1.0),
+    ]
+}
+
+/// Parameters the plan adds to the model: adapters, virtual tokens, trainable-token deltas and copies, which
+/// PEFT's "all params" counts beside the base. Full fine-tuning and LayerNorm tuning train the base's own.
+pub(super) fn added_params(arch: &Architecture, plan: &Plan, trainable: &Shapes) -> Count {
+    if plan.method == Method::Full {
+        return 0.0;
+    }
+    let own: Count = if plan.peft == Peft::Ln {
+        norm_weights(arch).iter().map(|(r, c, n)| r * c * n).sum()
+    } else {
+        0.0
+    };
+    trainable.params() - own
 }
 
 /// Trainable tokens beside an adapter: rows of the embedding, or whole copies of it (and of an untied head).

@@ -6,6 +6,7 @@
 mod advisor;
 mod golden;
 mod import;
+mod invariants;
 mod levers;
 mod properties;
 mod queries;
