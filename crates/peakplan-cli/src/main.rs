@@ -11,7 +11,7 @@ use peakplan_core::plan::Method;
 use peakplan_core::units::{format_bytes, format_count};
 use peakplan_core::{
     estimate, import_config, preset_arch, presets, solve, Architecture, Category, Estimate, Kind,
-    Phase, Plan,
+    ModelId, Phase, Plan,
 };
 use serde_json::{json, Value};
 use std::io::Write;
@@ -155,31 +155,7 @@ fn run(args: &[String]) -> Result<String> {
         }
         Some("export") => interop_cmd::export(&args[1..]),
         Some("import") => interop_cmd::import(&args[1..]),
-        Some("presets") => {
-            let mut out = String::from("models:\n");
-            for m in presets::MODELS {
-                let p = presets::model_arch(m.id)
-                    .map(|a| a.total_params())
-                    .unwrap_or(0);
-                out.push_str(&format!(
-                    "  {:<18} {:<20} {:>9} params  {}\n",
-                    m.id,
-                    m.name,
-                    format_count(p),
-                    m.hf_id
-                ));
-            }
-            out.push_str("gpus:\n");
-            for g in presets::GPUS {
-                out.push_str(&format!(
-                    "  {:<22} {:>10}  {}\n",
-                    g.id,
-                    format_bytes(g.capacity_bytes),
-                    g.name
-                ));
-            }
-            Ok(out)
-        }
+        Some("presets") => Ok(presets_table()),
         Some("help") => Ok(help(args.get(1).map(String::as_str))),
         Some("--version" | "-V") => Ok(format!("peakplan {}\n", env!("CARGO_PKG_VERSION"))),
         Some(other) => bail!(
@@ -188,6 +164,37 @@ fn run(args: &[String]) -> Result<String> {
         ),
         None => bail!("no command; {}", USAGE.lines().next().unwrap_or_default()),
     }
+}
+
+/// `peakplan presets`: the bundled models and GPUs, each column as wide as its longest entry.
+fn presets_table() -> String {
+    let width = |cells: &mut dyn Iterator<Item = usize>| cells.max().unwrap_or(0);
+    let models: Vec<(&str, &str, String, &str)> = ModelId::all()
+        .map(|m| {
+            let p = m.preset();
+            (p.id, p.name, format_count(m.arch().total_params()), p.hf_id)
+        })
+        .collect();
+    let id_w = width(&mut models.iter().map(|m| m.0.chars().count()));
+    let name_w = width(&mut models.iter().map(|m| m.1.chars().count()));
+    let count_w = width(&mut models.iter().map(|m| m.2.chars().count()));
+    let mut out = String::from("models:\n");
+    for (id, name, count, hf_id) in &models {
+        out.push_str(&format!(
+            "  {id:<id_w$}  {name:<name_w$}  {count:>count_w$} params  {hf_id}\n"
+        ));
+    }
+    let gpus: Vec<(&str, String, &str)> = presets::GPUS
+        .iter()
+        .map(|g| (g.id, format_bytes(g.capacity_bytes), g.name))
+        .collect();
+    let id_w = width(&mut gpus.iter().map(|g| g.0.chars().count()));
+    let mem_w = width(&mut gpus.iter().map(|g| g.1.chars().count()));
+    out.push_str("gpus:\n");
+    for (id, mem, name) in &gpus {
+        out.push_str(&format!("  {id:<id_w$}  {mem:>mem_w$}  {name}\n"));
+    }
+    out
 }
 
 fn load_config(path: &str) -> Result<Architecture> {
@@ -567,7 +574,7 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
         ));
     }
     out.push_str(&format!(
-        "\nmax batch at s={}, max sequence at b={}; gpus needed: one as planned, more sharded with ZeRO-3 / FSDP full shard{}\n",
+        "\nmax batch at s={}, max sequence at b={}; gpus needed: the fewest that hold the plan, up to 64 (no more than it has where it fits), sharded with ZeRO-3 / FSDP full shard beyond one{}\n",
         plan.seq_len,
         plan.micro_batch,
         if plan.split_layers { " (the plan's layer split kept)" } else { "" }

@@ -402,3 +402,44 @@ fn closed_output_streams_end_the_run_without_an_abort() {
     // A reader that stops reading (`| head`): the run ends quietly.
     assert_eq!(spawn(&["estimate", "--format", "svg"], true), Some(0));
 }
+
+#[test]
+fn the_presets_table_keeps_its_columns_for_every_name() {
+    let r = peakplan(&["presets"]);
+    assert_eq!(r.status, 0);
+    let (models, gpus) = r.stdout.split_once("gpus:\n").expect("two sections");
+    let models: Vec<&str> = models.lines().filter(|l| l.starts_with("  ")).collect();
+    assert_eq!(models.len(), peakplan_core::presets::MODELS.len());
+    // The parameter count ends where every other one ends, however long the id or the name.
+    let ends: std::collections::BTreeSet<usize> = models
+        .iter()
+        .map(|l| l.find(" params").expect("a count"))
+        .collect();
+    assert_eq!(ends.len(), 1, "{models:#?}");
+    let memory_ends: std::collections::BTreeSet<usize> = gpus
+        .lines()
+        .map(|l| l.find("iB").expect("a capacity"))
+        .collect();
+    assert_eq!(memory_ends.len(), 1, "{gpus}");
+}
+
+#[test]
+fn gpus_needed_is_the_fewest_count_and_never_more_than_a_fitting_plan_has() {
+    let v = json(&[
+        "gpus",
+        "--query",
+        "model=llama-2-70b&method=qlora&split=1&gpus=3",
+        "--format",
+        "json",
+    ]);
+    for r in v.as_array().expect("rows") {
+        if r["fits"].as_bool() == Some(true) {
+            assert!(r["gpus_needed"].as_u64().is_some_and(|n| n <= 3), "{r}");
+        }
+    }
+    let a10g = v
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["id"] == "a10g-24gb"))
+        .expect("an A10G row");
+    assert_eq!(a10g["gpus_needed"].as_u64(), Some(3));
+}

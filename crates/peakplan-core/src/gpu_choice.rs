@@ -9,8 +9,8 @@ use crate::solve;
 use crate::units::format_bytes;
 use serde::Serialize;
 
-/// GPU counts tried for [`GpuFit::gpus_needed`]: the sizes of one node, then of the clusters people rent.
-pub const GPU_COUNTS: [u64; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// The most GPUs [`GpuFit::gpus_needed`] tries: every count from one up to this.
+pub const MAX_GPUS_SEARCHED: u64 = 64;
 
 /// How a plan fares on one bundled GPU.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -63,11 +63,7 @@ pub fn plan_on_gpus(plan: &Plan, n: u64) -> Plan {
 /// The plan on every bundled GPU, smallest memory first.
 pub fn gpu_fits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
     let device_bytes = estimate(arch, plan).device_bytes;
-    // The estimate does not depend on the GPU, only on the count: one estimate per count serves every GPU.
-    let by_count: Vec<(u64, u64)> = GPU_COUNTS
-        .iter()
-        .map(|&n| (n, estimate(arch, &plan_on_gpus(plan, n)).device_bytes))
-        .collect();
+    let mut counts = GpuCounts::new(arch, plan);
     // Ordered by insertion rather than a sort call: eighteen entries, and no sort code in the page's wasm.
     let mut gpus: Vec<&GpuPreset> = Vec::with_capacity(GPUS.len());
     for g in GPUS {
@@ -77,22 +73,64 @@ pub fn gpu_fits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
     gpus.into_iter()
         .map(|g| {
             let cap = g.capacity_bytes;
+            let fits = device_bytes <= cap;
+            // A plan that fits as planned needs no more GPUs than it has.
+            let fewest = counts.fewest(cap);
+            let gpus_needed = if fits {
+                Some(fewest.map_or(plan.gpus, |n| n.min(plan.gpus)))
+            } else {
+                fewest
+            };
             GpuFit {
                 id: g.id,
                 name: g.name,
                 short_name: g.short_name,
                 capacity_bytes: cap,
                 device_bytes,
-                fits: device_bytes <= cap,
+                fits,
                 max_batch: solve::max_batch(arch, plan, cap),
                 max_seq: solve::max_seq(arch, plan, cap),
-                gpus_needed: by_count
-                    .iter()
-                    .find(|(_, bytes)| *bytes <= cap)
-                    .map(|(n, _)| *n),
+                gpus_needed,
             }
         })
         .collect()
+}
+
+/// The fewest GPUs of a capacity that hold a plan ([`plan_on_gpus`]), over every count up to
+/// [`MAX_GPUS_SEARCHED`]. The estimate depends on the count and not on the card, so each count is estimated at
+/// most once for all the GPUs asked about.
+pub struct GpuCounts<'a> {
+    arch: &'a Architecture,
+    plan: &'a Plan,
+    /// Device bytes on `n` GPUs at index `n - 1`, as far as estimated.
+    device_bytes: Vec<u64>,
+}
+
+impl<'a> GpuCounts<'a> {
+    pub fn new(arch: &'a Architecture, plan: &'a Plan) -> GpuCounts<'a> {
+        GpuCounts {
+            arch,
+            plan,
+            device_bytes: Vec::with_capacity(MAX_GPUS_SEARCHED as usize),
+        }
+    }
+
+    /// Device bytes on each of `n` GPUs.
+    fn on(&mut self, n: u64) -> u64 {
+        while (self.device_bytes.len() as u64) < n {
+            let count = self.device_bytes.len() as u64 + 1;
+            let bytes = estimate(self.arch, &plan_on_gpus(self.plan, count)).device_bytes;
+            self.device_bytes.push(bytes);
+        }
+        self.device_bytes[n as usize - 1]
+    }
+
+    /// The fewest GPUs of `capacity_bytes` that hold the plan; none when not even [`MAX_GPUS_SEARCHED`] do.
+    /// Every count is tried in order (not a bisection): one GPU shards nothing and two gather layers, so the
+    /// figure is not monotone from one to two.
+    pub fn fewest(&mut self, capacity_bytes: u64) -> Option<u64> {
+        (1..=MAX_GPUS_SEARCHED).find(|&n| self.on(n) <= capacity_bytes)
+    }
 }
 
 #[cfg(test)]
@@ -135,16 +173,17 @@ mod tests {
     #[test]
     fn full_fine_tuning_of_a_70b_model_takes_several_nodes_of_80_gb_cards() {
         // 70B x 16 B (16-bit weights and gradients, fp32 master and Adam moments) is about 1.1 TB before the
-        // optimizer step's temporaries: 16 H100s hold 70 GB of it each, and the step's sqrt temporary tips them over.
+        // optimizer step's temporaries: 16 H100s hold 70 GB of it each, and the step's sqrt temporary tips them
+        // over; 17 hold it (counts are not only powers of two).
         let query = "model=llama-2-70b&method=full&prec=amp_bf16&gc=1&b=1&s=2048";
         let rows = fits(query);
         let h100 = row(&rows, "h100-80gb");
         assert!(!h100.fits);
         assert_eq!(h100.max_batch, None);
-        assert_eq!(h100.gpus_needed, Some(32));
+        assert_eq!(h100.gpus_needed, Some(17));
         let p = Plan::parse_query(query).plan;
         let on = |n| estimate(preset_arch(&p), &plan_on_gpus(&p, n)).device_bytes;
-        assert!(on(16) > h100.capacity_bytes && on(32) <= h100.capacity_bytes);
+        assert!(on(16) > h100.capacity_bytes && on(17) <= h100.capacity_bytes);
         assert_eq!(row(&rows, "mi300x-192gb").gpus_needed, Some(8));
         // Smallest memory first, and more memory never needs more GPUs.
         for w in rows.windows(2) {
@@ -156,6 +195,35 @@ mod tests {
                 w[1].id
             );
         }
+    }
+
+    #[test]
+    fn a_row_that_fits_as_planned_needs_no_more_gpus_than_the_plan_has() {
+        // 70B QLoRA split over 3 GPUs needs 16.4 GiB on each: a 24 GB A10G holds it as planned, so it needs 3 (it
+        // said 4, the next power of two), and a 16 GB T4, which does not, needs 4.
+        let rows = fits("model=llama-2-70b&method=qlora&split=1&gpus=3");
+        let a10g = row(&rows, "a10g-24gb");
+        assert!(a10g.fits);
+        assert_eq!(a10g.gpus_needed, Some(3));
+        let t4 = row(&rows, "t4-16gb");
+        assert!(!t4.fits);
+        assert_eq!(t4.gpus_needed, Some(4));
+        for r in &rows {
+            if r.fits {
+                assert!(
+                    r.gpus_needed.is_some_and(|n| n <= 3),
+                    "{}: {:?}",
+                    r.id,
+                    r.gpus_needed
+                );
+            }
+        }
+        // Every count is tried: the fewest is exact, not a power of two.
+        let p = Plan::parse_query("model=llama-2-70b&method=qlora&split=1&gpus=3").plan;
+        let mut counts = GpuCounts::new(preset_arch(&p), &p);
+        let cap = t4.capacity_bytes;
+        assert_eq!(counts.fewest(cap), Some(4));
+        assert!(counts.on(3) > cap && counts.on(4) <= cap);
     }
 
     #[test]
