@@ -29,7 +29,7 @@ cargo test --workspace
 
 step "fuzzing (short runs; see README for long ones)"
 if cargo +nightly --version >/dev/null 2>&1 && command -v cargo-fuzz >/dev/null; then
-  for target in query config csv import; do
+  for target in query config csv import export; do
     [[ -f fuzz/fuzz_targets/$target.rs ]] || continue
     mkdir -p "fuzz/corpus/$target"
     (cd fuzz && cargo +nightly fuzz run "$target" "corpus/$target" "seeds/$target" -- -max_total_time="${FUZZ_SECS:-20}" 2>&1 | grep -E '^Done|ERROR|panicked' )
