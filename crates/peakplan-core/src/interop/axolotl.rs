@@ -3,7 +3,7 @@
 //! The export's text is data (`axolotl.yaml.tmpl`); this module works out the values it is filled with.
 
 use super::deepspeed;
-use super::fields::{get, get_set, has_any, show, Reader};
+use super::fields::{get, get_set, get_str, has_any, show, Reader};
 use super::names::{
     axolotl_peft_without_key, embedding_modules, target_module_names, LINEAR_GROUPS,
 };
@@ -143,7 +143,7 @@ const HANDLED: &[&str] = &[
     "xformers_attention", "liger_fused_linear_cross_entropy", "cut_cross_entropy", "unsloth_cross_entropy_loss",
     "optimizer", "bf16", "fp16", "bfloat16", "float16", "deepspeed", "fsdp", "bnb_config_kwargs", "peft_use_dora",
     "peft_use_rslora", "lora_modules_to_save", "torch_compile", "liger_rope", "liger_rms_norm",
-    "liger_glu_activation", "liger_swiglu", "liger_layer_norm",
+    "liger_glu_activation", "liger_swiglu", "liger_layer_norm", "device_map",
 ];
 
 #[inline(never)]
@@ -184,6 +184,16 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     match get_set(map, "lora_target_modules") {
         Some(v) => r.targets("lora_target_modules", v, linear_groups),
         None if linear => r.targets_from_groups("lora_target_linear", linear_groups),
+        None => {}
+    }
+    // accelerate's automatic placements split the layers over the GPUs in one process; a hand-written map is
+    // not modelled.
+    match get_str(map, "device_map") {
+        Some("auto" | "balanced" | "balanced_low_0" | "sequential") => {
+            r.fact("split", "1", "device_map")
+        }
+        Some(_) => r.unsupported("device_map"),
+        None if get(map, "device_map").is_some() => r.unsupported("device_map"),
         None => {}
     }
     if let Some(v) = get(map, "sequence_len") {

@@ -23,11 +23,13 @@ pub(crate) fn uses_deepspeed(plan: &Plan) -> bool {
     plan.gpus > 1 && plan.zero > 0 && !plan.split_layers
 }
 
-/// DeepSpeed's `train_batch_size`: micro-batch x GPUs x accumulation, which is how an import recovers the GPU count.
+/// DeepSpeed's `train_batch_size`: micro-batch x data-parallel processes x accumulation, which is how an import
+/// recovers the GPU count. A layer split runs one process, whatever its GPU count.
 fn train_batch_size(plan: &Plan) -> String {
+    let processes = if plan.split_layers { 1 } else { plan.gpus };
     num(plan
         .micro_batch
-        .saturating_mul(plan.gpus)
+        .saturating_mul(processes)
         .saturating_mul(plan.grad_accumulation))
 }
 

@@ -205,7 +205,9 @@ pub(crate) fn yaml_header(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "device" => gib(e.device_bytes),
         ;
         "custom" => preset.is_none(),
-        "multi" => plan.gpus > 1,
+        // Data-parallel processes, one per GPU; a layer split runs one process over all of them.
+        "multi" => plan.gpus > 1 && !plan.split_layers,
+        "split" => plan.gpus > 1 && plan.split_layers,
     )
 }
 

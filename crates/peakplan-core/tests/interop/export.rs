@@ -124,9 +124,11 @@ fn deepspeed_exports_parse_and_round_trip_with_axolotl() {
             Some(p.micro_batch),
             "{q}"
         );
+        // One process per GPU, except a layer split, which runs one process over its GPUs.
+        let processes = if p.split_layers { 1 } else { p.gpus };
         assert_eq!(
             v["train_batch_size"].as_u64(),
-            Some(p.micro_batch * p.gpus * p.grad_accumulation),
+            Some(p.micro_batch * processes * p.grad_accumulation),
             "{q}"
         );
         assert_eq!(
@@ -142,10 +144,10 @@ fn deepspeed_exports_parse_and_round_trip_with_axolotl() {
         let alone = import_one("ds_config.json", &ds).plan;
         assert_eq!(
             (alone.zero, alone.micro_batch, alone.gpus),
-            (p.zero, p.micro_batch, p.gpus),
+            (p.zero, p.micro_batch, processes),
             "{q}"
         );
-        if p.gpus > 1 {
+        if p.gpus > 1 && !p.split_layers {
             let (_, axo) = exported(q, ExportFormat::Axolotl);
             let both = import(&[("axolotl.yaml", &axo), ("ds_config.json", &ds)]).unwrap();
             assert_eq!(both.plan.to_query(), p.to_query(), "{q}: {:?}", both.notes);
@@ -244,4 +246,33 @@ fn export_formats_have_stable_keys() {
     }
     assert_eq!(ExportFormat::from_key("yaml"), None);
     assert!(ExportFormat::accepted().contains("deepspeed"));
+}
+
+#[test]
+fn a_layer_split_plan_exports_one_process_over_its_gpus() {
+    let q = "model=llama-2-70b&method=qlora&split=1&gpus=3&b=2&ga=4";
+    let (p, axolotl) = exported(q, ExportFormat::Axolotl);
+    // device_map="auto" in one process: no data-parallel launch, no DeepSpeed.
+    assert!(!axolotl.contains("--num_processes"), "{axolotl}");
+    assert!(
+        axolotl.contains("# Run: axolotl train axolotl.yaml"),
+        "{axolotl}"
+    );
+    assert!(axolotl.contains("\ndevice_map: auto\n"), "{axolotl}");
+    assert!(!axolotl.contains("\ndeepspeed:"), "{axolotl}");
+    // Without the plan line, device_map alone says the layers are split.
+    let bare = import_one("axolotl.yaml", &without_plan_line(&axolotl));
+    assert!(bare.plan.split_layers, "{:?}", bare.notes);
+    // DeepSpeed's global batch counts processes, not GPUs: one process of micro-batch 2 x 4 accumulations.
+    let (_, ds) = exported(q, ExportFormat::Deepspeed);
+    let v: Value = serde_json::from_str(&ds).unwrap();
+    assert_eq!(v["train_batch_size"].as_u64(), Some(2 * 4), "{ds}");
+    // Data parallelism over the same 3 GPUs launches 3 processes and counts them.
+    let (_, ddp) = exported(&q.replace("split=1", "split=0"), ExportFormat::Axolotl);
+    assert!(ddp.contains("--num_processes 3"), "{ddp}");
+    assert!(!ddp.contains("device_map"), "{ddp}");
+    let (_, ds3) = exported(&q.replace("split=1", "split=0"), ExportFormat::Deepspeed);
+    let v: Value = serde_json::from_str(&ds3).unwrap();
+    assert_eq!(v["train_batch_size"].as_u64(), Some(2 * 3 * 4), "{ds3}");
+    assert_eq!(p.gpus, 3);
 }
