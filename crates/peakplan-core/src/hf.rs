@@ -158,10 +158,100 @@ pub fn import_config(text: &str) -> Result<Architecture, ArchError> {
     import_map(map)
 }
 
-/// transformers' defaults for the size fields of families whose configs may leave them out (a Gemma 3
-/// `text_config` names only what differs from `Gemma3TextConfig`).
+/// transformers' defaults for the size fields a config may leave out: the keyword defaults of each type's
+/// configuration class (`LlamaConfig()` is a 7B Llama), so a config that names only what differs (a Gemma 3
+/// `text_config`, a hand-written test config) imports as `from_pretrained` reads it. Qwen v1's are its remote
+/// `QWenConfig`'s.
 fn size_defaults(model_type: &str) -> &'static [(&'static str, u64)] {
     match model_type {
+        "llama" => &[
+            ("vocab_size", 32_000),
+            ("hidden_size", 4096),
+            ("intermediate_size", 11_008),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 32),
+        ],
+        "olmo2" => &[
+            ("vocab_size", 50_304),
+            ("hidden_size", 4096),
+            ("intermediate_size", 11_008),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 32),
+        ],
+        "mistral" | "mixtral" => &[
+            ("vocab_size", 32_000),
+            ("hidden_size", 4096),
+            ("intermediate_size", 14_336),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 32),
+            ("num_key_value_heads", 8),
+            ("num_local_experts", 8),
+            ("num_experts_per_tok", 2),
+        ],
+        "qwen2" | "qwen" => &[
+            ("vocab_size", 151_936),
+            ("hidden_size", 4096),
+            ("intermediate_size", 22_016),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 32),
+        ],
+        "gemma" => &[
+            ("vocab_size", 256_000),
+            ("hidden_size", 3072),
+            ("intermediate_size", 24_576),
+            ("num_hidden_layers", 28),
+            ("num_attention_heads", 16),
+            ("num_key_value_heads", 16),
+            ("head_dim", 256),
+        ],
+        "gemma2" => &[
+            ("vocab_size", 256_000),
+            ("hidden_size", 2304),
+            ("intermediate_size", 9216),
+            ("num_hidden_layers", 26),
+            ("num_attention_heads", 8),
+            ("num_key_value_heads", 4),
+            ("head_dim", 256),
+        ],
+        "phi" => &[
+            ("vocab_size", 51_200),
+            ("hidden_size", 2048),
+            ("intermediate_size", 8192),
+            ("num_hidden_layers", 24),
+            ("num_attention_heads", 32),
+        ],
+        "phi3" => &[
+            ("vocab_size", 32_064),
+            ("hidden_size", 3072),
+            ("intermediate_size", 8192),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 32),
+        ],
+        "gpt_neox" => &[
+            ("vocab_size", 50_432),
+            ("hidden_size", 6144),
+            ("intermediate_size", 24_576),
+            ("num_hidden_layers", 44),
+            ("num_attention_heads", 64),
+        ],
+        "falcon" | "RefinedWebModel" | "RefinedWeb" => &[
+            ("vocab_size", 65_024),
+            ("hidden_size", 4544),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 71),
+        ],
+        "gpt2" | "gpt_bigcode" => &[
+            ("vocab_size", 50_257),
+            ("n_embd", 768),
+            ("n_layer", 12),
+            ("n_head", 12),
+        ],
+        "bloom" => &[
+            ("vocab_size", 250_880),
+            ("hidden_size", 64),
+            ("n_layer", 2),
+            ("n_head", 8),
+        ],
         "qwen3" => &[
             ("vocab_size", 151_936),
             ("hidden_size", 4096),

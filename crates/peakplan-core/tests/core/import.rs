@@ -349,7 +349,12 @@ fn config_errors_name_the_problem() {
     check("not json", "not valid JSON");
     check("[]", "must be a JSON object");
     check("{}", "no model_type");
-    check(r#"{"model_type":"llama"}"#, "hidden_size");
+    check(
+        r#"{"model_type":"llama","hidden_size":"4096"}"#,
+        "hidden_size must be a number",
+    );
+    // gpt3 is peakplan's name for the GPT-3 paper's layout, which no library class gives defaults for.
+    check(r#"{"model_type":"gpt3"}"#, "hidden_size");
     check(r#"{"model_type":"bert","hidden_size":1}"#, "not supported");
     check(
         r#"{"model_type":"llama","hidden_size":-4096,"intermediate_size":1,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":1}"#,
@@ -366,4 +371,35 @@ fn config_errors_name_the_problem() {
     let deep = format!("{}1{}", "{\"a\": ".repeat(10_000), "}".repeat(10_000));
     check(&deep, "not valid JSON");
     check(&" ".repeat(2 << 20), "bytes");
+}
+
+#[test]
+fn a_config_with_only_its_model_type_takes_the_library_defaults() {
+    // Each configuration class's keyword defaults: LlamaConfig() is Llama 2 7B, MistralConfig() Mistral 7B,
+    // MixtralConfig() Mixtral 8x7B, GPT2Config() GPT-2 small, GPTNeoXConfig() GPT-NeoX 20B.
+    for (model_type, params) in [
+        ("llama", 6_738_415_616u64),
+        ("mistral", 7_241_732_096),
+        ("mixtral", 46_702_792_704),
+        ("gpt2", 124_439_808),
+        ("gpt_neox", 20_554_567_680),
+        ("gemma", 8_537_680_896),
+        ("falcon", 6_921_720_704),
+    ] {
+        let a = import_config(&format!(r#"{{"model_type": "{model_type}"}}"#))
+            .unwrap_or_else(|e| panic!("{model_type}: {e}"));
+        assert_eq!(a.total_params(), params, "{model_type}");
+    }
+    // Every type transformers has a class for imports from its type alone.
+    for t in peakplan_core::hf::SUPPORTED_MODEL_TYPES
+        .iter()
+        .filter(|t| **t != "gpt3")
+    {
+        let config = format!(r#"{{"model_type": "{t}"}}"#);
+        assert!(
+            import_config(&config).is_ok(),
+            "{t}: {:?}",
+            import_config(&config)
+        );
+    }
 }

@@ -154,20 +154,25 @@ proptest! {
         never_lower(&plan, &with(&|p| p.grad_accumulation += step), "more accumulation")?;
         never_lower(&plan, &with(&|p| p.micro_batch += step), "a larger micro-batch")?;
         never_lower(&plan, &with(&|p| p.seq_len += step), "a longer sequence")?;
+        // Data parallelism copies the model to every GPU and adds its gradient buckets.
+        let ddp = with(&|p| { p.split_layers = false; p.zero = 0; p.gpus = 1; });
+        never_lower(&ddp, &with(&|p| { p.split_layers = false; p.zero = 0; p.gpus = 1 + step; }), "DDP GPUs")?;
+        if plan.hold_logits_bits < 32 {
+            never_lower(&plan, &with(&|p| p.hold_logits_bits += 16), "holding more of the logits")?;
+        }
+        // Keys that resize trainable tensors add memory unless bitsandbytes' 8-bit optimizers are stepping them:
+        // those keep a tensor under 4,096 elements in 32-bit state, so growing one past that shrinks its states.
+        if matches!(plan.optimizer, Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit) {
+            return Ok(());
+        }
         never_lower(&plan, &with(&|p| p.virtual_tokens += step), "more virtual tokens")?;
         // OFT's rank is its number of blocks: more blocks are smaller ones.
         if plan.peft != Peft::Oft {
             never_lower(&plan, &with(&|p| p.rank += step), "a larger rank")?;
         }
-        if plan.hold_logits_bits < 32 {
-            never_lower(&plan, &with(&|p| p.hold_logits_bits += 16), "holding more of the logits")?;
-        }
         if let TokenTraining::Rows(rows) = plan.tokens {
             never_lower(&plan, &with(&|p| p.tokens = TokenTraining::Rows(rows + step)), "more token rows")?;
         }
-        // Data parallelism copies the model to every GPU and adds its gradient buckets.
-        let ddp = with(&|p| { p.split_layers = false; p.zero = 0; p.gpus = 1; });
-        never_lower(&ddp, &with(&|p| { p.split_layers = false; p.zero = 0; p.gpus = 1 + step; }), "DDP GPUs")?;
     }
 
     #[test]
