@@ -604,18 +604,24 @@ fn phi3(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
     Ok(())
 }
 
+/// The GPT-style block the BLOOM, GPT-NeoX, Falcon and GPT-2 layouts share: LayerNorms, one fused q|k|v
+/// projection, a plain (ungated) MLP, and biases on every linear or none.
+fn gpt_block(a: &mut Architecture, bias: bool) {
+    a.norm = Norm::LayerNorm;
+    a.fused_qkv = true;
+    a.mlp = Mlp::Plain;
+    a.qkv_bias = bias;
+    a.o_bias = bias;
+    a.mlp_bias = bias;
+}
+
 /// BLOOM.
 fn bloom(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
     // BLOOM: ALiBi (no position parameters), fused query_key_value, a 4x GELU MLP, LayerNorms and biases
     // everywhere, a LayerNorm on the word embeddings, and a head tied to them.
     a.intermediate = 4 * c.hidden;
     a.head_dim = c.head_dim()?;
-    a.norm = Norm::LayerNorm;
-    a.fused_qkv = true;
-    a.mlp = Mlp::Plain;
-    a.qkv_bias = true;
-    a.o_bias = true;
-    a.mlp_bias = true;
+    gpt_block(a, true);
     a.embedding_norm = true;
     a.tied_embeddings = c.f.flag("tie_word_embeddings", true)?;
     Ok(())
@@ -625,14 +631,10 @@ fn bloom(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
 fn gpt_neox(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
     a.intermediate = c.f.uint(&["intermediate_size"])?.unwrap_or(4 * c.hidden);
     a.head_dim = c.head_dim()?;
-    a.norm = Norm::LayerNorm;
-    a.fused_qkv = true;
+    gpt_block(a, c.f.flag("attention_bias", true)?);
+    a.mlp_bias = true;
     a.qkv_views = true;
     a.norms_share_input = c.f.flag("use_parallel_residual", true)?;
-    a.mlp = Mlp::Plain;
-    a.qkv_bias = c.f.flag("attention_bias", true)?;
-    a.o_bias = a.qkv_bias;
-    a.mlp_bias = true;
     a.tied_embeddings = c.f.flag("tie_word_embeddings", false)?;
     Ok(())
 }
@@ -650,7 +652,7 @@ fn falcon(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
     } else {
         c.heads
     };
-    a.norm = Norm::LayerNorm;
+    gpt_block(a, c.f.flag("bias", false)?);
     a.norms_per_layer = if !new_arch && c.f.flag("parallel_attn", true)? {
         1
     } else {
@@ -658,19 +660,12 @@ fn falcon(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
     };
     // The new decoder's ln_attn and ln_mlp both read the layer's input.
     a.norms_share_input = new_arch && c.f.uint(&["num_ln_in_parallel_attn"])?.unwrap_or(2) == 2;
-    a.fused_qkv = true;
-    a.mlp = Mlp::Plain;
-    let bias = c.f.flag("bias", false)?;
-    a.qkv_bias = bias;
-    a.o_bias = bias;
-    a.mlp_bias = bias;
     a.tied_embeddings = c.f.flag("tie_word_embeddings", true)?;
     Ok(())
 }
 
 /// GPT-2 layout: gpt_bigcode, gpt2, gpt3.
 fn gpt2_family(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
-    // GPT-2 layout: gpt_bigcode, gpt2, gpt3.
     a.intermediate =
         c.f.uint(&["n_inner", "intermediate_size"])?
             .unwrap_or(4 * c.hidden);
@@ -680,12 +675,7 @@ fn gpt2_family(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
     } else {
         c.heads
     };
-    a.norm = Norm::LayerNorm;
-    a.fused_qkv = true;
-    a.mlp = Mlp::Plain;
-    a.qkv_bias = true;
-    a.o_bias = true;
-    a.mlp_bias = true;
+    gpt_block(a, true);
     a.learned_positions =
         c.f.uint(&["n_positions", "max_position_embeddings"])?
             .unwrap_or(1024);

@@ -73,6 +73,70 @@ pub fn model_arch(id: &str) -> Option<&'static Architecture> {
     ModelId::parse(id).map(ModelId::arch)
 }
 
+/// A typed id over a table of presets: resolved once from its spelling, then an index that cannot miss. Its
+/// default is checked at compile time; it is serialized as its id and read back only from a bundled one.
+macro_rules! preset_id {
+    ($(#[$m:meta])* $name:ident, $preset:ident, $table:ident, $what:literal, default $default:literal) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+        pub struct $name(usize);
+
+        impl $name {
+            /// The default plan's, checked at compile time.
+            pub const DEFAULT: $name = match $name::find($default) {
+                Some(id) => id,
+                None => panic!(concat!("the default ", $what, " is not a bundled preset")),
+            };
+
+            const fn find(id: &str) -> Option<$name> {
+                let mut i = 0;
+                while i < $table.len() {
+                    if same_id($table[i].id, id) {
+                        return Some($name(i));
+                    }
+                    i += 1;
+                }
+                None
+            }
+            /// Every bundled one, in the table's order.
+            pub fn all() -> impl Iterator<Item = $name> {
+                (0..$table.len()).map($name)
+            }
+            /// The bundled one with this id.
+            pub fn parse(id: &str) -> Option<$name> {
+                $table.iter().position(|p| p.id == id).map($name)
+            }
+            pub fn id(self) -> &'static str {
+                $table[self.0].id
+            }
+            pub fn preset(self) -> &'static $preset {
+                &$table[self.0]
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.id())
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.id())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let id = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                $name::parse(&id).ok_or_else(|| {
+                    serde::de::Error::custom(format!(concat!("{:?} is not a bundled ", $what), id))
+                })
+            }
+        }
+    };
+}
+
 /// Every bundled model's architecture, indexed like [`MODELS`]: imported on first use. A preset that does not
 /// import is a defect of the bundled data, which `tests/core/import.rs` checks for every preset.
 fn archs() -> &'static [Architecture] {
@@ -106,50 +170,15 @@ const fn same_id(a: &str, b: &str) -> bool {
     true
 }
 
-/// A bundled model, resolved from its id once (when a plan is parsed): whoever holds one reads the preset and its
-/// architecture directly, and no lookup downstream can fail. Serialized as its id.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ModelId(usize);
+preset_id!(
+    /// A bundled model, resolved from its id once (when a plan is parsed): whoever holds one reads the preset and
+    /// its architecture directly, and no lookup downstream can fail. Serialized as its id.
+    ModelId, ModelPreset, MODELS, "model", default "llama-3.1-8b"
+);
 
 impl ModelId {
-    /// The default plan's model, checked at compile time.
-    pub const DEFAULT: ModelId = match ModelId::find("llama-3.1-8b") {
-        Some(m) => m,
-        None => panic!("the default model is not a bundled preset"),
-    };
-
-    const fn find(id: &str) -> Option<ModelId> {
-        let mut i = 0;
-        while i < MODELS.len() {
-            if same_id(MODELS[i].id, id) {
-                return Some(ModelId(i));
-            }
-            i += 1;
-        }
-        None
-    }
-    /// Every bundled model, in [`MODELS`]' order.
-    pub fn all() -> impl Iterator<Item = ModelId> {
-        (0..MODELS.len()).map(ModelId)
-    }
-    /// The bundled model with this id.
-    pub fn parse(id: &str) -> Option<ModelId> {
-        MODELS.iter().position(|m| m.id == id).map(ModelId)
-    }
-    pub fn id(self) -> &'static str {
-        MODELS[self.0].id
-    }
-    pub fn preset(self) -> &'static ModelPreset {
-        &MODELS[self.0]
-    }
     pub fn arch(self) -> &'static Architecture {
         &archs()[self.0]
-    }
-}
-
-impl std::fmt::Debug for ModelId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.id())
     }
 }
 
@@ -304,66 +333,7 @@ pub fn gpu(id: &str) -> Option<&'static GpuPreset> {
     GpuId::parse(id).map(GpuId::preset)
 }
 
-/// A bundled GPU, resolved from its id once (when a plan is parsed). Serialized as its id.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct GpuId(usize);
-
-impl GpuId {
-    /// The default plan's GPU, checked at compile time.
-    pub const DEFAULT: GpuId = match GpuId::find("rtx-4090") {
-        Some(g) => g,
-        None => panic!("the default GPU is not a bundled preset"),
-    };
-
-    const fn find(id: &str) -> Option<GpuId> {
-        let mut i = 0;
-        while i < GPUS.len() {
-            if same_id(GPUS[i].id, id) {
-                return Some(GpuId(i));
-            }
-            i += 1;
-        }
-        None
-    }
-    /// Every bundled GPU, in [`GPUS`]' order.
-    pub fn all() -> impl Iterator<Item = GpuId> {
-        (0..GPUS.len()).map(GpuId)
-    }
-    /// The bundled GPU with this id.
-    pub fn parse(id: &str) -> Option<GpuId> {
-        GPUS.iter().position(|g| g.id == id).map(GpuId)
-    }
-    pub fn id(self) -> &'static str {
-        GPUS[self.0].id
-    }
-    pub fn preset(self) -> &'static GpuPreset {
-        &GPUS[self.0]
-    }
-}
-
-impl std::fmt::Debug for GpuId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.id())
-    }
-}
-
-/// Serialized as the id; read back only from a bundled id.
-macro_rules! serde_by_id {
-    ($t:ident, $what:literal) => {
-        impl serde::Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.id())
-            }
-        }
-        impl<'de> serde::Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let id = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-                $t::parse(&id).ok_or_else(|| {
-                    serde::de::Error::custom(format!(concat!("{:?} is not a bundled ", $what), id))
-                })
-            }
-        }
-    };
-}
-serde_by_id!(ModelId, "model");
-serde_by_id!(GpuId, "GPU");
+preset_id!(
+    /// A bundled GPU, resolved from its id once (when a plan is parsed). Serialized as its id.
+    GpuId, GpuPreset, GPUS, "GPU", default "rtx-4090"
+);

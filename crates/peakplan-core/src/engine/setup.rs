@@ -135,6 +135,14 @@ impl Setup<'_> {
             v
         }
     }
+    /// Weights of the layer's largest linear among those `keep` accepts (0 if none).
+    pub fn largest_linear(&self, keep: impl Fn(&Linear) -> bool) -> Count {
+        self.linears
+            .iter()
+            .filter(|l| keep(l))
+            .map(|l| l.in_features as Count * l.out_features as Count)
+            .fold(0.0, Count::max)
+    }
     /// Bytes a GPU holds of `v` bytes of optimizer state (sharded from ZeRO-1 on).
     pub fn shard_optimizer(&self, v: Count) -> Count {
         if self.zero >= 1 {

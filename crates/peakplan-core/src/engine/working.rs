@@ -27,19 +27,10 @@ pub(super) struct Working {
 pub(super) fn working(s: &Setup, resident: &Resident, acts: &Activations) -> Working {
     let plan = s.plan;
     let (grad_flow, backward_work) = backward(s, acts);
-    let largest_linear = s
-        .linears
-        .iter()
-        .map(|l| l.in_features as Count * l.out_features as Count)
-        .fold(0.0, Count::max);
+    let largest_linear = s.largest_linear(|_| true);
     // Weights of the largest quantized linear of a layer: what one dequantization or one load-time quantization
     // handles.
-    let largest_quantized = s
-        .linears
-        .iter()
-        .filter(|l| quantizes(l, plan))
-        .map(|l| l.in_features as Count * l.out_features as Count)
-        .fold(0.0, Count::max);
+    let largest_quantized = s.largest_linear(|l| quantizes(l, plan));
     let gather = if s.zero >= 3 {
         let layer_bytes = s.arch.layer_params() as Count
             * if plan.method == Method::Qlora {
@@ -145,12 +136,7 @@ fn dequant(s: &Setup, largest_quantized: Count) -> Count {
 /// PEFT's dense working buffers.
 fn peft_buffers(s: &Setup) -> Count {
     let (plan, d) = (s.plan, s.d);
-    let largest = s
-        .linears
-        .iter()
-        .filter(|l| adapted(plan, l))
-        .map(|l| l.in_features as Count * l.out_features as Count)
-        .fold(0.0, Count::max);
+    let largest = s.largest_linear(|l| adapted(plan, l));
     let dora = match plan.peft {
         _ if plan.method == Method::Full => 0.0,
         // B·A in the adapter dtype, and W + s·BA promoted to fp32 for the norm.

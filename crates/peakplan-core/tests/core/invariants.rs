@@ -4,112 +4,72 @@
 
 use peakplan_core::plan::{
     Alloc, Attn, DType, Framework, Loss, Method, MoeExperts, Optimizer, Peft, Plan, Precision,
-    Quant, Targets, TokenTraining,
+    Quant, Targets, TokenTraining, KEYS,
 };
 use peakplan_core::{estimate, preset_arch, Estimate, GpuId, ModelId};
 use proptest::prelude::*;
 
-/// One value of every key, drawn across its whole accepted range (integers log-uniformly, so small and huge
-/// values both appear).
+/// Values of one plan key, drawn across its whole accepted range (integers log-uniformly, so small and huge values
+/// both appear). A key added to the vocabulary without values here fails the tests.
+fn values(key: &str) -> BoxedStrategy<String> {
+    fn keys<T: Copy + 'static>(all: &[T], key: fn(T) -> &'static str) -> BoxedStrategy<String> {
+        let spellings: Vec<String> = all.iter().map(|v| key(*v).to_string()).collect();
+        prop::sample::select(spellings).boxed()
+    }
+    let int = |max: u64| {
+        (0u32..=max.ilog2())
+            .prop_flat_map(|e| (1u64 << e)..=(2u64 << e) - 1)
+            .prop_map(|v| v.to_string())
+            .boxed()
+    };
+    let one_of = |v: &[&'static str]| {
+        prop::sample::select(v.to_vec())
+            .prop_map(String::from)
+            .boxed()
+    };
+    match key {
+        "model" => keys(&ModelId::all().collect::<Vec<_>>(), ModelId::id),
+        "gpu" => keys(&GpuId::all().collect::<Vec<_>>(), GpuId::id),
+        "method" => keys(Method::ALL, Method::key),
+        "adtype" => keys(DType::ALL, DType::key),
+        "attn" => keys(Attn::ALL, Attn::key),
+        "loss" => keys(Loss::ALL, Loss::key),
+        "opt" => keys(Optimizer::ALL, Optimizer::key),
+        "prec" => keys(Precision::ALL, Precision::key),
+        "quant" => keys(Quant::ALL, Quant::key),
+        "moe" => keys(MoeExperts::ALL, MoeExperts::key),
+        "fw" => keys(Framework::ALL, Framework::key),
+        "peft" => keys(Peft::ALL, Peft::key),
+        "alloc" => keys(Alloc::ALL, Alloc::key),
+        "r" => int(512),
+        "b" => int(64),
+        "s" => int(65_536),
+        "ga" => int(16),
+        "chunk" => int(4096),
+        "gpus" => int(64),
+        "vt" => int(64),
+        "zero" => one_of(&["0", "1", "2", "3"]),
+        "hold" => one_of(&["0", "16", "32"]),
+        "dropout" => one_of(&["0", "0.05", "0.1"]),
+        "tt" => prop_oneof![one_of(&["0", "all"]), int(4096)].boxed(),
+        "targets" => (1u8..=0xff).prop_map(|t| Targets(t).key()).boxed(),
+        "gc" | "dq" | "upcast" | "qsave" | "compile" | "liger" | "oib" | "aoff" | "cpuoff"
+        | "qload" | "split" | "embed" => one_of(&["0", "1"]),
+        other => panic!("plan key {other} has no values to sample"),
+    }
+}
+
+/// A plan with every key of the vocabulary set, parsed as a link would be.
 fn any_plan() -> impl Strategy<Value = Plan> {
-    let log = |max: u64| (0u32..=max.ilog2()).prop_flat_map(|e| (1u64 << e)..=(2u64 << e) - 1);
-    let pick = |v: &'static [u8]| prop::sample::select(v.to_vec());
-    (
-        (
-            0..ModelId::all().count(),
-            prop::sample::select(Method::ALL.to_vec()),
-            prop::sample::select(Peft::ALL.to_vec()),
-            prop::sample::select(Precision::ALL.to_vec()),
-            prop::sample::select(Quant::ALL.to_vec()),
-            prop::sample::select(Optimizer::ALL.to_vec()),
-            prop::sample::select(Framework::ALL.to_vec()),
-            prop::sample::select(Attn::ALL.to_vec()),
-            prop::sample::select(Loss::ALL.to_vec()),
-            prop::sample::select(DType::ALL.to_vec()),
-            prop::sample::select(MoeExperts::ALL.to_vec()),
-            prop::sample::select(Alloc::ALL.to_vec()),
-        ),
-        (
-            log(512),
-            log(64),
-            log(65_536),
-            log(16),
-            log(4096),
-            log(64),
-            0u8..=3,
-            log(64),
-        ),
-        (
-            1u8..=0xff,
-            pick(&[0, 1, 2]),
-            log(4096),
-            pick(&[0, 16, 32]),
-            pick(&[0, 5, 10]),
-        ),
-        prop::collection::vec(any::<bool>(), 12),
-        0..GpuId::all().count(),
-    )
-        .prop_map(|(kinds, sizes, more, flags, gpu)| {
-            let (
-                model,
-                method,
-                peft,
-                precision,
-                quant,
-                optimizer,
-                framework,
-                attn,
-                loss,
-                adtype,
-                moe,
-                alloc,
-            ) = kinds;
-            let (rank, micro_batch, seq_len, ga, chunk, gpus, zero, vt) = sizes;
-            let (targets, tokens, rows, hold, dropout) = more;
-            Plan {
-                model: ModelId::all().nth(model).unwrap_or(ModelId::DEFAULT),
-                method,
-                peft,
-                precision,
-                quant,
-                optimizer,
-                framework,
-                attn,
-                loss,
-                adapter_dtype: adtype,
-                moe_experts: moe,
-                allocator: alloc,
-                rank,
-                micro_batch,
-                seq_len,
-                grad_accumulation: ga,
-                chunk,
-                gpus,
-                zero,
-                virtual_tokens: vt,
-                targets: Targets(targets),
-                tokens: match tokens {
-                    0 => TokenTraining::Frozen,
-                    1 => TokenTraining::Rows(rows),
-                    _ => TokenTraining::All,
-                },
-                hold_logits_bits: u64::from(hold),
-                dropout: f64::from(dropout) / 100.0,
-                grad_checkpointing: flags[0],
-                double_quant: flags[1],
-                upcast: flags[2],
-                qlora_saves_input: flags[3],
-                compile: flags[4],
-                liger: flags[5],
-                optimizer_in_backward: flags[6],
-                offload_activations: flags[7],
-                cpu_offload: flags[8],
-                quantize_at_load_wide: flags[9],
-                split_layers: flags[10],
-                embed: flags[11],
-                gpu: GpuId::all().nth(gpu).unwrap_or(GpuId::DEFAULT),
-            }
-        })
+    let keys: Vec<BoxedStrategy<String>> = KEYS
+        .iter()
+        .map(|k| values(k).prop_map(move |v| format!("{k}={v}")).boxed())
+        .collect();
+    keys.prop_map(|pairs| {
+        let parsed = Plan::parse_query(&pairs.join("&"));
+        assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+        parsed.plan
+    })
 }
 
 fn est(p: &Plan) -> Estimate {
