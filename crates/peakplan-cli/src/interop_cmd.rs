@@ -6,34 +6,10 @@ use peakplan_core::interop::{self, ExportFormat, MAX_IMPORT_BYTES};
 
 /// `peakplan export --query Q [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]`.
 pub fn export(args: &[String]) -> Result<String> {
-    let mut query = String::new();
-    let mut hf_config = None;
-    let mut format = ExportFormat::Python;
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| anyhow!("{name} needs a value"))
-        };
-        match flag.as_str() {
-            "--query" | "-q" => query = value("--query")?,
-            "--hf-config" => hf_config = Some(value("--hf-config")?),
-            "--format" | "-f" => {
-                let v = value("--format")?;
-                format = ExportFormat::from_key(&v).ok_or_else(|| {
-                    anyhow!(
-                        "--format {v:?} is not accepted; accepted: {}",
-                        ExportFormat::accepted()
-                    )
-                })?;
-            }
-            other => bail!(
-                "unknown argument {other:?}; usage: peakplan export --query 'QUERY' [--hf-config FILE] [--format {}]",
-                ExportFormat::accepted().replace(", ", "|")
-            ),
-        }
-    }
+    let formats: Vec<&str> = ExportFormat::ALL.iter().map(|f| f.key()).collect();
+    let a = super::parse_plan_args(args, "export", &formats)?;
+    let format = ExportFormat::from_key(&a.format).unwrap_or(ExportFormat::Python);
+    let (query, hf_config) = (a.query, a.hf_config);
     let (plan, arch) = super::plan_and_arch(&query, hf_config.as_deref())?;
     Ok(interop::export(&plan, &arch, format))
 }

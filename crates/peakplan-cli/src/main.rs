@@ -59,18 +59,23 @@ pub(crate) fn complain(message: &str) {
     );
 }
 
-struct EstimateArgs {
-    query: String,
-    hf_config: Option<String>,
-    format: String,
+/// The flags of the commands that take a plan.
+pub(crate) struct PlanArgs {
+    pub query: String,
+    pub hf_config: Option<String>,
+    /// One of the command's formats (the first unless given).
+    pub format: String,
 }
 
-fn parse_estimate_args(args: &[String]) -> Result<EstimateArgs> {
-    let mut a = EstimateArgs {
+/// Parses `--query`, `--hf-config`, `--format` (one of `formats`) and, for `advise`, `--gpu` (the query's `gpu`
+/// key as a flag) of `peakplan COMMAND`.
+pub(crate) fn parse_plan_args(args: &[String], command: &str, formats: &[&str]) -> Result<PlanArgs> {
+    let mut a = PlanArgs {
         query: String::new(),
         hf_config: None,
-        format: "table".into(),
+        format: formats.first().copied().unwrap_or_default().into(),
     };
+    let mut gpu = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = |name: &str| {
@@ -82,19 +87,30 @@ fn parse_estimate_args(args: &[String]) -> Result<EstimateArgs> {
             "--query" | "-q" => a.query = value("--query")?,
             "--hf-config" => a.hf_config = Some(value("--hf-config")?),
             "--format" | "-f" => a.format = value("--format")?,
-            other => bail!(
-                "unknown argument {other:?}; {}",
-                USAGE.lines().next().unwrap_or_default()
-            ),
+            "--gpu" if command == "advise" => gpu = Some(value("--gpu")?),
+            other => bail!("unknown argument {other:?}; usage: {}", usage_line(command)),
         }
     }
-    if !matches!(a.format.as_str(), "table" | "json" | "svg") {
+    if !formats.contains(&a.format.as_str()) {
         bail!(
-            "--format {:?} is not accepted; accepted: table, json, svg",
-            a.format
+            "--format {:?} is not accepted by {command}; accepted: {}",
+            a.format,
+            formats.join(", ")
         );
     }
+    if let Some(g) = gpu {
+        a.query = format!("{}&gpu={g}", a.query);
+    }
     Ok(a)
+}
+
+/// The usage line of one command.
+fn usage_line(command: &str) -> &'static str {
+    USAGE
+        .lines()
+        .map(|l| l.trim_start_matches("usage:").trim())
+        .find(|l| l.starts_with(&format!("peakplan {command} ")))
+        .unwrap_or_default()
 }
 
 /// The usage text: every command, or the one named, and the plan keys.
@@ -127,7 +143,7 @@ fn run(args: &[String]) -> Result<String> {
     }
     match args.first().map(String::as_str) {
         Some("estimate") => {
-            let a = parse_estimate_args(&args[1..])?;
+            let a = parse_plan_args(&args[1..], "estimate", &["table", "json", "svg"])?;
             let (plan, arch) = plan_and_arch(&a.query, a.hf_config.as_deref())?;
             Ok(match a.format.as_str() {
                 "json" => format!("{}\n", serde_json::to_string_pretty(&report(&arch, &plan))?),
@@ -449,29 +465,8 @@ fn validate_row(path: &str, id: &str) -> Result<String> {
 
 fn advise_cmd(args: &[String]) -> Result<String> {
     use peakplan_core::advise::advise;
-    // `--gpu G` is the query's `gpu` key, accepted as a flag too.
-    let mut rest = Vec::new();
-    let mut gpu = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--gpu" {
-            gpu = Some(
-                it.next()
-                    .cloned()
-                    .ok_or_else(|| anyhow!("--gpu needs a value"))?,
-            );
-        } else {
-            rest.push(a.clone());
-        }
-    }
-    let a = parse_estimate_args(&rest)?;
-    if a.format == "svg" {
-        bail!("--format svg is not accepted by advise; accepted: table, json");
-    }
-    let mut query = a.query.clone();
-    if let Some(g) = gpu {
-        query = format!("{query}&gpu={g}");
-    }
+    let a = parse_plan_args(args, "advise", &["table", "json"])?;
+    let query = a.query.clone();
     let (plan, arch) = plan_and_arch(&query, a.hf_config.as_deref())?;
     let cap = plan.gpu.preset().capacity_bytes;
     let advice = advise(&arch, &plan, Some(cap));
@@ -534,10 +529,7 @@ fn advise_cmd(args: &[String]) -> Result<String> {
 /// that kind hold it.
 fn gpus_cmd(args: &[String]) -> Result<String> {
     use peakplan_core::gpu_choice::gpu_fits;
-    let a = parse_estimate_args(args)?;
-    if a.format == "svg" {
-        bail!("--format svg is not accepted by gpus; accepted: table, json");
-    }
+    let a = parse_plan_args(args, "gpus", &["table", "json"])?;
     let (plan, arch) = plan_and_arch(&a.query, a.hf_config.as_deref())?;
     let rows = gpu_fits(&arch, &plan);
     if a.format == "json" {
