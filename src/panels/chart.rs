@@ -8,7 +8,8 @@ use peakplan_chart::Theme;
 use peakplan_core::units::format_bytes;
 use peakplan_core::Kind;
 
-fn theme() -> Theme {
+/// The chart colours for the reader's light or dark scheme.
+pub(crate) fn theme() -> Theme {
     if browser::prefers_dark() {
         Theme::DARK
     } else {
