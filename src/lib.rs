@@ -1,5 +1,5 @@
-//! peakplan-web: the Leptos planner page. `main.rs` only mounts; components live in [`app`] and its siblings,
-//! logic in plain Rust types ([`scale`], and the core).
+//! peakplan-web: the Leptos planner page. `main.rs` only mounts; the page's state lives in `state`, its panels in
+//! `panels`, laid out by `app`; logic in plain Rust types ([`planner`], [`scale`], and the core).
 
 pub mod accuracy_table;
 pub mod gpu_rows;
@@ -7,10 +7,6 @@ pub mod html;
 pub mod planner;
 pub mod scale;
 
-#[cfg(target_arch = "wasm32")]
-mod accuracy;
-#[cfg(target_arch = "wasm32")]
-mod advisor;
 #[cfg(target_arch = "wasm32")]
 mod app;
 #[cfg(target_arch = "wasm32")]
@@ -23,9 +19,9 @@ mod canvas;
 #[cfg(target_arch = "wasm32")]
 pub mod gpu;
 #[cfg(target_arch = "wasm32")]
-mod gpu_table;
+mod panels;
 #[cfg(target_arch = "wasm32")]
-mod interop;
+mod state;
 
 #[cfg(target_arch = "wasm32")]
 pub use app::App;

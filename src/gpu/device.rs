@@ -299,6 +299,40 @@ fn get(obj: &JsValue, key: &str) -> JsValue {
     Reflect::get(obj, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
 }
 
+/// Every kernel's pipeline, and why the first that failed did not compile.
+async fn compile_pipelines(
+    device: &web_sys::GpuDevice,
+) -> (Vec<web_sys::GpuComputePipeline>, Option<String>) {
+    // All pipelines are requested at once and compiled concurrently by the browser.
+    let pending: Vec<_> = Kernel::ALL
+        .iter()
+        .map(|k| {
+            let module =
+                device.create_shader_module(&web_sys::GpuShaderModuleDescriptor::new(k.source()));
+            let stage = web_sys::GpuProgrammableStage::new(&module);
+            stage.set_entry_point("main");
+            let pd = web_sys::GpuComputePipelineDescriptor::new_with_gpu_auto_layout_mode(
+                web_sys::GpuAutoLayoutMode::Auto,
+                &stage,
+            );
+            device.create_compute_pipeline_async(&pd)
+        })
+        .collect();
+    let mut pipelines = Vec::with_capacity(pending.len());
+    let mut failed = None;
+    for (k, p) in Kernel::ALL.iter().zip(pending) {
+        match p.await {
+            Ok(pipeline) => pipelines.push(pipeline),
+            Err(e) => {
+                failed.get_or_insert_with(|| {
+                    format!("kernel {k:?} did not compile: {}", js_text(&e))
+                });
+            }
+        }
+    }
+    (pipelines, failed)
+}
+
 /// Whether this browser exposes `navigator.gpu` at all.
 pub fn webgpu_present() -> bool {
     web_sys::window()
@@ -395,33 +429,7 @@ impl Gpu {
         };
 
         device.push_error_scope(web_sys::GpuErrorFilter::Validation);
-        // All pipelines are requested at once and compiled concurrently by the browser.
-        let pending: Vec<_> = Kernel::ALL
-            .iter()
-            .map(|k| {
-                let module = device
-                    .create_shader_module(&web_sys::GpuShaderModuleDescriptor::new(k.source()));
-                let stage = web_sys::GpuProgrammableStage::new(&module);
-                stage.set_entry_point("main");
-                let pd = web_sys::GpuComputePipelineDescriptor::new_with_gpu_auto_layout_mode(
-                    web_sys::GpuAutoLayoutMode::Auto,
-                    &stage,
-                );
-                device.create_compute_pipeline_async(&pd)
-            })
-            .collect();
-        let mut pipelines = Vec::with_capacity(pending.len());
-        let mut failed = None;
-        for (k, p) in Kernel::ALL.iter().zip(pending) {
-            match p.await {
-                Ok(pipeline) => pipelines.push(pipeline),
-                Err(e) => {
-                    failed.get_or_insert_with(|| {
-                        format!("kernel {k:?} did not compile: {}", js_text(&e))
-                    });
-                }
-            }
-        }
+        let (pipelines, failed) = compile_pipelines(&device).await;
         let query_set = if timestamps {
             device
                 .create_query_set(&web_sys::GpuQuerySetDescriptor::new(

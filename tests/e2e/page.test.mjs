@@ -97,6 +97,21 @@ await test('a bad URL value shows url-error and keeps the other keys', async pag
   await page.screenshot({ path: path.join(out, 'url-error.png') });
 });
 
+await test('a refused typed value shows url-error and keeps the plan', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=lora&s=2048&b=4');
+  await ready(page);
+  assert(await page.locator('[data-testid="url-error"]').count() === 0, 'an error before any input');
+  const peak = await bytes(page, 'value-peak');
+  await page.fill('#num-b', '0');
+  await page.locator('#num-b').dispatchEvent('change');
+  await page.waitForSelector('[data-testid="url-error"]', { timeout: 20000 });
+  const msg = await page.locator('[data-testid="url-error"]').textContent();
+  assert(msg.includes('b=0') && msg.includes('out of range'), `message does not name the key: ${msg}`);
+  assert(await page.locator('[data-testid="slider-batch"]').getAttribute('data-value') === '4', 'b changed');
+  assert(await bytes(page, 'value-peak') === peak, 'the plan changed');
+  assert(page.url().includes('b=4'), 'the link changed');
+});
+
 await test('embed view shows the chart without controls', async page => {
   await page.setViewportSize({ width: 720, height: 420 });
   await page.goto(base + '?model=llama-2-7b&method=qlora&embed=1');

@@ -4,8 +4,8 @@
 //! The components only lay out the controls: each event calls one plain method of the component's state, so the
 //! view types (and the code generated for them) stay small.
 
-use crate::app::{ctx, planned_arch, Ctx};
 use crate::browser;
+use crate::state::{ctx, planned_arch, Ctx};
 use leptos::ev::{DragEvent, Event};
 use leptos::prelude::*;
 use peakplan_core::interop::{export, import_over, ExportFormat, MAX_IMPORT_BYTES};
@@ -161,8 +161,7 @@ impl Importer {
                 }
                 self.unsupported.set(imported.unsupported);
                 self.notes.set(imported.notes);
-                self.c.input_started.set_value(Some(browser::now_ms()));
-                self.c.plan.set(imported.plan);
+                self.c.edit(|p| *p = imported.plan);
             }
             Err(e) => {
                 self.error.set(Some(e.to_string()));

@@ -3,8 +3,9 @@
 //! --format json`) and a core test keeps it equal to what the engine computes today.
 
 use crate::accuracy_table::{parse, TABLE};
+use crate::panels::chart::theme;
 use leptos::prelude::*;
-use peakplan_chart::{draw_scatter, Theme};
+use peakplan_chart::draw_scatter;
 
 /// The accuracy section; the table is parsed and drawn only when the section is opened.
 #[component]
@@ -20,13 +21,8 @@ pub fn Accuracy() -> impl IntoView {
         el.set_width(w);
         el.set_height((w * 2 / 3).clamp(200, 420));
         let points = &s.points;
-        let theme = if crate::browser::prefers_dark() {
-            Theme::DARK
-        } else {
-            Theme::LIGHT
-        };
         if let Some(mut b) = crate::canvas::Canvas2d::new(&el) {
-            let _ = draw_scatter(&mut b, points, &theme);
+            let _ = draw_scatter(&mut b, points, &theme());
         }
     });
     view! {

@@ -1,6 +1,6 @@
 //! The advisor panel: "it doesn't fit: what do I change?", computed off the slider's critical path.
 
-use crate::app::{ctx, on_settled_plan};
+use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
 use peakplan_core::advise::{advise, Advice, Suggestion};
 use peakplan_core::presets;
@@ -43,8 +43,7 @@ pub fn Advisor() -> impl IntoView {
                     <span class=format!("cost {}", s.cost.label())>{s.cost.label()}</span>
                     <button data-testid=testid on:click=move |_| {
                         c.preview.set(None);
-                        c.input_started.set_value(Some(crate::browser::now_ms()));
-                        c.plan.set(apply.clone());
+                        c.edit(|p| *p = apply.clone());
                     }>"Apply"</button>
                 </div>
                 <ul class="changes">{changes}</ul>

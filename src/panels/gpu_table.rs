@@ -1,7 +1,7 @@
 //! "Which GPU?": the plan on every bundled GPU, worked out off the slider's critical path and only while open.
 
-use crate::app::{ctx, on_settled_plan};
 use crate::gpu_rows::{summary, table_html, UseGpu};
+use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
 use peakplan_core::gpu_choice::{gpu_fits, plan_on_gpus};
 use std::time::Duration;
@@ -50,13 +50,12 @@ pub fn GpuTable() -> impl IntoView {
     };
     let on_click = move |ev: web_sys::MouseEvent| {
         let Some(choice) = clicked(&ev) else { return };
-        c.input_started.set_value(Some(crate::browser::now_ms()));
-        c.plan.update(|p| {
+        c.edit(|p| {
             if let Some(n) = choice.gpus {
                 *p = plan_on_gpus(p, n);
             }
-            // `from_attrs` only passes bundled GPU ids, so this is accepted.
-            let _ = p.set("gpu", &choice.gpu);
+            // `from_attrs` only passes bundled GPU ids.
+            p.gpu = choice.gpu;
         });
     };
     view! {

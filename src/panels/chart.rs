@@ -1,0 +1,172 @@
+//! The stacked-bar chart (with its tooltip and keyboard walk) and the step timeline, painted on canvases.
+
+use crate::browser;
+use crate::canvas::{paint_chart, paint_timeline, watch_size};
+use crate::state::ctx;
+use leptos::prelude::*;
+use peakplan_chart::Theme;
+use peakplan_core::units::format_bytes;
+use peakplan_core::Kind;
+
+/// The chart colours for the reader's light or dark scheme.
+pub(crate) fn theme() -> Theme {
+    if browser::prefers_dark() {
+        Theme::DARK
+    } else {
+        Theme::LIGHT
+    }
+}
+
+/// The laid-out size of `canvas`, kept by a `ResizeObserver` once the element exists (see `watch_size`).
+fn watched_size(canvas: NodeRef<leptos::html::Canvas>) -> RwSignal<Option<(u32, u32)>> {
+    let size = RwSignal::new(None);
+    Effect::new(move |_| {
+        if let Some(el) = canvas.get() {
+            watch_size(&el, size);
+        }
+    });
+    size
+}
+
+/// The stacked bars, repainted whenever the plan changes.
+#[component]
+pub(crate) fn ChartCanvas() -> impl IntoView {
+    let c = ctx();
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    let size = watched_size(canvas);
+    Effect::new(move |_| {
+        let comp = c.computed.get();
+        let Some(size) = size.get() else {
+            return;
+        };
+        if let Some(el) = canvas.get_untracked() {
+            paint_chart(&el, size, &comp.chart, &theme());
+            browser::mark_first_paint();
+            if let Some(t0) = c.input_started.get_value() {
+                browser::record_timing(browser::now_ms() - t0);
+                c.input_started.set_value(None);
+            }
+        }
+    });
+    let tip = RwSignal::new(
+        None::<(
+            i32,
+            i32,
+            String,
+            String,
+            Vec<(String, String, &'static str)>,
+        )>,
+    );
+    // The tooltip for segment `seg` of bar `i`, placed at (x, y) on the canvas.
+    let tip_for = move |i: usize, seg: peakplan_chart::Segment, x: i32, y: i32| {
+        c.computed.with_untracked(|comp| {
+            let e = comp.by_method.get(i).or(comp.preview_estimate.as_ref())?;
+            let parts = Kind::ALL
+                .iter()
+                .filter(|k| k.category() == seg.category && e.component(**k) > 0)
+                .map(|k| {
+                    (
+                        k.label().to_string(),
+                        format_bytes(e.component(*k)),
+                        k.formula(),
+                    )
+                })
+                .collect::<Vec<_>>();
+            let head = format!(
+                "{} · {}",
+                comp.chart.bars.get(i)?.label,
+                seg.category.label()
+            );
+            let value = format!(
+                "{} at the peak ({} bytes)",
+                format_bytes(seg.bytes),
+                seg.bytes
+            );
+            Some((x, y, head, value, parts))
+        })
+    };
+    let layout = move || {
+        let el = canvas.get_untracked()?;
+        c.computed
+            .with_untracked(|comp| peakplan_chart::layout(&comp.chart, el.width(), el.height()))
+    };
+    let on_move = move |ev: leptos::ev::MouseEvent| {
+        let (x, y) = (ev.offset_x() as i32, ev.offset_y() as i32);
+        tip.set(
+            layout()
+                .and_then(|l| l.hit(x, y))
+                .and_then(|(i, seg)| tip_for(i, seg, x, y)),
+        );
+    };
+    // Keyboard: the chart is focusable; arrows walk the segments (left/right across bars, up/down within one).
+    let focused = StoredValue::new((0usize, 0usize));
+    let show_focused = move || {
+        let Some(l) = layout() else { return };
+        let (mut bi, mut si) = focused.get_value();
+        bi = bi.min(l.bars.len().saturating_sub(1));
+        let Some(bar) = l.bars.get(bi) else { return };
+        si = si.min(bar.segments.len().saturating_sub(1));
+        focused.set_value((bi, si));
+        if let Some(seg) = bar.segments.get(si) {
+            tip.set(tip_for(bi, *seg, bar.x1, (seg.y0 + seg.y1) / 2));
+        }
+    };
+    let on_key = move |ev: leptos::ev::KeyboardEvent| {
+        let (bi, si) = focused.get_value();
+        let next = match ev.key().as_str() {
+            "ArrowRight" => (bi + 1, 0),
+            "ArrowLeft" => (bi.saturating_sub(1), 0),
+            "ArrowUp" => (bi, si + 1),
+            "ArrowDown" => (bi, si.saturating_sub(1)),
+            "Escape" => {
+                tip.set(None);
+                return;
+            }
+            _ => return,
+        };
+        ev.prevent_default();
+        focused.set_value(next);
+        show_focused();
+    };
+    view! {
+        <figure class="chart">
+            {move || tip.get().map(|(x, y, head, value, parts)| view! {
+                <div class="tip" data-testid="chart-tip" role="tooltip" style=format!("left:{}px;top:{}px", x + 14, y + 14)>
+                    <strong>{head}</strong>
+                    <div>{value}</div>
+                    <ul>{parts.into_iter().map(|(l, b, f)| view! { <li><b>{l}</b>" "{b}": "{f}</li> }).collect_view()}</ul>
+                </div>
+            })}
+            <canvas node_ref=canvas data-testid="chart" role="img" tabindex="0"
+                on:mousemove=on_move on:mouseleave=move |_| tip.set(None)
+                on:focus=move |_| show_focused() on:blur=move |_| tip.set(None) on:keydown=on_key
+                aria-label=move || {
+                    let comp = c.computed.get();
+                    comp.chart.bars.iter().map(|b| format!("{}: {}", b.label, format_bytes(b.parts.total()))).collect::<Vec<_>>().join(", ")
+                }></canvas>
+        </figure>
+    }
+}
+
+#[component]
+pub(crate) fn Timeline() -> impl IntoView {
+    let c = ctx();
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    let size = watched_size(canvas);
+    Effect::new(move |_| {
+        let comp = c.computed.get();
+        let Some(size) = size.get() else {
+            return;
+        };
+        if let Some(el) = canvas.get_untracked() {
+            paint_timeline(&el, size, &comp.selected, &theme());
+        }
+    });
+    view! {
+        <figure class="timeline">
+            <figcaption>"When the peak happens: live memory through one step"</figcaption>
+            <canvas node_ref=canvas data-testid="timeline" role="img"
+                aria-label=move || c.computed.with(|comp| format!("peak during {}", comp.selected.peak_phase.label()))></canvas>
+        </figure>
+    }
+}

@@ -1,0 +1,125 @@
+//! The plan's generic controls: a log-scale slider with its number box, and a `<select>` over a key's values.
+
+use crate::scale::Log2Scale;
+use crate::state::{ctx, Ctx};
+use leptos::prelude::*;
+use peakplan_core::plan::Method;
+use peakplan_core::Plan;
+use wasm_bindgen::JsCast;
+
+/// A log-scale slider over powers of two, with a number box for any value. The track hands `set` its value typed
+/// (every scale lies within the core's bounds); the box's text is parsed by the core under `key`.
+#[component]
+pub(crate) fn LogSlider(
+    label: &'static str,
+    key: &'static str,
+    testid: &'static str,
+    scale: Log2Scale,
+    #[prop(into)] value: Signal<u64>,
+    set: fn(&mut Plan, u64),
+    #[prop(into)] disabled: Signal<Option<&'static str>>,
+) -> impl IntoView {
+    let c = ctx();
+    let id = format!("in-{key}");
+    let num_id = format!("num-{key}");
+    let on_input = move |ev: leptos::ev::Event| {
+        let Ok(pos) = event_target_value(&ev).parse::<u32>() else {
+            return;
+        };
+        let v = scale.value(pos);
+        // data-value is set at once as well, so scripts reading it right after the event see the new value.
+        if let Some(el) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        {
+            let _ = el.set_attribute("data-value", &v.to_string());
+        }
+        c.edit(|p| set(p, v));
+    };
+    let on_number = move |ev: leptos::ev::Event| {
+        let text = event_target_value(&ev);
+        c.set_text(key, text.trim());
+    };
+    view! {
+        <div class="field slider" class:disabled=move || disabled.get().is_some()>
+            <label for=id.clone()>{label}</label>
+            <div class="slider-row">
+                <input
+                    type="range"
+                    id=id
+                    data-testid=testid
+                    min=scale.min_exp
+                    max=scale.max_exp
+                    step="1"
+                    prop:value=move || scale.position(value.get()).to_string()
+                    data-value=move || value.get().to_string()
+                    aria-valuetext=move || value.get().to_string()
+                    disabled=move || disabled.get().is_some()
+                    on:input=on_input
+                />
+                <input
+                    type="number"
+                    id=num_id
+                    aria-label=format!("{label} (exact)")
+                    min="1"
+                    prop:value=move || value.get().to_string()
+                    disabled=move || disabled.get().is_some()
+                    on:change=on_number
+                />
+            </div>
+            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
+        </div>
+    }
+}
+
+/// A `<select>` over a key's accepted values.
+#[component]
+pub(crate) fn KeySelect(
+    label: &'static str,
+    key: &'static str,
+    options: Vec<(&'static str, &'static str)>,
+    #[prop(optional, into)] disabled: Option<Signal<Option<&'static str>>>,
+    /// What the choice means, shown as a tooltip so the option texts can stay short.
+    #[prop(optional)]
+    hint: Option<&'static str>,
+) -> impl IntoView {
+    let c = ctx();
+    let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
+    // Memos, so that a slider move (which changes the plan) touches no option of a select it leaves as it is.
+    let disabled = Memo::new(move |_| disabled.get());
+    let value = Memo::new(move |_| c.plan.with(|p| p.get(key).unwrap_or_default()));
+    let id = format!("sel-{key}");
+    view! {
+        <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
+            <label for=id.clone()>{label}</label>
+            <select
+                id=id
+                data-testid=format!("select-{key}")
+                disabled=move || disabled.get().is_some()
+                on:change=move |ev| c.set_text(key, &event_target_value(&ev))
+                prop:value=move || value.get()
+            >
+                {options
+                    .into_iter()
+                    .map(|(v, text)| {
+                        view! {
+                            <option value=v selected=move || value.with(|x| x == v)>
+                                {text}
+                            </option>
+                        }
+                    })
+                    .collect_view()}
+            </select>
+            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
+        </div>
+    }
+}
+
+/// Why a LoRA setting is greyed out under full fine-tuning, if it is.
+pub(crate) fn not_peft_reason(c: Ctx) -> Signal<Option<&'static str>> {
+    Signal::derive(move || {
+        c.plan
+            .with(|p| p.method == Method::Full)
+            .then_some("LoRA settings apply to LoRA and QLoRA, not full fine-tuning")
+    })
+}

@@ -1,0 +1,147 @@
+//! The inputs that decide most of the answer: method, model, GPU, the three sliders and the LoRA targets.
+
+use crate::panels::controls::{not_peft_reason, KeySelect, LogSlider};
+use crate::planner::method_label;
+use crate::scale;
+use crate::state::{ctx, Ctx};
+use leptos::prelude::*;
+use peakplan_core::plan::{Method, Targets};
+use peakplan_core::units::format_count;
+use peakplan_core::{presets, Target};
+
+/// The inputs that decide most of the answer, kept together so the verdict follows them on a narrow screen:
+/// method, model, GPU, the three sliders and the LoRA targets.
+#[component]
+pub(crate) fn PlanEssentials() -> impl IntoView {
+    let c = ctx();
+    let method = Memo::new(move |_| c.plan.with(|p| p.method));
+    let not_peft = not_peft_reason(c);
+    let models: Vec<(&'static str, &'static str)> =
+        presets::MODELS.iter().map(|m| (m.id, m.name)).collect();
+    // The vendor prefix is the same for most cards.
+    let gpus: Vec<(&'static str, &'static str)> = presets::GPUS
+        .iter()
+        .map(|g| {
+            let short = g.name.strip_prefix("NVIDIA ").unwrap_or(g.name);
+            (g.id, short.strip_prefix("GeForce ").unwrap_or(short))
+        })
+        .collect();
+    view! {
+        <fieldset class="method" data-testid="method">
+            <legend>"Method"</legend>
+            {Method::ALL
+                .iter()
+                .map(|m| {
+                    let m = *m;
+                    view! {
+                        <label class="pill">
+                            <input
+                                type="radio"
+                                name="method"
+                                value=m.key()
+                                prop:checked=move || method.get() == m
+                                on:change=move |_| c.edit(|p| p.method = m)
+                            />
+                            <span>{method_label(m)}</span>
+                        </label>
+                    }
+                })
+                .collect_view()}
+        </fieldset>
+        <ModelPicker models=models/>
+        <KeySelect label="GPU" key="gpu" options=gpus/>
+        <LogSlider label="LoRA rank" key="r" testid="slider-rank" scale=scale::RANK
+            value=Signal::derive(move || c.plan.with(|p| p.rank)) set=|p, v| p.rank = v disabled=not_peft/>
+        <LogSlider label="Micro-batch per GPU" key="b" testid="slider-batch" scale=scale::BATCH
+            value=Signal::derive(move || c.plan.with(|p| p.micro_batch)) set=|p, v| p.micro_batch = v
+            disabled=Signal::derive(|| None)/>
+        <LogSlider label="Sequence length (tokens)" key="s" testid="slider-seq" scale=scale::SEQ
+            value=Signal::derive(move || c.plan.with(|p| p.seq_len)) set=|p, v| p.seq_len = v
+            disabled=Signal::derive(|| None)/>
+        <TargetPicker disabled=not_peft/>
+    }
+}
+
+/// Model preset list with a filter box.
+#[component]
+fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
+    let c = ctx();
+    let filter = RwSignal::new(String::new());
+    let models = StoredValue::new(models);
+    // The model alone: read through the whole plan, every slider move would rebuild the option list.
+    let model = Memo::new(move |_| c.plan.with(|p| p.model.clone()));
+    view! {
+        <div class="field">
+            <label for="model-filter">"Model"</label>
+            <input id="model-filter" type="search" placeholder="Filter presets…" aria-label="Filter model presets"
+                on:input=move |ev| filter.set(event_target_value(&ev).to_lowercase())/>
+            <select id="sel-model" data-testid="select-model" aria-label="Model preset"
+                disabled=move || c.custom.with(Option::is_some)
+                on:change=move |ev| c.set_text("model", &event_target_value(&ev))
+                prop:value=move || model.get()>
+                {move || {
+                    let f = filter.get();
+                    let current = model.get();
+                    models
+                        .get_value()
+                        .into_iter()
+                        .filter(|(id, name)| f.is_empty() || id.contains(&f) || name.to_lowercase().contains(&f) || *id == current)
+                        .map(|(id, name)| {
+                            let params = presets::model_arch(id).map(|a| format_count(a.total_params())).unwrap_or_default();
+                            view! { <option value=id selected=move || model.with(|m| m == id)>{format!("{name} ({params})")}</option> }
+                        })
+                        .collect_view()
+                }}
+            </select>
+        </div>
+    }
+}
+
+/// LoRA target modules as checkboxes, with an "all linear" shortcut.
+#[component]
+fn TargetPicker(#[prop(into)] disabled: Signal<Option<&'static str>>) -> impl IntoView {
+    let c = ctx();
+    let targets = Memo::new(move |_| c.plan.with(|p| p.targets));
+    view! {
+        <fieldset class="targets" class:disabled=move || disabled.get().is_some()>
+            <legend>"LoRA targets"</legend>
+            {Target::ALL
+                .iter()
+                .map(|t| {
+                    let t = *t;
+                    view! {
+                        <label class="chip">
+                            <input type="checkbox" prop:checked=move || targets.get().contains(t)
+                                disabled=move || disabled.get().is_some()
+                                on:change=move |ev| {
+                                    let on = event_target_checked(&ev);
+                                    let next = targets.get_untracked().with(t, on);
+                                    if next.0 != 0 {
+                                        c.edit(|p| p.targets = next);
+                                    }
+                                }/>
+                            <span>{t.key()}</span>
+                        </label>
+                    }
+                })
+                .collect_view()}
+            <button class="link" disabled=move || disabled.get().is_some()
+                on:click=move |_| c.edit(|p| p.targets = Targets::ALL_LINEAR)>"all-linear"</button>
+            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
+            {move || experts_as_parameters(c).then(|| view! {
+                <p class="why" data-testid="moe-targets-note">"gate, up and down adapt every expert: transformers 5 stores them as 3D parameters, which PEFT reaches through target_parameters (a dense W + BA per layer); its all-linear leaves them out"</p>
+            })}
+        </fieldset>
+    }
+}
+
+/// A LoRA plan on an MoE model under transformers whose experts are 3D parameters, with expert targets checked.
+fn experts_as_parameters(c: Ctx) -> bool {
+    c.plan.with(|p| {
+        p.method != Method::Full
+            && p.experts_are_parameters()
+            && [Target::Gate, Target::Up, Target::Down]
+                .iter()
+                .any(|t| p.targets.contains(*t))
+    }) && c.is_moe()
+}

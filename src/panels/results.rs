@@ -1,0 +1,116 @@
+//! The answer in words and figures: the verdict, the category figures and the table of every component.
+
+use crate::state::ctx;
+use leptos::prelude::*;
+use peakplan_core::plan::Method;
+use peakplan_core::units::{format_bytes, format_count};
+use peakplan_core::{Category, Kind};
+
+#[component]
+pub(crate) fn Verdict() -> impl IntoView {
+    let c = ctx();
+    move || {
+        let comp = c.computed.get();
+        let p = c.plan.get();
+        // Beyond u64 the engine saturates rather than wrapping: say so instead of printing a clamped figure.
+        let need = if comp.selected.saturated {
+            "more than 16 EiB (beyond what the arithmetic holds)".to_string()
+        } else {
+            format_bytes(comp.selected.device_bytes)
+        };
+        let (class, text) = match comp.fits() {
+            Some(true) => (
+                "verdict fits",
+                format!(
+                    "Fits: needs {need} of the {}'s {}",
+                    comp.gpu_name,
+                    format_bytes(comp.capacity_bytes.unwrap_or(0))
+                ),
+            ),
+            Some(false) => (
+                "verdict nofit",
+                format!(
+                    "Does not fit: needs {need}, the {} has {}",
+                    comp.gpu_name,
+                    format_bytes(comp.capacity_bytes.unwrap_or(0))
+                ),
+            ),
+            None => ("verdict", format!("Needs {need}")),
+        };
+        let limits = match (comp.max_batch, comp.max_seq) {
+            (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
+            (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
+            _ => format!(
+                "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU (\"On other GPUs\" below counts them).",
+                if p.method == Method::Qlora { "" } else { "QLoRA, " }
+            ),
+        };
+        view! {
+            <div class=class data-testid="verdict" role="status">
+                <p class="big">{text}</p>
+                <p>{limits}</p>
+                <p class="model">{format!("{} · {} params · {} trainable · peak during {}", comp.model_name, format_count(comp.selected.total_params), format_count(comp.selected.trainable_params), comp.selected.peak_phase.label())}</p>
+            </div>
+        }
+    }
+}
+
+#[component]
+pub(crate) fn Figures() -> impl IntoView {
+    let c = ctx();
+    let fig = move |testid: &'static str,
+                    label: &'static str,
+                    get: fn(&peakplan_core::Estimate) -> u64| {
+        let bytes = Memo::new(move |_| c.computed.with(|comp| get(&comp.selected)));
+        view! {
+            <div class="figure" data-testid=testid data-bytes=move || bytes.get().to_string()>
+                <span class="label">{label}</span>
+                <span class="value">{move || format_bytes(bytes.get())}</span>
+            </div>
+        }
+    };
+    view! {
+        <div class="figures">
+            {fig("value-weights", "Weights", |e| e.category(Category::Weights))}
+            {fig("value-gradients", "Gradients", |e| e.category(Category::Gradients))}
+            {fig("value-optimizer", "Optimizer states", |e| e.category(Category::Optimizer))}
+            {fig("value-activations", "Activations", |e| e.category(Category::Activations))}
+            {fig("value-peak", "Peak (nvidia-smi)", |e| e.device_bytes)}
+            {fig("value-allocated", "max_memory_allocated", |e| e.peak_allocated_bytes)}
+            {fig("value-reserved", "max_memory_reserved", |e| e.peak_reserved_bytes)}
+        </div>
+    }
+}
+
+#[component]
+pub(crate) fn ComponentTable() -> impl IntoView {
+    let c = ctx();
+    view! {
+        <details class="components" open>
+            <summary>"Every component, with its formula"</summary>
+            <table data-testid="components">
+                <thead><tr><th>"Component"</th><th>"Category"</th><th class="num">"Bytes"</th><th>"How it is computed"</th></tr></thead>
+                <tbody>
+                    {move || {
+                        let comp = c.computed.get();
+                        Kind::ALL
+                            .iter()
+                            .filter(|k| comp.selected.component(**k) > 0)
+                            .map(|k| {
+                                let b = comp.selected.component(*k);
+                                view! {
+                                    <tr>
+                                        <td>{k.label()}</td>
+                                        <td>{k.category().label()}</td>
+                                        <td class="num" title=b.to_string()>{format_bytes(b)}</td>
+                                        <td class="formula">{k.formula()}</td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()
+                    }}
+                </tbody>
+            </table>
+        </details>
+    }
+}

@@ -1,0 +1,204 @@
+//! Every other switch of the plan (framework, precision, optimizer, memory savers, sharding), the loss chunk, and
+//! the config paste and import.
+
+use crate::panels::controls::{not_peft_reason, KeySelect};
+use crate::panels::interop::ImportConfig;
+use crate::state::ctx;
+use leptos::prelude::*;
+use peakplan_core::import_config;
+use peakplan_core::plan::{
+    Alloc, Attn, DType, Framework, Loss, Method, MoeExperts, Optimizer, Peft, Precision, Quant,
+};
+use peakplan_core::units::format_count;
+
+/// Every other switch of the plan (framework, precision, optimizer, memory savers, sharding), then the config
+/// paste and import: below the answer on a narrow screen, under the essentials on a wide one.
+#[component]
+pub(crate) fn PlanSettings() -> impl IntoView {
+    let c = ctx();
+    let method = Memo::new(move |_| c.plan.with(|p| p.method));
+    let not_peft = not_peft_reason(c);
+    let not_virtual = Signal::derive(move || {
+        c.plan
+            .with(|p| p.method == Method::Full || !p.peft.uses_virtual_tokens())
+            .then_some("Applies to prompt and prefix tuning only")
+    });
+    let not_qlora = Signal::derive(move || {
+        (method.get() != Method::Qlora).then_some("Quantization settings apply to QLoRA only")
+    });
+    let not_chunked = Signal::derive(move || {
+        c.plan
+            .with(|p| p.loss != Loss::Chunked)
+            .then_some("Applies to the chunked loss only")
+    });
+    let not_standard_loss = Signal::derive(move || {
+        c.plan
+            .with(|p| !p.returns_full_logits())
+            .then_some("Applies to the HF and torchtune profiles' standard loss only")
+    });
+    let not_four_bit = Signal::derive(move || {
+        not_qlora.get().or_else(|| {
+            c.plan.with(|p| match p.quant {
+                Quant::Int8 => Some("LLM.int8 has one scale per row, nothing to quantize twice"),
+                Quant::Gptq4 | Quant::Gptq8 => {
+                    Some("GPTQ keeps fp16 scales per group of 128 inputs, quantized once")
+                }
+                Quant::Nf4 | Quant::Fp4 => None,
+            })
+        })
+    });
+    let not_bnb = Signal::derive(move || {
+        not_qlora.get().or_else(|| {
+            c.plan
+                .with(|p| p.quant.gptq_bits().is_some())
+                .then_some("A bitsandbytes/torchao setting: a GPTQ checkpoint comes quantized and keeps its dequantized weight, not its input")
+        })
+    });
+    let not_moe = Signal::derive(move || {
+        not_qlora.get().or_else(|| {
+            if !c.is_moe() {
+                Some("The model has no MoE experts")
+            } else if c.plan.with(|p| p.framework != Framework::Hf) {
+                Some("litgpt and torchtune quantize one Linear per expert")
+            } else {
+                None
+            }
+        })
+    });
+    let single_gpu = Signal::derive(move || {
+        c.plan
+            .with(|p| p.gpus == 1)
+            .then_some("Sharding needs more than one GPU")
+    });
+    let not_sharded = Signal::derive(move || {
+        single_gpu.get().or_else(|| {
+            c.plan
+                .with(|p| p.split_layers)
+                .then_some("The layers are split across the GPUs: nothing is sharded")
+        })
+    });
+    let no_split = Signal::derive(move || {
+        c.plan
+            .with(|p| p.gpus == 1)
+            .then_some("Splitting needs more than one GPU")
+    });
+    let kw = |all: &'static [&'static str]| all.iter().map(|k| (*k, *k)).collect::<Vec<_>>();
+    let opts: Vec<&'static str> = Optimizer::ALL.iter().map(|o| o.key()).collect();
+    let opts: &'static [&'static str] = Box::leak(opts.into_boxed_slice());
+    view! {
+        <div class="grid2">
+            <KeySelect label="Gradient checkpointing" key="gc" options=vec![("1", "on"), ("0", "off")]/>
+            <KeySelect label="Gradient accumulation" key="ga" options=vec![("1", "1 (none)"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("32", "32")]/>
+            <KeySelect label="Activation offloading" key="aoff" options=vec![("0", "off"), ("1", "on (torchtune)")]/>
+            <KeySelect label="Optimizer in backward" key="oib" options=vec![("0", "off"), ("1", "on (torchtune)")]
+                hint="torchtune optimizer_in_bwd: each parameter steps as soon as its gradient is ready, and the gradient is freed."/>
+            <KeySelect label="Logits kept through the step" key="hold" options=vec![("0", "no (Trainer)"), ("16", "16-bit"), ("32", "fp32")] disabled=not_standard_loss
+                hint="A training loop that keeps the model's output until after the optimizer step holds its logits through backward: fsdp_qlora's (fp32 under transformers 4.36 to 4.44), and torchtune's recipes before mid-2024 (fp32)."/>
+            <KeySelect label="Allocator cache" key="alloc" options=vec![(Alloc::Cached.key(), "warm (default)"), (Alloc::Emptied.key(), "emptied"), (Alloc::Expandable.key(), "expandable")]
+                hint="What PyTorch's caching allocator holds at the peak step, which sets reserved memory (and nvidia-smi) against allocated. Warm: blocks freed by earlier steps stay cached, and about one largest transient block cannot serve the peak. Emptied: torch.cuda.empty_cache() just before the peak step. Expandable: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reuses freed memory instead of stranding it."/>
+            <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
+            <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE"), (Loss::Kernel.key(), "kernel (unsloth)")]/>
+            <ChunkInput disabled=not_chunked/>
+            <KeySelect label="Optimizer" key="opt" options=kw(opts)/>
+            <KeySelect label="Precision" key="prec" options=vec![(Precision::AmpBf16.key(), "AMP bf16"), (Precision::AmpFp16.key(), "AMP fp16"), (Precision::Bf16.key(), "pure bf16"), (Precision::Fp16.key(), "pure fp16"), (Precision::Fp32.key(), "fp32")]
+                hint="AMP: autocast over fp32 master weights for a full fine-tune. Pure: everything in 16-bit."/>
+            <KeySelect label="PEFT method" key="peft" options=vec![(Peft::Lora.key(), "LoRA"), (Peft::Rslora.key(), "rsLoRA"), (Peft::Dora.key(), "DoRA"), (Peft::Lorafa.key(), "LoRA-FA (A frozen)"), (Peft::Ia3.key(), "(IA)³"), (Peft::Vera.key(), "VeRA"), (Peft::Loha.key(), "LoHa"), (Peft::Oft.key(), "OFT (r blocks)"), (Peft::Ln.key(), "LayerNorm tuning"), (Peft::Prompt.key(), "Prompt tuning"), (Peft::Prefix.key(), "Prefix tuning")] disabled=not_peft/>
+            <KeySelect label="Virtual tokens" key="vt" options=vec![("8", "8"), ("20", "20"), ("50", "50"), ("100", "100"), ("200", "200")] disabled=not_virtual/>
+            <KeySelect label="Adapter dtype" key="adtype" options=vec![(DType::Fp32.key(), "fp32 (PEFT)"), (DType::Bf16.key(), "bf16"), (DType::Fp16.key(), "fp16")] disabled=not_peft/>
+            <KeySelect label="LoRA dropout" key="dropout" options=vec![("0", "0"), ("0.05", "0.05"), ("0.1", "0.1")] disabled=not_peft/>
+            <KeySelect label="Quantized base" key="quant" options=vec![(Quant::Nf4.key(), "4-bit NF4"), (Quant::Fp4.key(), "4-bit FP4"), (Quant::Int8.key(), "8-bit LLM.int8"), (Quant::Gptq4.key(), "GPTQ 4-bit"), (Quant::Gptq8.key(), "GPTQ 8-bit")] disabled=not_qlora
+                hint="bitsandbytes 4-bit (load_in_4bit) or LLM.int8 (load_in_8bit) base weights under the adapters, or a GPTQ checkpoint (auto-gptq, groups of 128), which dequantizes each weight to 16-bit for its matmul and keeps that copy for backward."/>
+            <KeySelect label="Double quantization" key="dq" options=vec![("1", "on"), ("0", "off")] disabled=not_four_bit/>
+            <KeySelect label="fp32 frozen base" key="upcast" options=vec![("0", "off"), ("1", "on")] disabled=not_peft
+                hint="QLoRA: prepare_model_for_kbit_training casts the non-quantized parameters to fp32. LoRA: the whole base stays fp32 under autocast; with ZeRO-3 its shards stay fp32 and layers are gathered in 16-bit."/>
+            <KeySelect label="4-bit layers keep inputs" key="qsave" options=vec![("0", "no (bnb ≥ 0.45)"), ("1", "yes (bnb ≤ 0.44)")] disabled=not_bnb
+                hint="bitsandbytes up to 0.44 kept each 4-bit matmul's input for backward; later releases keep none."/>
+            <KeySelect label="Quantizer at load" key="qload" options=vec![("0", "chunked"), ("1", "wide (torchao < 5/2024)")] disabled=not_bnb
+                hint="Chunked: bitsandbytes and torchao from May 2024. Wide: torchao's earlier NF4 quantizer compared every weight of a matrix with the 16 NF4 values at once."/>
+            <KeySelect label="MoE experts" key="moe" options=vec![(MoeExperts::Fused.key(), "3D (v5+)"), (MoeExperts::Linear.key(), "per expert (v4)")] disabled=not_moe
+                hint="transformers 5 stores each MoE layer's experts as 3D parameters, which bitsandbytes leaves 16-bit (fp32 once upcast); one Linear per expert (transformers 4, Unsloth's checkpoints) is quantized."/>
+            <FrameworkSelect/>
+            <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>
+            <KeySelect label="Layers split across GPUs" key="split" options=vec![("0", "no"), ("1", "yes (device_map)")] disabled=no_split
+                hint="device_map=\"auto\" puts a slice of the layers on each GPU, and they run one after another: no data parallelism, no sharding. The last GPU also holds the head and the logits."/>
+            <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=not_sharded/>
+            <KeySelect label="CPU offload" key="cpuoff" options=vec![("0", "off"), ("1", "on")]
+                hint="Optimizer states (and the weights at stage 3) wait in CPU memory."/>
+        </div>
+        <ConfigPaste/>
+        <ImportConfig/>
+    }
+}
+
+/// The framework profile: choosing one also sets that framework's default adapter dtype.
+#[component]
+fn FrameworkSelect() -> impl IntoView {
+    let c = ctx();
+    let framework = Memo::new(move |_| c.plan.with(|p| p.framework));
+    view! {
+        <div class="field">
+            <label for="sel-fw">"Framework profile"</label>
+            <select id="sel-fw" data-testid="select-fw"
+                on:change=move |ev| {
+                    let key = event_target_value(&ev);
+                    match Framework::from_key(&key) {
+                        Some(fw) => c.edit(|p| fw.apply_defaults(p)),
+                        // Only offered keys arrive; were one refused, the core words why.
+                        None => c.set_text("fw", &key),
+                    }
+                }
+                prop:value=move || framework.get().key()>
+                {[(Framework::Hf, "HF + PEFT"), (Framework::Torchtune, "torchtune"), (Framework::Litgpt, "litgpt")]
+                    .into_iter()
+                    .map(|(f, label)| view! { <option value=f.key() selected=move || framework.get() == f>{label}</option> })
+                    .collect_view()}
+            </select>
+        </div>
+    }
+}
+
+#[component]
+fn ChunkInput(#[prop(into)] disabled: Signal<Option<&'static str>>) -> impl IntoView {
+    let c = ctx();
+    view! {
+        <div class="field" class:disabled=move || disabled.get().is_some()>
+            <label for="num-chunk">"Loss chunk (tokens)"</label>
+            <input id="num-chunk" type="number" min="1" prop:value=move || c.plan.with(|p| p.chunk.to_string())
+                disabled=move || disabled.get().is_some()
+                on:change=move |ev| c.set_text("chunk", event_target_value(&ev).trim())/>
+        </div>
+    }
+}
+
+/// Paste a Hugging Face `config.json` to plan for a model that is not bundled.
+#[component]
+fn ConfigPaste() -> impl IntoView {
+    let c = ctx();
+    let text = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let apply = move |_| match import_config(&text.get_untracked()) {
+        Ok(a) => {
+            error.set(None);
+            c.custom.set(Some(a));
+        }
+        // The current plan stays as it was; only the message changes.
+        Err(e) => error.set(Some(e.to_string())),
+    };
+    view! {
+        <details class="config">
+            <summary>"Use a Hugging Face config.json"</summary>
+            <textarea rows="6" aria-label="config.json" data-testid="config-input" placeholder="{\"model_type\": \"llama\", …}"
+                on:input=move |ev| text.set(event_target_value(&ev))></textarea>
+            <div class="row">
+                <button data-testid="config-apply" on:click=apply>"Use this config"</button>
+                {move || c.custom.with(Option::is_some).then(|| view! {
+                    <button on:click=move |_| c.custom.set(None)>"Back to the preset"</button>
+                })}
+            </div>
+            {move || error.get().map(|e| view! { <p class="error" role="alert" data-testid="config-error">{e}</p> })}
+            {move || c.custom.get().map(|a| view! {
+                <p class="note">{format!("Planning for the pasted {} model ({} params). The link holds the other settings, not the pasted config.", a.model_type, format_count(a.total_params()))}</p>
+            })}
+        </details>
+    }
+}

@@ -1,0 +1,123 @@
+//! The page's state: the plan context every component reads ([`Ctx`], provided once by [`provide`]), the planned
+//! architecture ("pasted config, else preset"), the settled-plan effect for slow panels, and the one way controls
+//! change the plan. It imports no component.
+
+use crate::browser;
+use crate::planner::Computed;
+use leptos::prelude::*;
+use peakplan_core::{preset_arch, Architecture, Diagnostic, Parsed, Plan};
+
+/// Shared page state, provided as context.
+#[derive(Clone, Copy)]
+pub(crate) struct Ctx {
+    pub(crate) plan: RwSignal<Plan>,
+    pub(crate) computed: Memo<Computed>,
+    pub(crate) custom: RwSignal<Option<Architecture>>,
+    /// When the current slider input started, for the latency figure.
+    pub(crate) input_started: StoredValue<Option<f64>>,
+    /// A suggestion's plan shown as an extra "after" bar while the pointer is on it.
+    pub(crate) preview: RwSignal<Option<Plan>>,
+    /// Values the page could not use, shown in the `url-error` banner.
+    pub(crate) refused: RwSignal<Refused>,
+}
+
+/// Values the page refused; the plan kept its other values (and, for these keys, its previous ones).
+#[derive(Clone, Default)]
+pub(crate) struct Refused {
+    /// Bad query parameters of the link the page opened with.
+    pub(crate) link: Vec<Diagnostic>,
+    /// Values typed or picked in a control since.
+    pub(crate) typed: Vec<Diagnostic>,
+}
+
+/// Makes the page state from the parsed link and provides it as context; the URL follows the plan from then on.
+pub(crate) fn provide(parsed: Parsed) -> Ctx {
+    let plan = RwSignal::new(parsed.plan);
+    let custom: RwSignal<Option<Architecture>> = RwSignal::new(None);
+    let preview: RwSignal<Option<Plan>> = RwSignal::new(None);
+    let computed = Memo::new(move |_| {
+        let p = plan.get();
+        let c = custom.get();
+        let arch = planned_arch(&c, &p);
+        let mut comp = Computed::new(arch, &p);
+        if let Some(after) = preview.get() {
+            comp.add_preview(arch, &after);
+        }
+        comp
+    });
+    // The URL is the state: every change replaces the query (no history entry per slider tick).
+    Effect::new(move |_| browser::replace_query(&plan.with(Plan::to_query)));
+    let ctx = Ctx {
+        plan,
+        computed,
+        custom,
+        preview,
+        input_started: StoredValue::new(None),
+        refused: RwSignal::new(Refused {
+            link: parsed.diagnostics,
+            typed: Vec::new(),
+        }),
+    };
+    provide_context(ctx);
+    ctx
+}
+
+pub(crate) fn ctx() -> Ctx {
+    use_context::<Ctx>().expect("App provides the context")
+}
+
+/// The planned model: the pasted config, else the plan's preset.
+pub(crate) fn planned_arch<'a>(custom: &'a Option<Architecture>, plan: &Plan) -> &'a Architecture {
+    custom.as_ref().unwrap_or_else(|| preset_arch(plan))
+}
+
+/// Runs `work` on the plan and its architecture (the pasted config, else the preset) `settle` after the last change,
+/// and only while `active` holds: for panels whose searches run many estimates, kept off the slider's path.
+pub(crate) fn on_settled_plan(
+    settle: std::time::Duration,
+    active: impl Fn() -> bool + 'static,
+    work: impl Fn(&Architecture, &Plan) + Clone + 'static,
+) {
+    let c = ctx();
+    let pending = StoredValue::new(None::<TimeoutHandle>);
+    Effect::new(move |_| {
+        if !active() {
+            return;
+        }
+        let plan = c.plan.get();
+        let custom = c.custom.get();
+        if let Some(h) = pending.get_value() {
+            h.clear();
+        }
+        let work = work.clone();
+        let handle =
+            set_timeout_with_handle(move || work(planned_arch(&custom, &plan), &plan), settle);
+        pending.set_value(handle.ok());
+    });
+}
+
+impl Ctx {
+    /// Changes the plan with typed values, and starts the latency figure's clock.
+    pub(crate) fn edit(self, change: impl FnOnce(&mut Plan)) {
+        self.input_started.set_value(Some(browser::now_ms()));
+        self.plan.update(change);
+    }
+
+    /// Applies a value that arrives as text (a select's key, a typed number), parsed once by the core. A refused
+    /// value leaves the plan as it was and is listed in the page's error banner.
+    pub(crate) fn set_text(self, key: &str, text: &str) {
+        let mut refused = None;
+        self.edit(|p| refused = p.set(key, text).err());
+        if let Some(message) = refused {
+            let key = key.to_string();
+            self.refused
+                .update(|r| r.typed.push(Diagnostic { key, message }));
+        }
+    }
+
+    /// Whether the planned model (the pasted config, else the preset) routes tokens to experts.
+    pub(crate) fn is_moe(self) -> bool {
+        self.custom
+            .with(|custom| self.plan.with(|p| planned_arch(custom, p).experts > 1))
+    }
+}
