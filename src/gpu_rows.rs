@@ -6,7 +6,7 @@
 
 use crate::html::esc;
 use peakplan_core::gpu_choice::GpuFit;
-use peakplan_core::presets;
+use peakplan_core::presets::{self, GpuId};
 use peakplan_core::units::format_bytes;
 
 /// The one-line answer shown while the table is closed: how many bundled GPUs hold the plan, and the smallest.
@@ -35,7 +35,7 @@ pub fn summary(device_bytes: u64, gpus: u64) -> String {
 /// What a row's button applies: this GPU, and for a plan that does not fit as it is, this many of it, sharded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UseGpu {
-    pub gpu: String,
+    pub gpu: GpuId,
     /// None keeps the plan's own GPU count and sharding.
     pub gpus: Option<u64>,
 }
@@ -43,7 +43,7 @@ pub struct UseGpu {
 impl UseGpu {
     /// Reads a button's `data-gpu` and `data-gpus` back; None for anything that is not such a button.
     pub fn from_attrs(gpu: Option<String>, gpus: Option<String>) -> Option<UseGpu> {
-        let gpu = gpu.filter(|g| presets::gpu(g).is_some())?;
+        let gpu = GpuId::parse(&gpu?)?;
         let gpus = match gpus {
             None => None,
             Some(n) => Some(n.parse().ok()?),
@@ -109,7 +109,7 @@ mod tests {
     fn table(query: &str) -> (Vec<GpuFit>, String) {
         let p = Plan::parse_query(query).plan;
         let rows = gpu_fits(preset_arch(&p), &p);
-        let html = table_html(&rows, &p.gpu, p.micro_batch, p.seq_len);
+        let html = table_html(&rows, p.gpu.id(), p.micro_batch, p.seq_len);
         (rows, html)
     }
 
@@ -160,14 +160,14 @@ mod tests {
         assert_eq!(
             attrs("h100-80gb", Some("16")),
             Some(UseGpu {
-                gpu: "h100-80gb".into(),
+                gpu: GpuId::parse("h100-80gb").unwrap(),
                 gpus: Some(16)
             })
         );
         assert_eq!(
             attrs("a100-80gb", None),
             Some(UseGpu {
-                gpu: "a100-80gb".into(),
+                gpu: GpuId::parse("a100-80gb").unwrap(),
                 gpus: None
             })
         );

@@ -11,7 +11,7 @@ pub struct Computed {
     pub selected: Estimate,
     /// Full, LoRA, QLoRA for the same model and settings.
     pub by_method: [Estimate; 3],
-    pub capacity_bytes: Option<u64>,
+    pub capacity_bytes: u64,
     pub gpu_name: String,
     pub max_batch: Option<u64>,
     pub max_seq: Option<u64>,
@@ -42,9 +42,9 @@ impl Computed {
             .position(|m| *m == plan.method)
             .unwrap_or(2)]
         .clone();
-        let gpu = presets::gpu(&plan.gpu);
-        let capacity_bytes = gpu.map(|g| g.capacity_bytes);
-        let gpu_name = gpu.map(|g| g.name.to_string()).unwrap_or_default();
+        let gpu = plan.gpu.preset();
+        let capacity_bytes = gpu.capacity_bytes;
+        let gpu_name = gpu.name.to_string();
         let model_name = presets::model(&arch.name)
             .map(|m| m.name.to_string())
             .unwrap_or_else(|| arch.name.clone());
@@ -57,11 +57,11 @@ impl Computed {
                 .iter()
                 .zip(by_method.iter())
                 .map(|(m, e)| (method_label(*m), e, *m == plan.method)),
-            capacity_bytes.map(|c| (c, gpu_name.clone())),
+            Some((capacity_bytes, gpu_name.clone())),
         );
         Computed {
-            max_batch: capacity_bytes.and_then(|c| solve::max_batch(arch, plan, c)),
-            max_seq: capacity_bytes.and_then(|c| solve::max_seq(arch, plan, c)),
+            max_batch: solve::max_batch(arch, plan, capacity_bytes),
+            max_seq: solve::max_seq(arch, plan, capacity_bytes),
             selected,
             by_method,
             capacity_bytes,
@@ -84,8 +84,8 @@ impl Computed {
     }
 
     /// Whether the selected plan fits the chosen GPU (as `nvidia-smi` would count it).
-    pub fn fits(&self) -> Option<bool> {
-        self.capacity_bytes.map(|c| self.selected.device_bytes <= c)
+    pub fn fits(&self) -> bool {
+        self.selected.device_bytes <= self.capacity_bytes
     }
 }
 
@@ -108,7 +108,7 @@ mod tests {
             ["Full", "LoRA", "QLoRA"]
         );
         assert!(c.chart.bars[1].selected);
-        assert_eq!(c.fits(), Some(true));
+        assert!(c.fits());
         assert_eq!(c.model_name, "Llama 2 7B");
     }
 }

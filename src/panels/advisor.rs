@@ -3,7 +3,6 @@
 use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
 use peakplan_core::advise::{advise, Advice, Suggestion};
-use peakplan_core::presets;
 use peakplan_core::units::format_bytes;
 use std::time::Duration;
 
@@ -20,8 +19,8 @@ pub fn Advisor() -> impl IntoView {
         SETTLE,
         || true,
         move |arch, plan| {
-            let cap = presets::gpu(&plan.gpu).map(|g| g.capacity_bytes);
-            advice.set(Some(advise(arch, plan, cap)));
+            let cap = plan.gpu.preset().capacity_bytes;
+            advice.set(Some(advise(arch, plan, Some(cap))));
         },
     );
     let row = move |s: Suggestion, testid: String, lead: bool| {

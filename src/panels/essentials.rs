@@ -69,7 +69,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
     let filter = RwSignal::new(String::new());
     let models = StoredValue::new(models);
     // The model alone: read through the whole plan, every slider move would rebuild the option list.
-    let model = Memo::new(move |_| c.plan.with(|p| p.model.clone()));
+    let model = Memo::new(move |_| c.plan.with(|p| p.model.id()));
     view! {
         <div class="field">
             <label for="model-filter">"Model"</label>
@@ -88,7 +88,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
                         .filter(|(id, name)| f.is_empty() || id.contains(&f) || name.to_lowercase().contains(&f) || *id == current)
                         .map(|(id, name)| {
                             let params = presets::model_arch(id).map(|a| format_count(a.total_params())).unwrap_or_default();
-                            view! { <option value=id selected=move || model.with(|m| m == id)>{format!("{name} ({params})")}</option> }
+                            view! { <option value=id selected=move || model.get() == id>{format!("{name} ({params})")}</option> }
                         })
                         .collect_view()
                 }}

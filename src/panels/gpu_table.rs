@@ -38,7 +38,7 @@ pub fn GpuTable() -> impl IntoView {
             let rows = gpu_fits(arch, plan);
             table.set(Some(table_html(
                 &rows,
-                &plan.gpu,
+                plan.gpu.id(),
                 plan.micro_batch,
                 plan.seq_len,
             )));
@@ -54,7 +54,6 @@ pub fn GpuTable() -> impl IntoView {
             if let Some(n) = choice.gpus {
                 *p = plan_on_gpus(p, n);
             }
-            // `from_attrs` only passes bundled GPU ids.
             p.gpu = choice.gpu;
         });
     };

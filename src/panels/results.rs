@@ -18,24 +18,24 @@ pub(crate) fn Verdict() -> impl IntoView {
         } else {
             format_bytes(comp.selected.device_bytes)
         };
-        let (class, text) = match comp.fits() {
-            Some(true) => (
+        let (class, text) = if comp.fits() {
+            (
                 "verdict fits",
                 format!(
                     "Fits: needs {need} of the {}'s {}",
                     comp.gpu_name,
-                    format_bytes(comp.capacity_bytes.unwrap_or(0))
+                    format_bytes(comp.capacity_bytes)
                 ),
-            ),
-            Some(false) => (
+            )
+        } else {
+            (
                 "verdict nofit",
                 format!(
                     "Does not fit: needs {need}, the {} has {}",
                     comp.gpu_name,
-                    format_bytes(comp.capacity_bytes.unwrap_or(0))
+                    format_bytes(comp.capacity_bytes)
                 ),
-            ),
-            None => ("verdict", format!("Needs {need}")),
+            )
         };
         let limits = match (comp.max_batch, comp.max_seq) {
             (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),

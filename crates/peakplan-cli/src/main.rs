@@ -69,7 +69,11 @@ pub(crate) struct PlanArgs {
 
 /// Parses `--query`, `--hf-config`, `--format` (one of `formats`) and, for `advise`, `--gpu` (the query's `gpu`
 /// key as a flag) of `peakplan COMMAND`.
-pub(crate) fn parse_plan_args(args: &[String], command: &str, formats: &[&str]) -> Result<PlanArgs> {
+pub(crate) fn parse_plan_args(
+    args: &[String],
+    command: &str,
+    formats: &[&str],
+) -> Result<PlanArgs> {
     let mut a = PlanArgs {
         query: String::new(),
         hf_config: None,
