@@ -68,7 +68,7 @@ pub fn import(args: &[String]) -> Result<String> {
         );
     }
     for n in &imported.notes {
-        eprintln!("note: {}", n.replace('\n', " "));
+        eprintln!("note: {n}");
     }
     Ok(format!("{}\n", imported.plan.to_query()))
 }
