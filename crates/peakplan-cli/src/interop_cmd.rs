@@ -3,6 +3,7 @@
 
 use anyhow::{anyhow, bail, Result};
 use peakplan_core::interop::{self, ExportFormat, MAX_IMPORT_BYTES};
+use std::io::Write;
 
 /// `peakplan export --query Q [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]`.
 pub fn export(args: &[String]) -> Result<String> {
@@ -34,14 +35,17 @@ pub fn import(args: &[String]) -> Result<String> {
     }
     let files: Vec<(&str, &str)> = texts.iter().map(|(n, t)| (*n, t.as_str())).collect();
     let imported = interop::import(&files).map_err(|e| anyhow!("{e}"))?;
+    // Notes go to stderr beside the plan on stdout; a closed stderr loses them, not the plan.
+    let mut stderr = std::io::stderr().lock();
     if !imported.unsupported.is_empty() {
-        eprintln!(
+        let _ = writeln!(
+            stderr,
             "note: not modelled, so not in the plan: {}",
             imported.unsupported.join(", ")
         );
     }
     for n in &imported.notes {
-        eprintln!("note: {}", n.replace('\n', " "));
+        let _ = writeln!(stderr, "note: {n}");
     }
     Ok(format!("{}\n", imported.plan.to_query()))
 }

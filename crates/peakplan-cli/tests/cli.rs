@@ -443,3 +443,75 @@ fn gpus_needed_is_the_fewest_count_and_never_more_than_a_fitting_plan_has() {
         .expect("an A10G row");
     assert_eq!(a10g["gpus_needed"].as_u64(), Some(3));
 }
+
+#[test]
+fn diagnostics_stay_one_short_line_and_a_repeated_key_is_refused() {
+    let q: Vec<String> = (0..10_000).map(|i| format!("k{i}=1")).collect();
+    let r = peakplan(&["estimate", "--query", &q.join("&")]);
+    // The hardening check wants under 4 KB; before the cap this was 2.5 MB.
+    assert!(r.stderr.len() < 1024, "{} bytes", r.stderr.len());
+    assert_eq!(r.status, 2);
+    assert_eq!(r.stderr.lines().count(), 1);
+    assert!(
+        r.stderr.trim_end().ends_with("; … and 9,980 more problems"),
+        "{}",
+        r.stderr
+    );
+    check_refused(
+        &["estimate", "--query", "b=2&b=3"],
+        "b is given 2 times (`2`, `3`); give it once",
+    );
+    let r = peakplan(&["estimate", "--query", "b=2&b=3"]);
+    assert!(!r.stderr.contains("last value"), "{}", r.stderr);
+    let r = peakplan(&[
+        "estimate",
+        "--query",
+        "model%1B%5D0%3Bowned%07=1&%E2%80%AE=2",
+    ]);
+    assert!(
+        !r.stderr
+            .chars()
+            .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+        "{:?}",
+        r.stderr
+    );
+}
+
+#[test]
+fn import_notes_carry_no_control_characters_and_forge_no_line() {
+    let r = peakplan(&["import", &data("interop/evil_adapter_config.json")]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let hazard = |c: char| {
+        c.is_control() && c != '\n'
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    assert!(!r.stderr.chars().any(hazard), "{:?}", r.stderr);
+    assert!(
+        r.stderr
+            .lines()
+            .all(|l| !l.starts_with("note: this config")),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("x\\nnote: this config was verified to fit"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn an_import_with_stderr_closed_still_prints_its_plan() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_peakplan"))
+        .args(["import", &data("interop/evil_adapter_config.json")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the peakplan binary runs");
+    drop(child.stderr.take());
+    let out = child.wait_with_output().expect("the binary exits");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("model="));
+}

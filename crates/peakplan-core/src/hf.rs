@@ -1,6 +1,7 @@
 //! Import of a Hugging Face `config.json` into an [`Architecture`], with messages that name the field.
 
 use crate::arch::{ArchError, Architecture, Mlp, Norm, QkNorm, VisionTower, MAX_DIM, MAX_LAYERS};
+use crate::text::quote;
 use serde_json::{Map, Value};
 
 /// Larger inputs are refused before parsing: real configs are a few kilobytes.
@@ -36,16 +37,6 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
 
 fn err(msg: impl Into<String>) -> ArchError {
     ArchError(msg.into())
-}
-
-/// Shortens user text quoted back in an error, so a huge value cannot flood the message.
-pub(crate) fn quote(s: &str) -> String {
-    let clean: String = s.chars().filter(|c| !c.is_control()).take(40).collect();
-    if s.chars().count() > 40 {
-        format!("`{clean}…`")
-    } else {
-        format!("`{clean}`")
-    }
 }
 
 /// A config's fields, with the library's defaults for size fields it may leave out.

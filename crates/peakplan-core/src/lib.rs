@@ -14,6 +14,7 @@ pub mod micro;
 pub mod plan;
 pub mod presets;
 pub mod solve;
+pub mod text;
 pub mod units;
 pub mod validate;
 pub mod workloads;

@@ -1,8 +1,8 @@
 //! Plans: the raw query vocabulary of the contract, parsed once into a validated [`Plan`] with diagnostics.
 
 use crate::arch::Target;
-use crate::hf::quote;
 use crate::presets::{self, GpuId, ModelId};
+use crate::text::{clip, count, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS};
 use serde::{Deserialize, Serialize};
 
 macro_rules! keyword_enum {
@@ -707,37 +707,127 @@ impl Plan {
     }
 
     /// Parses a query string over a given base plan: each bad key keeps the base's value and adds a diagnostic.
-    pub fn parse_query_over(mut plan: Plan, query: &str) -> Parsed {
-        let mut diagnostics = Vec::new();
+    /// A key given more than once is ambiguous: none of its values is used. At most [`MAX_LISTED`] diagnostics
+    /// are kept, each said once, then one `… and N more` (its `key` empty) counts the others.
+    pub fn parse_query_over(plan: Plan, query: &str) -> Parsed {
+        Self::parse_query_applied(plan, query).0
+    }
+
+    /// [`Plan::parse_query_over`], with the keys the query set (given once, with an accepted value), in order.
+    pub(crate) fn parse_query_applied(mut plan: Plan, query: &str) -> (Parsed, Vec<&'static str>) {
         let query = query.strip_prefix('?').unwrap_or(query);
-        let mut seen: Vec<String> = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = match pair.split_once('=') {
-                Some((k, v)) => (percent_decode(k), percent_decode(v)),
-                None => {
-                    let k = percent_decode(pair);
-                    diagnostics.push(Diagnostic {
-                        message: format!("{} has no value (write key=value)", quote(&k)),
-                        key: k,
-                    });
-                    continue;
-                }
-            };
-            if seen.contains(&k) {
-                diagnostics.push(Diagnostic {
-                    key: k.clone(),
-                    message: format!(
-                        "{} is given more than once; the last value is used",
-                        quote(&k)
-                    ),
-                });
-            } else if seen.len() < 64 {
-                seen.push(k.clone());
-            }
-            if let Err(message) = plan.set(&k, &v) {
-                diagnostics.push(Diagnostic { key: k, message });
+        let pairs: Vec<(String, Option<usize>, Option<String>)> = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (k, v) = match p.split_once('=') {
+                    Some((k, v)) => (percent_decode(k), Some(percent_decode(v))),
+                    None => (percent_decode(p), None),
+                };
+                let i = key_index(&k);
+                (k, i, v)
+            })
+            .collect();
+        // Each known key's values, counted first, so that a repeated key is refused as a whole.
+        let mut values: Vec<Vec<&str>> = vec![Vec::new(); KEYS.len()];
+        for (_, i, v) in &pairs {
+            if let (Some(i), Some(v)) = (i, v) {
+                values[*i].push(v);
             }
         }
-        Parsed { plan, diagnostics }
+        let mut said: Said<Diagnostic> = Said::new(MAX_LISTED, MAX_MESSAGE_CHARS);
+        // The first unknown key's message also lists the known keys; the others repeat their own text only.
+        let mut first_unknown: Option<&str> = None;
+        let mut applied = Vec::new();
+        for (k, i, v) in &pairs {
+            let message = match (*i, v) {
+                (_, None) => format!("{} has no value (write key=value)", quote(k)),
+                (None, Some(_)) if first_unknown == Some(k.as_str()) => continue,
+                (None, Some(_)) => {
+                    let first = first_unknown.is_none();
+                    first_unknown.get_or_insert(k);
+                    unknown_key(k, first)
+                }
+                (Some(i), Some(_)) if values[i].len() > 1 => repeated_key(KEYS[i], &values[i]),
+                (Some(i), Some(v)) => match plan.set(KEYS[i], v) {
+                    Ok(()) => {
+                        applied.push(KEYS[i]);
+                        continue;
+                    }
+                    Err(message) => message,
+                },
+            };
+            said.say(&message, |message| Diagnostic {
+                key: clip(k, KEY_CHARS),
+                message,
+            });
+        }
+        let (mut diagnostics, more) = said.into_parts();
+        if more > 0 {
+            diagnostics.push(Diagnostic {
+                key: String::new(),
+                message: format!("… and {} more problems", count(more as u64)),
+            });
+        }
+        (Parsed { plan, diagnostics }, applied)
     }
+}
+
+/// Most characters of a diagnostic's key (every known key is far shorter).
+const KEY_CHARS: usize = 64;
+
+/// The position of a known key in [`KEYS`].
+fn key_index(key: &str) -> Option<usize> {
+    KEYS.iter().position(|k| *k == key)
+}
+
+/// The message for an unknown key: a close known key when there is one, and the known keys with the first
+/// (saying them once, not with every unknown key).
+fn unknown_key(key: &str, first: bool) -> String {
+    let mut m = format!("unknown key {}", quote(key));
+    if let Some(k) = KEYS.iter().find(|k| near(key, k)) {
+        m.push_str(&format!(" (did you mean `{k}`?)"));
+    }
+    if first {
+        m.push_str("; known keys: ");
+        m.push_str(&KEYS.join(", "));
+    }
+    m
+}
+
+/// Whether `typed` is `known` with a different case, or with one character added, dropped, changed or two
+/// neighbours swapped (only for keys of three characters or more, where such a slip is recognisable).
+fn near(typed: &str, known: &str) -> bool {
+    let (a, b) = (typed.as_bytes(), known.as_bytes());
+    // Every known key is ASCII, and the test runs once per distinct unknown key: no allocation.
+    if !typed.is_ascii() || a.len().abs_diff(b.len()) > 1 {
+        return false;
+    }
+    if typed.eq_ignore_ascii_case(known) {
+        return true;
+    }
+    if b.len() < 3 {
+        return false;
+    }
+    // Skip the common prefix and suffix; what is left must be one edit.
+    let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let suf = a[pre..]
+        .iter()
+        .rev()
+        .zip(b[pre..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (x, y) = (&a[pre..a.len() - suf], &b[pre..b.len() - suf]);
+    x.len() <= 1 && y.len() <= 1 || (x.len() == 2 && y.len() == 2 && x[0] == y[1] && x[1] == y[0])
+}
+
+/// The message for a key given more than once: its first values, and that none is used.
+fn repeated_key(key: &str, values: &[&str]) -> String {
+    let shown: Vec<String> = values.iter().take(3).map(|v| quote(v)).collect();
+    let etc = if values.len() > 3 { ", …" } else { "" };
+    format!(
+        "{key} is given {} times ({}{etc}); give it once (none of these values is used)",
+        count(values.len() as u64),
+        shown.join(", ")
+    )
 }

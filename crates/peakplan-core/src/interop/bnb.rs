@@ -5,8 +5,8 @@ use super::fields::{cat, dtype_name, get, get_str, Reader};
 use super::num;
 use super::python::{compute_dtype, torch_dtype};
 use super::template::{vars, Vars};
-use crate::hf::quote;
 use crate::plan::{Method, Plan, Quant};
+use crate::text::quote;
 use serde_json::{Map, Value};
 
 /// The quantization of the Python script's base model (and PEFT's `prepare_model_for_kbit_training`).

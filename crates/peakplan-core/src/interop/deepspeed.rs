@@ -4,8 +4,8 @@
 use super::fields::{cat, get, get_str, is_empty, type_name, Reader};
 use super::num;
 use super::template::{fill, vars, Vars, YAML_BOOLS};
-use crate::hf::quote;
 use crate::plan::{Plan, Precision};
+use crate::text::quote;
 use serde_json::{Map, Value};
 
 const DEEPSPEED: &str = include_str!("deepspeed.json.tmpl");

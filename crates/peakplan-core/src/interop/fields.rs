@@ -4,9 +4,9 @@
 
 use super::names::{consistent_targets, module_targets, LINEAR_GROUPS};
 use super::{num, table, yaml};
-use crate::hf::quote;
 use crate::plan::{Optimizer, Targets};
 use crate::presets;
+use crate::text::{clip, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS, QUOTE_CHARS};
 use serde_json::{Map, Value};
 
 /// One thing a file says about a plan key.
@@ -22,12 +22,16 @@ pub(super) struct Fact {
     pub(super) source: String,
 }
 
+/// Most characters of one unsupported field (its name, and its value where it has one).
+pub(super) const MAX_FIELD_CHARS: usize = 120;
+
 pub(super) struct Reader {
     pub(super) file: String,
     pub(super) facts: Vec<Fact>,
-    pub(super) unsupported: Vec<String>,
+    /// Each field said once, however many times a file lists it.
+    pub(super) unsupported: Said,
     pub(super) neutral: Vec<String>,
-    pub(super) notes: Vec<String>,
+    pub(super) notes: Said,
 }
 
 pub(super) fn is_empty(v: &Value) -> bool {
@@ -96,9 +100,9 @@ impl Reader {
         Reader {
             file: file.to_string(),
             facts: Vec::new(),
-            unsupported: Vec::new(),
+            unsupported: Said::new(MAX_LISTED, MAX_FIELD_CHARS),
             neutral: Vec::new(),
-            notes: Vec::new(),
+            notes: Said::new(MAX_LISTED, MAX_MESSAGE_CHARS),
         }
     }
 
@@ -146,24 +150,22 @@ impl Reader {
         use std::fmt::Write;
         let mut n = cat(&self.file, ": ");
         let _ = n.write_fmt(msg);
-        self.notes.push(n);
+        self.notes.push(&n);
     }
     #[inline(never)]
     pub(super) fn note(&mut self, msg: &str) {
         let mut n = cat(&self.file, ": ");
         n.push_str(msg);
-        self.notes.push(n);
+        self.notes.push(&n);
     }
     #[inline(never)]
     pub(super) fn unsupported(&mut self, field: &str) {
-        if !self.unsupported.iter().any(|u| u == field) {
-            self.unsupported.push(field.to_string());
-        }
+        self.unsupported.push(field);
     }
     /// `field: value` as unsupported.
     pub(super) fn unsupported_value(&mut self, field: &str, value: &str) {
         let mut f = cat(field, ": ");
-        f.push_str(value);
+        f.push_str(&clip(value, QUOTE_CHARS));
         self.unsupported(&f);
     }
     #[inline(never)]

@@ -7,10 +7,10 @@
 //! This module is the driver: it detects the format, reads the plan line, hands the fields to the format's module
 //! and merges what the files say; the fields themselves are read by [`super::fields`].
 
-use super::fields::{cat, get, get_str, has_any, type_name, Fact, Reader};
+use super::fields::{cat, get, get_str, has_any, type_name, Fact, Reader, MAX_FIELD_CHARS};
 use super::{axolotl, bnb, deepspeed, hf_config, peft, table, torchtune, training_args, yaml};
-use crate::hf::quote;
 use crate::plan::{Method, Plan, KEYS};
+use crate::text::{clean, clip, count, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS};
 use serde_json::{Map, Value};
 
 /// The marker of the comment line that carries the whole plan in YAML exports.
@@ -25,10 +25,13 @@ pub const MAX_IMPORT_FILES: usize = 32;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Imported {
     pub plan: Plan,
-    /// Fields that peakplan does not model, by name (dotted for nested fields), in the order found.
+    /// Fields that peakplan does not model, by name (dotted for nested fields), each once, in the order found:
+    /// at most [`MAX_LISTED`] of them, then `… and N more` counting the others. Their text is safe to show
+    /// (see [`crate::text`]).
     pub unsupported: Vec<String>,
     /// What the import decided: formats detected, fields read without effect on memory, overrides between
-    /// files, values refused, and the keys no file set.
+    /// files, values refused, and the keys no file set. Each file's own notes are said once and capped at
+    /// [`MAX_LISTED`], with a line counting the others; all are safe to show.
     pub notes: Vec<String>,
     /// The plan keys that the files set, in the contract's order.
     pub carried: Vec<&'static str>,
@@ -43,10 +46,11 @@ pub struct ImportError {
 
 impl std::fmt::Display for ImportError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The file name is the user's, and the message may quote its content.
         if self.file.is_empty() {
-            f.write_str(&self.message)
+            f.write_str(&clean(&self.message))
         } else {
-            write!(f, "{}: {}", self.file, self.message)
+            write!(f, "{}: {}", clean(&self.file), clean(&self.message))
         }
     }
 }
@@ -80,7 +84,7 @@ pub fn import_over(base: &Plan, files: &[(&str, &str)]) -> Result<Imported, Impo
     for (name, text) in files {
         readers.push(read_file(name, text)?);
     }
-    Ok(merge(base, &readers))
+    Ok(merge(base, &mut readers))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,20 +259,14 @@ fn read_file(name: &str, text: &str) -> Result<Reader, ImportError> {
 #[inline(never)]
 fn read_plan_comment(r: &mut Reader, q: &str) {
     let field = cat(PLAN_COMMENT, " line");
-    let parsed = Plan::parse_query(q);
+    let (parsed, applied) = Plan::parse_query_applied(Plan::default(), q);
     for d in &parsed.diagnostics {
         let mut n = cat(&field, ": ");
         n.push_str(&d.message);
         r.note(&n);
     }
-    // The keys the line gives (`key=value` pairs), less those it gives wrong.
-    let given = |k: &str| {
-        q.trim_start_matches('?')
-            .split('&')
-            .any(|p| p.split_once('=').is_some_and(|(g, _)| g == k))
-    };
     for k in plan_keys() {
-        if *k == "embed" || parsed.diagnostics.iter().any(|d| d.key == *k) || !given(k) {
+        if *k == "embed" || !applied.contains(k) {
             continue;
         }
         if let Some(v) = parsed.plan.get(k) {
@@ -292,30 +290,43 @@ fn plan_keys() -> &'static [&'static str] {
 }
 
 #[inline(never)]
-fn merge(base: &Plan, readers: &[Reader]) -> Imported {
+fn merge(base: &Plan, readers: &mut [Reader]) -> Imported {
     let mut plan = base.clone();
     // The fact that set each key so far.
     let mut set_by: Vec<&Fact> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
-    let mut unsupported: Vec<String> = Vec::new();
-    for r in readers {
-        notes.extend_from_slice(&r.notes);
-        if !r.neutral.is_empty() {
-            let shown: Vec<&str> = r.neutral.iter().take(12).map(String::as_str).collect();
-            let more = r.neutral.len().saturating_sub(shown.len());
-            let mut n = cat(&r.file, ": read, no effect on memory: ");
+    // Notes made here may quote file names and values: cleaned like the readers' own.
+    let say = |notes: &mut Vec<String>, n: &str| notes.push(clip(n, MAX_MESSAGE_CHARS));
+    let mut unsupported = Said::new(MAX_LISTED, MAX_FIELD_CHARS);
+    for r in readers.iter_mut() {
+        let Reader {
+            file,
+            facts,
+            unsupported: file_unsupported,
+            neutral,
+            notes: file_notes,
+        } = r;
+        let facts: &Vec<Fact> = facts;
+        let (said, more) = std::mem::take(file_notes).into_parts();
+        notes.extend(said);
+        if more > 0 {
+            say(
+                &mut notes,
+                &format!("{file}: … and {} more notes", count(more as u64)),
+            );
+        }
+        if !neutral.is_empty() {
+            let shown: Vec<&str> = neutral.iter().take(12).map(String::as_str).collect();
+            let more = neutral.len().saturating_sub(shown.len());
+            let mut n = cat(file, ": read, no effect on memory: ");
             n.push_str(&shown.join(", "));
             if more > 0 {
-                n.push_str(&format!(" and {more} more"));
+                n.push_str(&format!(" and {} more", count(more as u64)));
             }
-            notes.push(n);
+            say(&mut notes, &n);
         }
-        for u in &r.unsupported {
-            if !unsupported.contains(u) {
-                unsupported.push(u.clone());
-            }
-        }
-        for f in &r.facts {
+        unsupported.extend(std::mem::take(file_unsupported));
+        for f in facts {
             let cur = plan.get(f.key).unwrap_or_default();
             let prev = set_by.iter().position(|p| p.key == f.key);
             if let Some(i) = prev {
@@ -327,10 +338,11 @@ fn merge(base: &Plan, readers: &[Reader]) -> Imported {
                     continue;
                 }
                 if !p.also.contains(&f.value) {
-                    notes.push(format!(
+                    let n = format!(
                         "{}={} ({}) replaces {}={} ({})",
                         f.key, f.value, f.source, f.key, cur, p.source
-                    ));
+                    );
+                    say(&mut notes, &n);
                 }
             }
             match plan.set(f.key, &f.value) {
@@ -338,7 +350,10 @@ fn merge(base: &Plan, readers: &[Reader]) -> Imported {
                     Some(i) => set_by[i] = f,
                     None => set_by.push(f),
                 },
-                Err(msg) => notes.push(format!("{}: {msg}; {} stays {cur}", f.source, f.key)),
+                Err(msg) => say(
+                    &mut notes,
+                    &format!("{}: {msg}; {} stays {cur}", f.source, f.key),
+                ),
             }
         }
     }
@@ -374,11 +389,11 @@ fn merge(base: &Plan, readers: &[Reader]) -> Imported {
         }
     }
     if !kept.is_empty() {
-        notes.push(kept);
+        say(&mut notes, &kept);
     }
     Imported {
         plan,
-        unsupported,
+        unsupported: unsupported.finish(),
         notes,
         carried,
     }

@@ -10,8 +10,8 @@ use super::python::{py_list, py_str, torch_dtype};
 use super::template::{vars, Vars};
 use super::{float_text, num};
 use crate::arch::{Architecture, Mlp, Target};
-use crate::hf::quote;
 use crate::plan::{Method, Peft, Plan, Targets, TokenTraining};
+use crate::text::quote;
 use serde_json::{Map, Value};
 
 /// The adapter of the Python script: the PEFT config class and its arguments.

@@ -8,11 +8,11 @@ use super::names::{module_targets, PEFT_WITHOUT_KEY};
 use super::template::{render, vars, YAML_BOOLS};
 use super::{float_text, num, preset_of, table, yaml_header, yaml_items};
 use crate::arch::{Architecture, Target};
-use crate::hf::quote;
 use crate::plan::{
     Alloc, Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, TokenTraining,
 };
 use crate::presets::ModelId;
+use crate::text::quote;
 use serde_json::{Map, Value};
 
 const TORCHTUNE: &str = include_str!("torchtune.yaml.tmpl");

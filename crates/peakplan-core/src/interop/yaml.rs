@@ -7,6 +7,7 @@
 //! never guessed. Scalars are typed as YAML 1.2's core schema does (`true`, `null`, numbers), into
 //! [`serde_json::Value`], so YAML and JSON inputs are read by the same code.
 
+use crate::text::quote;
 use serde_json::{Map, Number, Value};
 
 /// Deepest nesting accepted (real configs nest three or four levels).
@@ -54,7 +55,7 @@ fn fail(line: usize, message: &str) -> YamlError {
 #[cold]
 #[inline(never)]
 fn fail_quoting(line: usize, before: &str, text: &str, after: &str) -> YamlError {
-    error_fmt(line, format_args!("{before}`{}`{after}", clip(text)))
+    error_fmt(line, format_args!("{before}{}{after}", quote(text)))
 }
 
 /// The error for a duplicate mapping key.
@@ -817,16 +818,6 @@ fn bracket_balance(s: &str) -> i64 {
         }
     }
     n
-}
-
-/// Shortens user text quoted back in an error.
-fn clip(s: &str) -> String {
-    let c: String = s.chars().filter(|c| !c.is_control()).take(40).collect();
-    if s.chars().count() > 40 {
-        format!("{c}…")
-    } else {
-        c
-    }
 }
 
 /// A string as a YAML scalar: plain when that reads back as the same string, else double-quoted.

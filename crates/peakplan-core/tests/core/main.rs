@@ -1,6 +1,6 @@
 //! The core's integration tests, one module per subject: source numbers, config import, query round trips,
-//! golden breakdowns, properties, validation, the memory levers, the advisor and traced steps. Data lives in
-//! `tests/data/`.
+//! golden breakdowns, properties, validation, the memory levers, the advisor, traced steps and text shown back
+//! to people. Data lives in `tests/data/`.
 #![allow(clippy::unwrap_used)]
 
 mod advisor;
@@ -11,6 +11,7 @@ mod levers;
 mod properties;
 mod queries;
 mod sources;
+mod text;
 mod traced;
 mod util;
 mod validation;

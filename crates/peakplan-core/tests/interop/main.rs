@@ -5,6 +5,7 @@
 
 mod export;
 mod import;
+mod notes;
 mod python;
 
 use peakplan_core::interop::{export, import, ExportFormat, Imported};
