@@ -98,7 +98,7 @@ pub(crate) fn PlanSettings() -> impl IntoView {
                 hint="What PyTorch's caching allocator holds at the peak step, which sets reserved memory (and nvidia-smi) against allocated. Warm: blocks freed by earlier steps stay cached, and about one largest transient block cannot serve the peak. Emptied: torch.cuda.empty_cache() just before the peak step. Expandable: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reuses freed memory instead of stranding it."/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
             <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE"), (Loss::Kernel.key(), "kernel (unsloth)")]/>
-            <ChunkInput disabled=not_chunked/>
+            <NumberInput label="Loss chunk (tokens)" key="chunk" testid="num-chunk" disabled=not_chunked/>
             <KeySelect label="Optimizer" key="opt" options=kw(opts)/>
             <KeySelect label="Precision" key="prec" options=vec![(Precision::AmpBf16.key(), "AMP bf16"), (Precision::AmpFp16.key(), "AMP fp16"), (Precision::Bf16.key(), "pure bf16"), (Precision::Fp16.key(), "pure fp16"), (Precision::Fp32.key(), "fp32")]
                 hint="AMP: autocast over fp32 master weights for a full fine-tune. Pure: everything in 16-bit."/>
@@ -118,7 +118,8 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             <KeySelect label="MoE experts" key="moe" options=vec![(MoeExperts::Fused.key(), "3D (v5+)"), (MoeExperts::Linear.key(), "per expert (v4)")] disabled=not_moe
                 hint="transformers 5 stores each MoE layer's experts as 3D parameters, which bitsandbytes leaves 16-bit (fp32 once upcast); one Linear per expert (transformers 4, Unsloth's checkpoints) is quantized."/>
             <FrameworkSelect/>
-            <KeySelect label="GPUs" key="gpus" options=vec![("1", "1"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("64", "64")]/>
+            <NumberInput label="GPUs" key="gpus" testid="gpus"
+                hint="Any count from 1: data-parallel copies (ZeRO stage 0), shards (stages 1-3), or a layer split."/>
             <KeySelect label="Layers split across GPUs" key="split" options=vec![("0", "no"), ("1", "yes (device_map)")] disabled=no_split
                 hint="device_map=\"auto\" puts a slice of the layers on each GPU, and they run one after another: no data parallelism, no sharding. The last GPU also holds the head and the logits."/>
             <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=not_sharded/>
@@ -157,15 +158,28 @@ fn FrameworkSelect() -> impl IntoView {
     }
 }
 
+/// A whole-number key typed into a box (any accepted value, not only a list's): what the core refuses is listed
+/// in the `url-error` banner, and the plan keeps its value.
 #[component]
-fn ChunkInput(#[prop(into)] disabled: Signal<Option<&'static str>>) -> impl IntoView {
+fn NumberInput(
+    label: &'static str,
+    key: &'static str,
+    /// `data-testid` of the box.
+    testid: &'static str,
+    #[prop(optional, into)] disabled: Option<Signal<Option<&'static str>>>,
+    #[prop(optional)] hint: Option<&'static str>,
+) -> impl IntoView {
     let c = ctx();
+    let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
+    let value = Memo::new(move |_| c.plan.with(|p| p.get(key).unwrap_or_default()));
+    let id = format!("num-{key}");
     view! {
-        <div class="field" class:disabled=move || disabled.get().is_some()>
-            <label for="num-chunk">"Loss chunk (tokens)"</label>
-            <input id="num-chunk" type="number" min="1" prop:value=move || c.plan.with(|p| p.chunk.to_string())
+        <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
+            <label for=id.clone()>{label}</label>
+            <input id=id type="number" min="1" inputmode="numeric" data-testid=testid
+                prop:value=move || value.get() attr:data-value=move || value.get()
                 disabled=move || disabled.get().is_some()
-                on:change=move |ev| c.set_text("chunk", event_target_value(&ev).trim())/>
+                on:change=move |ev| c.set_text(key, event_target_value(&ev).trim())/>
         </div>
     }
 }
