@@ -303,12 +303,21 @@ await test('the GPU table lists every GPU only when opened, and Use moves the pl
   const row = page.locator('[data-testid="gpu-row-h100-80gb"]');
   assert(await row.getAttribute('data-fits') === 'false', 'a 70B full fine-tune fits one H100');
   const needed = Number(await page.locator('[data-testid="gpu-needed-h100-80gb"]').textContent());
-  assert(needed > 8 && needed <= 64, `H100s needed: ${needed}`);
+  // The fewest count, not the next power of two: 17 H100s hold it, 16 do not (the core's test pins both).
+  assert(needed === 17, `H100s needed: ${needed}`);
   await page.click('[data-testid="gpu-use-h100-80gb"]'); await page.waitForTimeout(400);
   for (const kv of [`gpus=${needed}`, 'zero=3', 'gpu=h100-80gb'])
     assert(new RegExp(`[?&]${kv}(&|$)`).test(page.url()), `URL lacks ${kv}: ${page.url()}`);
   const verdict = await page.locator('[data-testid="verdict"]').textContent();
   assert(verdict.startsWith('Fits'), `verdict after Use: ${verdict}`);
+  // The GPU-count control shows that count (a list of powers of two went blank here).
+  assert(await page.locator('[data-testid="gpus"]').inputValue() === String(needed), 'the GPU count is not shown');
+  // A count out of range is said, as in a link, and the plan keeps its count.
+  await page.fill('[data-testid="gpus"]', '0'); await page.locator('[data-testid="gpus"]').dispatchEvent('change');
+  await page.waitForSelector('[data-testid="url-error"]', { timeout: 3000 });
+  const said = await page.locator('[data-testid="url-error"]').textContent();
+  assert(said.includes('gpus=0'), `no message for gpus=0: ${said}`);
+  assert(new RegExp(`[?&]gpus=${needed}(&|$)`).test(page.url()), `the plan lost its count: ${page.url()}`);
   // Open, the table follows the plan: now every row is worked out for the sharded plan and the H100 is current.
   await page.waitForSelector('[data-testid="gpu-row-h100-80gb"][data-fits="true"]', { timeout: 5000 });
   await page.screenshot({ path: path.join(out, 'gpu-table.png'), fullPage: true });

@@ -47,6 +47,19 @@ pub struct VisionTower {
     /// Parameters outside the encoder layers' linear modules: patch and position embeddings, biases, norms,
     /// the pooling head, the projection into the language model.
     pub other_params: u64,
+    /// The config fields that shape `other_params` (and the heads, which must divide `hidden`), kept so that an
+    /// export can write the tower back.
+    #[serde(default)]
+    pub heads: u64,
+    #[serde(default)]
+    pub channels: u64,
+    #[serde(default)]
+    pub image_size: u64,
+    #[serde(default)]
+    pub patch_size: u64,
+    /// SigLIP's attention-pooling head (`vision_use_head`).
+    #[serde(default)]
+    pub pooling_head: bool,
 }
 
 impl VisionTower {

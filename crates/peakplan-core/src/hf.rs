@@ -1,39 +1,15 @@
 //! Import of a Hugging Face `config.json` into an [`Architecture`], with messages that name the field.
 
 use crate::arch::{ArchError, Architecture, Mlp, Norm, QkNorm, VisionTower, MAX_DIM, MAX_LAYERS};
+use crate::model_type::{Layout, ModelType, KEYS};
 use crate::text::quote;
 use serde_json::{Map, Value};
 
 /// Larger inputs are refused before parsing: real configs are a few kilobytes.
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 
-/// The `model_type` values this importer understands.
-pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
-    "llama",
-    "mistral",
-    "mixtral",
-    "qwen2",
-    "qwen3",
-    "qwen3_moe",
-    "qwen2_moe",
-    "gemma",
-    "gemma2",
-    "gemma3",
-    "gemma3_text",
-    "olmo2",
-    "gpt_oss",
-    "phi",
-    "phi3",
-    "gpt_neox",
-    "falcon",
-    "RefinedWebModel",
-    "RefinedWeb",
-    "gpt_bigcode",
-    "gpt2",
-    "gpt3",
-    "qwen",
-    "bloom",
-];
+/// The `model_type` values this importer understands (the keys of [`ModelType::ALL`]).
+pub const SUPPORTED_MODEL_TYPES: &[&str] = &KEYS;
 
 fn err(msg: impl Into<String>) -> ArchError {
     ArchError(msg.into())
@@ -321,8 +297,10 @@ fn sub_config<'a>(
 fn import_gemma3(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
     let empty = Map::new();
     let text = sub_config(map, "text_config", &empty)?;
-    let mut a = import_typed("gemma3_text", text).map_err(|e| err(format!("text_config: {e}")))?;
+    let mut a =
+        import_typed(ModelType::Gemma3Text, text).map_err(|e| err(format!("text_config: {e}")))?;
     a.name = "gemma3".into();
+    a.model_type = "gemma3".into();
     let v = sub_config(map, "vision_config", &empty)?;
     // SiglipVisionConfig's defaults, for keys a vision_config leaves out.
     let f = Fields(
@@ -331,6 +309,7 @@ fn import_gemma3(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             ("hidden_size", 768),
             ("intermediate_size", 3072),
             ("num_hidden_layers", 12),
+            ("num_attention_heads", 12),
             ("num_channels", 3),
             ("image_size", 224),
             ("patch_size", 16),
@@ -350,10 +329,18 @@ fn import_gemma3(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
         small("intermediate_size", MAX_DIM)?,
     );
     let layers = small("num_hidden_layers", MAX_LAYERS)?;
+    let heads = small("num_attention_heads", h)?;
+    if !h.is_multiple_of(heads) {
+        return Err(err(format!(
+            "vision_config.hidden_size = {h} is not divisible by num_attention_heads = {heads}"
+        )));
+    }
     let (channels, patch) = (small("num_channels", 64)?, small("patch_size", 1024)?);
-    let positions = (small("image_size", 65_536)? / patch).pow(2);
+    let image_size = small("image_size", 65_536)?;
+    let positions = (image_size / patch).pow(2);
+    let pooling_head = f.flag("vision_use_head", true)?;
     // SigLIP's attention-pooling head: a probe, an nn.MultiheadAttention, a LayerNorm and an MLP.
-    let head = if f.flag("vision_use_head", true)? {
+    let head = if pooling_head {
         h + (4 * h * h + 4 * h) + 2 * h + (2 * h * i + i + h)
     } else {
         0
@@ -372,6 +359,11 @@ fn import_gemma3(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
             + head
             + h * a.hidden
             + h,
+        heads,
+        channels,
+        image_size,
+        patch_size: patch,
+        pooling_head,
     };
     Ok(a)
 }
@@ -387,21 +379,22 @@ fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
         }
         None => return Err(err("config.json has no model_type")),
     };
-    if model_type == "gemma3" {
-        return import_gemma3(map);
-    }
-    import_typed(model_type, map)
-}
-
-/// Imports `map` as a config of `model_type` (a Gemma 3 `text_config` may leave its own type out).
-fn import_typed(model_type: &str, map: &Map<String, Value>) -> Result<Architecture, ArchError> {
-    if !SUPPORTED_MODEL_TYPES.contains(&model_type) {
+    let Some(t) = ModelType::parse(model_type) else {
         return Err(err(format!(
             "model_type {} is not supported; supported: {}",
             quote(model_type),
             SUPPORTED_MODEL_TYPES.join(", ")
         )));
+    };
+    if t.layout() == Layout::Gemma3 {
+        return import_gemma3(map);
     }
+    import_typed(t, map)
+}
+
+/// Imports `map` as a config of type `t` (a Gemma 3 `text_config` may leave its own type out).
+fn import_typed(t: ModelType, map: &Map<String, Value>) -> Result<Architecture, ArchError> {
+    let model_type = t.key();
     let f = Fields(map, size_defaults(model_type));
     let hidden = f.need(&["hidden_size", "n_embd", "n_embed", "d_model"])?;
     let layers = f.need(&["num_hidden_layers", "n_layer", "num_layers"])?;
@@ -420,17 +413,22 @@ fn import_typed(model_type: &str, map: &Map<String, Value>) -> Result<Architectu
     };
     let mut a = Architecture::llama(model_type, layers, hidden, 0, heads, heads, vocab);
     a.model_type = model_type.to_string();
-    match model_type {
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen3" | "qwen3_moe" | "qwen2_moe"
-        | "gemma" | "gemma2" | "gemma3_text" | "olmo2" => llama_family(&mut a, &c)?,
-        "gpt_oss" => gpt_oss(&mut a, &c)?,
-        "phi" => phi(&mut a, &c)?,
-        "qwen" => qwen_v1(&mut a, &c)?,
-        "phi3" => phi3(&mut a, &c)?,
-        "bloom" => bloom(&mut a, &c)?,
-        "gpt_neox" => gpt_neox(&mut a, &c)?,
-        "falcon" | "RefinedWebModel" | "RefinedWeb" => falcon(&mut a, &c)?,
-        _ => gpt2_family(&mut a, &c)?,
+    match t.layout() {
+        Layout::Llama => llama_family(&mut a, &c)?,
+        // Only as a whole config: its text_config is imported as gemma3_text.
+        Layout::Gemma3 => {
+            return Err(err(
+                "a gemma3 config cannot nest another as its text_config",
+            ))
+        }
+        Layout::GptOss => gpt_oss(&mut a, &c)?,
+        Layout::Phi => phi(&mut a, &c)?,
+        Layout::QwenV1 => qwen_v1(&mut a, &c)?,
+        Layout::Phi3 => phi3(&mut a, &c)?,
+        Layout::Bloom => bloom(&mut a, &c)?,
+        Layout::GptNeox => gpt_neox(&mut a, &c)?,
+        Layout::Falcon => falcon(&mut a, &c)?,
+        Layout::Gpt2 => gpt2_family(&mut a, &c)?,
     }
     a.validate()?;
     Ok(a)
@@ -644,13 +642,15 @@ fn falcon(a: &mut Architecture, c: &Config) -> Result<(), ArchError> {
         c.heads
     };
     gpt_block(a, c.f.flag("bias", false)?);
-    a.norms_per_layer = if !new_arch && c.f.flag("parallel_attn", true)? {
-        1
-    } else {
-        2
-    };
-    // The new decoder's ln_attn and ln_mlp both read the layer's input.
-    a.norms_share_input = new_arch && c.f.uint(&["num_ln_in_parallel_attn"])?.unwrap_or(2) == 2;
+    // As FalconDecoderLayer: a sequential block has two norms; a parallel one has ln_attn and ln_mlp, both
+    // reading the layer's input, when num_ln_in_parallel_attn is 2 (the new decoder's default), else one.
+    let parallel = c.f.flag("parallel_attn", true)?;
+    let two_lns =
+        c.f.uint(&["num_ln_in_parallel_attn"])?
+            .unwrap_or(if new_arch { 2 } else { 1 })
+            == 2;
+    a.norms_per_layer = if !parallel || two_lns { 2 } else { 1 };
+    a.norms_share_input = parallel && two_lns;
     a.tied_embeddings = c.f.flag("tie_word_embeddings", true)?;
     Ok(())
 }

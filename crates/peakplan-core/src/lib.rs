@@ -11,6 +11,7 @@ pub mod gpu_choice;
 pub mod hf;
 pub mod interop;
 pub mod micro;
+pub mod model_type;
 pub mod plan;
 pub mod presets;
 pub mod solve;

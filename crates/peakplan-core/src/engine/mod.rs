@@ -28,14 +28,24 @@ use crate::plan::{Attn, Framework, Plan};
 use count::{clamp, Count};
 use reserved::Transients;
 
+/// The attention `transformers` runs when asked for `attn`: it has no SDPA path for attention sinks (gpt-oss
+/// declares `_supports_sdpa = False`), so such a model runs eager attention unless a flash kernel that takes sinks
+/// is chosen.
+pub(crate) fn hf_attention(arch: &Architecture, attn: Attn) -> Attn {
+    if arch.attn_sinks && attn == Attn::Sdpa {
+        Attn::Eager
+    } else {
+        attn
+    }
+}
+
 /// Computes the memory of one training step of `plan` on `arch`.
 pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
-    // transformers has no SDPA path for attention sinks (gpt-oss declares `_supports_sdpa = False`): the model
-    // runs eager attention unless a flash kernel that takes sinks is chosen.
-    if arch.attn_sinks && plan.attn == Attn::Sdpa && plan.framework == Framework::Hf {
-        let mut eager = plan.clone();
-        eager.attn = Attn::Eager;
-        return estimate(arch, &eager);
+    let hf_attn = hf_attention(arch, plan.attn);
+    if plan.framework == Framework::Hf && hf_attn != plan.attn {
+        let mut runs = plan.clone();
+        runs.attn = hf_attn;
+        return estimate(arch, &runs);
     }
     if plan.split_layers && plan.gpus > 1 {
         return estimate_split(arch, plan);

@@ -4,7 +4,8 @@
 //! config's module names into targets.
 
 use super::table;
-use crate::arch::{Architecture, Mlp, Target};
+use crate::arch::{Architecture, Target};
+use crate::model_type::ModelType;
 use crate::plan::Targets;
 
 /// The families of module names in Hugging Face `transformers` implementations.
@@ -36,14 +37,16 @@ pub(crate) fn axolotl_peft_without_key() -> &'static [&'static str] {
 }
 
 pub(crate) fn family(arch: &Architecture) -> Family {
-    match arch.model_type.as_str() {
-        "mixtral" => Family::Mixtral,
-        "phi" => Family::Phi,
-        "phi3" => Family::Phi3,
-        "gpt_neox" | "falcon" | "RefinedWebModel" | "RefinedWeb" | "bloom" => Family::NeoX,
-        "gpt2" | "gpt3" | "gpt_bigcode" => Family::Gpt2,
-        _ if arch.fused_qkv && arch.mlp == Mlp::GatedFused => Family::Phi3,
-        _ => Family::Llama,
+    use ModelType::*;
+    match ModelType::of(arch) {
+        Mixtral => Family::Mixtral,
+        Phi => Family::Phi,
+        Phi3 => Family::Phi3,
+        GptNeox | Falcon | RefinedWebModel | RefinedWeb | Bloom => Family::NeoX,
+        Gpt2 | Gpt3 | GptBigcode => Family::Gpt2,
+        // Qwen (v1) is built as its successor Qwen2 (see the Python export), whose names are Llama's.
+        Llama | Mistral | Qwen2 | Qwen3 | Qwen3Moe | Qwen2Moe | Gemma | Gemma2 | Gemma3
+        | Gemma3Text | Olmo2 | GptOss | Qwen => Family::Llama,
     }
 }
 
@@ -191,11 +194,13 @@ pub(crate) const LINEAR_GROUPS: [u8; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// The input embedding's and the LM head's module names in a Hugging Face model of this architecture.
 pub(crate) fn embedding_modules(arch: &Architecture) -> [&'static str; 2] {
-    match arch.model_type.as_str() {
-        "gpt_neox" => ["embed_in", "embed_out"],
-        "falcon" | "RefinedWebModel" | "RefinedWeb" | "bloom" => ["word_embeddings", "lm_head"],
-        "gpt2" | "gpt3" | "gpt_bigcode" => ["wte", "lm_head"],
-        _ => ["embed_tokens", "lm_head"],
+    use ModelType::*;
+    match ModelType::of(arch) {
+        GptNeox => ["embed_in", "embed_out"],
+        Falcon | RefinedWebModel | RefinedWeb | Bloom => ["word_embeddings", "lm_head"],
+        Gpt2 | Gpt3 | GptBigcode => ["wte", "lm_head"],
+        Llama | Mistral | Mixtral | Qwen2 | Qwen3 | Qwen3Moe | Qwen2Moe | Gemma | Gemma2
+        | Gemma3 | Gemma3Text | Olmo2 | GptOss | Phi | Phi3 | Qwen => ["embed_tokens", "lm_head"],
     }
 }
 

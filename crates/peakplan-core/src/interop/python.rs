@@ -10,7 +10,8 @@ use super::template::{render, vars, Vars, PY_BOOLS};
 use super::yaml::json_str;
 use super::{bnb, hf_repo, method_label, num, peft, preset_of, table, training_args};
 use crate::arch::Architecture;
-use crate::engine::{estimate, Estimate};
+use crate::engine::{estimate, hf_attention, Estimate};
+use crate::model_type::ModelType;
 use crate::plan::{Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Plan, Precision};
 use crate::presets::ModelId;
 
@@ -62,207 +63,274 @@ enum Field {
     KvHeads,
     HeadDim,
     Vocab,
-    /// `max_position_embeddings`: the sequence, at least 4096.
+    /// `max_position_embeddings` of a rotary (or ALiBi) model: no parameters, so the plan's sequence, at least 4096.
     Positions,
-    /// Learned position embeddings, at least 1.
+    /// Learned position embeddings (parameters): the architecture's own, at least 1.
     LearnedPositions,
     Experts,
     ExpertsPerToken,
+    SharedExpertIntermediate,
     Tied,
     QkvBias,
     MlpBias,
-    /// Falcon's multi-query attention: a single key/value head.
+    /// `gelu_new` where the architecture's GELU is the composite one, else the fused tanh GELU.
+    Gelu,
+    /// Falcon's and GPT-BigCode's multi-query attention: a single key/value head.
     MultiQuery,
-    /// Falcon's parallel attention: one norm per layer.
+    /// Falcon's parallel attention (no norm between attention and MLP).
     ParallelAttn,
+    /// Falcon's new decoder: both parallel norms (`ln_attn`, `ln_mlp`) or one.
+    LnsInParallel,
+    /// GPT-NeoX's parallel residual, whose two norms read the same input.
+    ParallelResidual,
+    /// Gemma 2/3's softcaps: Gemma 2's values when on, None when off.
+    FinalSoftcap,
+    AttnSoftcap,
+    /// Gemma 3's language model, as a `gemma3_text` config.
+    TextConfig,
+    /// Gemma 3's SigLIP tower.
+    VisionConfig,
+    VisionHidden,
+    VisionIntermediate,
+    VisionLayers,
+    VisionHeads,
+    VisionChannels,
+    VisionImageSize,
+    VisionPatchSize,
+    VisionPoolingHead,
     Yes,
     No,
 }
 
-// The fields of each model type, sorted by key (as `transformers` writes a config).
-const LLAMA: &[(&str, Field)] = &[
-    ("attention_bias", Field::QkvBias),
-    ("head_dim", Field::HeadDim),
-    ("hidden_size", Field::Hidden),
-    ("intermediate_size", Field::Intermediate),
-    ("max_position_embeddings", Field::Positions),
-    ("mlp_bias", Field::MlpBias),
-    ("num_attention_heads", Field::Heads),
-    ("num_hidden_layers", Field::Layers),
-    ("num_key_value_heads", Field::KvHeads),
-    ("tie_word_embeddings", Field::Tied),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
-const MISTRAL: &[(&str, Field)] = &[
-    ("head_dim", Field::HeadDim),
-    ("hidden_size", Field::Hidden),
-    ("intermediate_size", Field::Intermediate),
-    ("max_position_embeddings", Field::Positions),
-    ("num_attention_heads", Field::Heads),
-    ("num_hidden_layers", Field::Layers),
-    ("num_key_value_heads", Field::KvHeads),
-    ("tie_word_embeddings", Field::Tied),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
-const MIXTRAL: &[(&str, Field)] = &[
-    ("head_dim", Field::HeadDim),
-    ("hidden_size", Field::Hidden),
-    ("intermediate_size", Field::Intermediate),
-    ("max_position_embeddings", Field::Positions),
-    ("num_attention_heads", Field::Heads),
-    ("num_experts_per_tok", Field::ExpertsPerToken),
-    ("num_hidden_layers", Field::Layers),
-    ("num_key_value_heads", Field::KvHeads),
-    ("num_local_experts", Field::Experts),
-    ("tie_word_embeddings", Field::Tied),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
-const PHI: &[(&str, Field)] = &[
-    ("hidden_size", Field::Hidden),
-    ("intermediate_size", Field::Intermediate),
-    ("max_position_embeddings", Field::Positions),
-    ("num_attention_heads", Field::Heads),
-    ("num_hidden_layers", Field::Layers),
-    ("num_key_value_heads", Field::KvHeads),
-    ("tie_word_embeddings", Field::Tied),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
-const GPT_NEOX: &[(&str, Field)] = &[
-    ("attention_bias", Field::QkvBias),
-    ("hidden_size", Field::Hidden),
-    ("intermediate_size", Field::Intermediate),
-    ("max_position_embeddings", Field::Positions),
-    ("num_attention_heads", Field::Heads),
-    ("num_hidden_layers", Field::Layers),
-    ("tie_word_embeddings", Field::Tied),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
-const BLOOM: &[(&str, Field)] = &[
-    ("hidden_size", Field::Hidden),
-    ("n_head", Field::Heads),
-    ("n_layer", Field::Layers),
-    ("tie_word_embeddings", Field::Tied),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
-const FALCON_GQA: &[(&str, Field)] = &[
-    ("bias", Field::QkvBias),
-    ("ffn_hidden_size", Field::Intermediate),
-    ("hidden_size", Field::Hidden),
-    ("max_position_embeddings", Field::Positions),
-    ("new_decoder_architecture", Field::Yes),
-    ("num_attention_heads", Field::Heads),
-    ("num_hidden_layers", Field::Layers),
-    ("num_kv_heads", Field::KvHeads),
-    ("tie_word_embeddings", Field::Tied),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
-const FALCON: &[(&str, Field)] = &[
-    ("bias", Field::QkvBias),
-    ("ffn_hidden_size", Field::Intermediate),
-    ("hidden_size", Field::Hidden),
-    ("max_position_embeddings", Field::Positions),
-    ("multi_query", Field::MultiQuery),
-    ("new_decoder_architecture", Field::No),
-    ("num_attention_heads", Field::Heads),
-    ("num_hidden_layers", Field::Layers),
-    ("parallel_attn", Field::ParallelAttn),
-    ("tie_word_embeddings", Field::Tied),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
-const GPT_BIGCODE: &[(&str, Field)] = &[
-    ("multi_query", Field::MultiQuery),
-    ("n_embd", Field::Hidden),
-    ("n_head", Field::Heads),
-    ("n_inner", Field::Intermediate),
-    ("n_layer", Field::Layers),
-    ("n_positions", Field::LearnedPositions),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
-const GPT2: &[(&str, Field)] = &[
-    ("n_embd", Field::Hidden),
-    ("n_head", Field::Heads),
-    ("n_inner", Field::Intermediate),
-    ("n_layer", Field::Layers),
-    ("n_positions", Field::LearnedPositions),
-    ("tie_word_embeddings", Field::Tied),
-    ("use_cache", Field::No),
-    ("vocab_size", Field::Vocab),
-];
+/// The value of one field, as Python writes it.
+enum Value {
+    Int(u64),
+    Bool(bool),
+    /// A literal written as is (a string, a float, None).
+    Literal(&'static str),
+    /// A nested config of this schema.
+    Dict(u32),
+}
+
+/// The config schemas the export writes, as bits of a set: each is a config class's keys for the sizes and
+/// switches peakplan models, so that the importer reads them back to the same architecture.
+mod schema {
+    pub const LLAMA: u32 = 1;
+    /// Llama's without `mlp_bias`: Qwen3, OLMo 2, Gemma.
+    pub const ROTARY: u32 = 1 << 1;
+    /// Gemma 2 and Gemma 3's language model.
+    pub const SOFTCAPPED: u32 = 1 << 2;
+    /// Mistral and Qwen2 (whose q/k/v biases the type fixes).
+    pub const MISTRAL: u32 = 1 << 3;
+    pub const MIXTRAL: u32 = 1 << 4;
+    /// Qwen3-MoE: every layer sparse (the importer refuses mixed ones), experts of `moe_intermediate_size`.
+    pub const QWEN3_MOE: u32 = 1 << 5;
+    /// Qwen2-MoE: Qwen3-MoE's experts beside a gated shared expert, q/k/v biases under `qkv_bias`.
+    pub const QWEN2_MOE: u32 = 1 << 6;
+    pub const GPT_OSS: u32 = 1 << 7;
+    pub const PHI: u32 = 1 << 8;
+    pub const PHI3: u32 = 1 << 9;
+    pub const GPT_NEOX: u32 = 1 << 10;
+    pub const BLOOM: u32 = 1 << 11;
+    /// Falcon's old decoder (Falcon-7B): multi-query or multi-head.
+    pub const FALCON: u32 = 1 << 12;
+    /// Falcon's new decoder: grouped key/value heads, one or two norms per parallel block.
+    pub const FALCON_NEW: u32 = 1 << 13;
+    pub const GPT_BIGCODE: u32 = 1 << 14;
+    pub const GPT2: u32 = 1 << 15;
+    /// Gemma 3's image-text model: a language model and a vision tower.
+    pub const GEMMA3: u32 = 1 << 16;
+    /// Gemma 3's SigLIP vision tower.
+    pub const SIGLIP: u32 = 1 << 17;
+
+    /// Rotary decoders that name their sizes as Llama does.
+    pub const LLAMA_SIZES: u32 = LLAMA
+        | ROTARY
+        | SOFTCAPPED
+        | MISTRAL
+        | MIXTRAL
+        | QWEN3_MOE
+        | QWEN2_MOE
+        | GPT_OSS
+        | PHI
+        | PHI3;
+    pub const FALCONS: u32 = FALCON | FALCON_NEW;
+    pub const GPT2_SIZES: u32 = GPT_BIGCODE | GPT2;
+    /// Every language model's config.
+    pub const DECODERS: u32 = (1 << 16) - 1;
+}
+
+/// Every key the export writes, sorted (as `transformers` writes a config), where its value comes from, and the
+/// schemas that have it.
+#[rustfmt::skip]
+const KEYS: &[(&str, Field, u32)] = {
+    use schema::*;
+    &[
+        ("activation_function", Field::Gelu, GPT2_SIZES),
+        ("attention_bias", Field::QkvBias, LLAMA | ROTARY | SOFTCAPPED | QWEN3_MOE | GPT_OSS | GPT_NEOX),
+        ("attn_logit_softcapping", Field::AttnSoftcap, SOFTCAPPED),
+        ("bias", Field::QkvBias, FALCONS),
+        ("ffn_hidden_size", Field::Intermediate, FALCONS),
+        ("final_logit_softcapping", Field::FinalSoftcap, SOFTCAPPED),
+        ("head_dim", Field::HeadDim, LLAMA_SIZES & !PHI),
+        ("hidden_act", Field::Gelu, PHI),
+        ("hidden_size", Field::Hidden, LLAMA_SIZES | GPT_NEOX | BLOOM | FALCONS),
+        ("hidden_size", Field::VisionHidden, SIGLIP),
+        ("image_size", Field::VisionImageSize, SIGLIP),
+        ("intermediate_size", Field::Intermediate, (LLAMA_SIZES & !(QWEN3_MOE | QWEN2_MOE)) | GPT_NEOX),
+        ("intermediate_size", Field::VisionIntermediate, SIGLIP),
+        ("max_position_embeddings", Field::Positions, LLAMA_SIZES | GPT_NEOX | FALCONS),
+        ("mlp_bias", Field::MlpBias, LLAMA),
+        ("moe_intermediate_size", Field::Intermediate, QWEN3_MOE | QWEN2_MOE),
+        ("multi_query", Field::MultiQuery, FALCON | GPT_BIGCODE),
+        ("n_embd", Field::Hidden, GPT2_SIZES),
+        ("n_head", Field::Heads, BLOOM | GPT2_SIZES),
+        ("n_inner", Field::Intermediate, GPT2_SIZES),
+        ("n_layer", Field::Layers, BLOOM | GPT2_SIZES),
+        ("n_positions", Field::LearnedPositions, GPT2_SIZES),
+        ("new_decoder_architecture", Field::No, FALCON),
+        ("new_decoder_architecture", Field::Yes, FALCON_NEW),
+        ("num_attention_heads", Field::Heads, LLAMA_SIZES | GPT_NEOX | FALCONS),
+        ("num_attention_heads", Field::VisionHeads, SIGLIP),
+        ("num_channels", Field::VisionChannels, SIGLIP),
+        ("num_experts", Field::Experts, QWEN3_MOE | QWEN2_MOE),
+        ("num_experts_per_tok", Field::ExpertsPerToken, MIXTRAL | QWEN3_MOE | QWEN2_MOE | GPT_OSS),
+        ("num_hidden_layers", Field::Layers, LLAMA_SIZES | GPT_NEOX | FALCONS),
+        ("num_hidden_layers", Field::VisionLayers, SIGLIP),
+        ("num_key_value_heads", Field::KvHeads, LLAMA_SIZES),
+        ("num_kv_heads", Field::KvHeads, FALCON_NEW),
+        ("num_ln_in_parallel_attn", Field::LnsInParallel, FALCON_NEW),
+        ("num_local_experts", Field::Experts, MIXTRAL | GPT_OSS),
+        ("parallel_attn", Field::ParallelAttn, FALCONS),
+        ("patch_size", Field::VisionPatchSize, SIGLIP),
+        ("qkv_bias", Field::QkvBias, QWEN2_MOE),
+        ("shared_expert_intermediate_size", Field::SharedExpertIntermediate, QWEN2_MOE),
+        ("text_config", Field::TextConfig, GEMMA3),
+        ("tie_word_embeddings", Field::Tied, DECODERS | GEMMA3),
+        ("use_cache", Field::No, DECODERS),
+        ("use_parallel_residual", Field::ParallelResidual, GPT_NEOX),
+        ("vision_config", Field::VisionConfig, GEMMA3),
+        ("vision_use_head", Field::VisionPoolingHead, SIGLIP),
+        ("vocab_size", Field::Vocab, DECODERS),
+    ]
+};
+
+/// The built-in `transformers` type the script builds for `arch`, and its config fields.
+///
+/// Each importable type is its own, but for three that `transformers` has no class of: GPT-3 (never released)
+/// is GPT-2 at GPT-3's sizes; Falcon's pre-`transformers` `RefinedWeb*` checkpoints are Falcon; Qwen (v1), whose
+/// checkpoints run their own code, is its successor Qwen2 at the same sizes (q/k/v biases, no output bias,
+/// SwiGLU, RMSNorm, untied head): the same parameters, with q, k and v as three projections where Qwen (v1) fuses
+/// them in `c_attn`.
+fn built_type(arch: &Architecture) -> (ModelType, u32) {
+    use schema::*;
+    use ModelType::*;
+    let t = ModelType::of(arch);
+    match t {
+        Llama => (t, LLAMA),
+        Qwen3 | Olmo2 | Gemma => (t, ROTARY),
+        Gemma2 | Gemma3Text => (t, SOFTCAPPED),
+        Gemma3 => (t, GEMMA3),
+        Mistral | Qwen2 => (t, MISTRAL),
+        Qwen => (Qwen2, MISTRAL),
+        Mixtral => (t, MIXTRAL),
+        Qwen3Moe => (t, QWEN3_MOE),
+        Qwen2Moe => (t, QWEN2_MOE),
+        GptOss => (t, GPT_OSS),
+        Phi => (t, PHI),
+        Phi3 => (t, PHI3),
+        GptNeox => (t, GPT_NEOX),
+        Bloom => (t, BLOOM),
+        Falcon | RefinedWebModel | RefinedWeb => {
+            // The old decoder where it can state the architecture, as Falcon-7B's own config does.
+            let old =
+                !arch.norms_share_input && (arch.kv_heads == 1 || arch.kv_heads == arch.heads);
+            (Falcon, if old { FALCON } else { FALCON_NEW })
+        }
+        GptBigcode => (t, GPT_BIGCODE),
+        Gpt2 | Gpt3 => (Gpt2, GPT2),
+    }
+}
+
+fn value(field: Field, arch: &Architecture, seq_len: u64) -> Value {
+    use Value::{Bool, Int, Literal};
+    let v = &arch.vision;
+    match field {
+        Field::Hidden => Int(arch.hidden),
+        Field::Intermediate => Int(arch.intermediate),
+        Field::Layers => Int(arch.layers),
+        Field::Heads => Int(arch.heads),
+        Field::KvHeads => Int(arch.kv_heads),
+        Field::HeadDim => Int(arch.head_dim),
+        Field::Vocab => Int(arch.vocab),
+        Field::Positions => Int(seq_len.max(4096)),
+        Field::LearnedPositions => Int(arch.learned_positions.max(1)),
+        Field::Experts => Int(arch.experts),
+        Field::ExpertsPerToken => Int(arch.experts_per_token),
+        Field::SharedExpertIntermediate => Int(arch.shared_expert_intermediate),
+        Field::Tied => Bool(arch.tied_embeddings),
+        Field::QkvBias => Bool(arch.qkv_bias),
+        Field::MlpBias => Bool(arch.mlp_bias),
+        Field::Gelu => Literal(if arch.composite_gelu {
+            "\"gelu_new\""
+        } else {
+            "\"gelu_pytorch_tanh\""
+        }),
+        Field::MultiQuery => Bool(arch.kv_heads == 1),
+        Field::ParallelAttn => Bool(arch.norms_per_layer == 1 || arch.norms_share_input),
+        Field::LnsInParallel => Int(if arch.norms_share_input { 2 } else { 1 }),
+        Field::ParallelResidual => Bool(arch.norms_share_input),
+        Field::FinalSoftcap => Literal(if arch.final_logit_softcap {
+            "30.0"
+        } else {
+            "None"
+        }),
+        Field::AttnSoftcap => Literal(if arch.attn_logit_softcap {
+            "50.0"
+        } else {
+            "None"
+        }),
+        Field::TextConfig => Value::Dict(schema::SOFTCAPPED),
+        Field::VisionConfig => Value::Dict(schema::SIGLIP),
+        Field::VisionHidden => Int(v.hidden),
+        Field::VisionIntermediate => Int(v.intermediate),
+        Field::VisionLayers => Int(v.layers),
+        Field::VisionHeads => Int(v.heads),
+        Field::VisionChannels => Int(v.channels),
+        Field::VisionImageSize => Int(v.image_size),
+        Field::VisionPatchSize => Int(v.patch_size),
+        Field::VisionPoolingHead => Bool(v.pooling_head),
+        Field::Yes => Bool(true),
+        Field::No => Bool(false),
+    }
+}
+
+/// The config of `schema` as a Python dict literal, its entries indented by `depth` levels.
+fn dict(schema: u32, arch: &Architecture, seq_len: u64, depth: usize) -> String {
+    let pad = "    ".repeat(depth);
+    let mut s = String::from("{\n");
+    for (key, field, _) in table(KEYS).iter().filter(|(_, _, of)| of & schema != 0) {
+        s.push_str(&pad);
+        s.push_str(&py_str(key));
+        s.push_str(": ");
+        match value(*field, arch, seq_len) {
+            Value::Int(n) => s.push_str(&num(n)),
+            Value::Bool(b) => s.push_str(py_bool(b)),
+            Value::Literal(text) => s.push_str(text),
+            Value::Dict(inner) => s.push_str(&dict(inner, arch, seq_len, depth + 1)),
+        }
+        s.push_str(",\n");
+    }
+    s.push_str(&"    ".repeat(depth - 1));
+    s.push('}');
+    s
+}
 
 /// The `transformers` model type and the config fields that rebuild `arch` (with random weights), as a Python
 /// dict literal with the keys in sorted order.
 pub(crate) fn model_config(arch: &Architecture, seq_len: u64) -> (&'static str, String) {
-    let falcon_gqa = arch.kv_heads != 1 && arch.kv_heads != arch.heads;
-    let (model_type, fields): (&'static str, &[(&str, Field)]) = match arch.model_type.as_str() {
-        "llama" => ("llama", LLAMA),
-        "mistral" => ("mistral", MISTRAL),
-        "qwen2" => ("qwen2", MISTRAL),
-        "gemma" => ("gemma", MISTRAL),
-        "gemma2" => ("gemma2", MISTRAL),
-        "mixtral" => ("mixtral", MIXTRAL),
-        "phi3" => ("phi3", PHI),
-        "phi" => ("phi", PHI),
-        "gpt_neox" => ("gpt_neox", GPT_NEOX),
-        "bloom" => ("bloom", BLOOM),
-        "falcon" | "RefinedWebModel" | "RefinedWeb" if falcon_gqa => ("falcon", FALCON_GQA),
-        "falcon" | "RefinedWebModel" | "RefinedWeb" => ("falcon", FALCON),
-        "gpt_bigcode" => ("gpt_bigcode", GPT_BIGCODE),
-        // gpt2 and GPT-3 (never released; GPT-2's layout at GPT-3's sizes).
-        _ => ("gpt2", GPT2),
-    };
-    let mut s = String::from("{\n");
-    for (key, field) in table(fields) {
-        let n = match field {
-            Field::Hidden => arch.hidden,
-            Field::Intermediate => arch.intermediate,
-            Field::Layers => arch.layers,
-            Field::Heads => arch.heads,
-            Field::KvHeads => arch.kv_heads,
-            Field::HeadDim => arch.head_dim,
-            Field::Vocab => arch.vocab,
-            Field::Positions => seq_len.max(4096),
-            Field::LearnedPositions => arch.learned_positions.max(1),
-            Field::Experts => arch.experts,
-            Field::ExpertsPerToken => arch.experts_per_token,
-            Field::Tied => u64::from(arch.tied_embeddings),
-            Field::QkvBias => u64::from(arch.qkv_bias),
-            Field::MlpBias => u64::from(arch.mlp_bias),
-            Field::MultiQuery => u64::from(arch.kv_heads == 1),
-            Field::ParallelAttn => u64::from(arch.norms_per_layer == 1),
-            Field::Yes => 1,
-            Field::No => 0,
-        };
-        let flag = matches!(
-            field,
-            Field::Tied
-                | Field::QkvBias
-                | Field::MlpBias
-                | Field::MultiQuery
-                | Field::ParallelAttn
-                | Field::Yes
-                | Field::No
-        );
-        s.push_str("    \"");
-        s.push_str(key);
-        s.push_str("\": ");
-        s.push_str(&if flag {
-            py_bool(n == 1).to_string()
-        } else {
-            num(n)
-        });
-        s.push_str(",\n");
-    }
-    s.push('}');
-    (model_type, s)
+    let (t, schema) = built_type(arch);
+    (t.key(), dict(schema, arch, seq_len, 1))
 }
 
 /// The script for one plan.
@@ -364,12 +432,17 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "allocated" => num(e.peak_allocated_bytes),
         "reserved" => num(e.peak_reserved_bytes),
         "device" => num(e.device_bytes),
-        "attn_impl" => match plan.attn {
+        // transformers refuses SDPA for a model it has no SDPA path for; the prediction is for what it runs.
+        "attn_impl" => match hf_attention(arch, plan.attn) {
             Attn::Eager => "eager",
             Attn::Sdpa => "sdpa",
             Attn::Flash => "flash_attention_2",
         },
-        "attn" => plan.attn.key(),
+        "attn" => if hf_attention(arch, plan.attn) == plan.attn {
+            plan.attn.key()
+        } else {
+            "sdpa, which this model has no SDPA path for in transformers: it runs eager"
+        },
         "model_dtype" => torch_dtype(model_dtype),
         "prec" => plan.precision.key(),
         "chunk" => num(plan.chunk),
@@ -382,6 +455,8 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "chunked" => plan.loss == Loss::Chunked,
         "kernel" => plan.loss == Loss::Kernel,
         "gpt3" => arch.model_type == "gpt3",
+        "qwen_v1" => ModelType::of(arch) == ModelType::Qwen,
+        "refined_web" => matches!(ModelType::of(arch), ModelType::RefinedWeb | ModelType::RefinedWebModel),
         "positions" => matches!(model_type, "gpt2" | "gpt_bigcode"),
         "oib" => plan.optimizer_in_backward,
         "aoff" => plan.offload_activations,

@@ -76,6 +76,31 @@ fn gpu_capacities_are_the_sourced_nvidia_smi_totals() {
 }
 
 #[test]
+fn falcon_parallel_blocks_have_the_norms_transformers_builds() {
+    // Falcon-11B's new decoder keeps one LayerNorm per parallel block (num_ln_in_parallel_attn = 1), not ln_attn
+    // and ln_mlp: 10,836,484,096 parameters, as transformers 5.24 builds it (counted on the meta device).
+    let a = import_config(&data("model_types/falcon.json")).unwrap();
+    assert_eq!(
+        (a.kv_heads, a.norms_per_layer, a.norms_share_input),
+        (8, 1, false)
+    );
+    assert_eq!(a.total_params(), 10_836_484_096);
+    // Falcon-40B's (RefinedWeb, the new decoder by default): ln_attn and ln_mlp, both reading the layer's input.
+    let a = import_config(&data("model_types/RefinedWeb.json")).unwrap();
+    assert_eq!(
+        (a.kv_heads, a.norms_per_layer, a.norms_share_input),
+        (8, 2, true)
+    );
+    assert_eq!(a.total_params(), 41_303_293_952);
+    // A sequential block: a norm before attention and one before the MLP.
+    let a = import_config(
+        r#"{"model_type":"falcon","hidden_size":64,"num_attention_heads":4,"num_hidden_layers":2,"vocab_size":256,"new_decoder_architecture":true,"parallel_attn":false}"#,
+    )
+    .unwrap();
+    assert_eq!((a.norms_per_layer, a.norms_share_input), (2, false));
+}
+
+#[test]
 fn bloom_configs_import_with_their_embedding_norm_and_tied_head() {
     // bigscience/bloom-7b1's config.json names its width n_embed; the model card states 7,069,016,064 parameters.
     let a = import_config(r#"{"model_type": "bloom", "n_embed": 4096, "n_layer": 30, "n_head": 32, "vocab_size": 250880}"#)

@@ -5,6 +5,7 @@
 
 mod export;
 mod import;
+mod models;
 mod notes;
 mod python;
 
@@ -85,6 +86,47 @@ fn py(b: bool) -> &'static str {
     } else {
         "False"
     }
+}
+
+/// Compiles Python scripts with `python3 -m py_compile`, all at once; false (with a note) when python3 is absent.
+fn py_compile(scripts: &[String]) -> bool {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python {
+        println!(
+            "note: python3 is absent; the exported scripts are checked for their settings only"
+        );
+        return false;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "peakplan-interop-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let files: Vec<PathBuf> = scripts
+        .iter()
+        .enumerate()
+        .map(|(i, src)| {
+            let f = dir.join(format!("s{i}.py"));
+            std::fs::write(&f, src).unwrap();
+            f
+        })
+        .collect();
+    let out = std::process::Command::new("python3")
+        .args(["-m", "py_compile"])
+        .args(&files)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "a script does not compile: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
 }
 
 /// The integer constant `NAME = 123` of a script.

@@ -1,6 +1,6 @@
 //! The Python export: every script compiles, and its constants and calls name the plan's settings.
 
-use crate::{constant, exported, py, PLANS};
+use crate::{constant, exported, py, py_compile, PLANS};
 use peakplan_core::interop::ExportFormat;
 use peakplan_core::plan::{Alloc, Method, Peft, Plan, Precision, TokenTraining};
 use peakplan_core::{estimate, preset_arch, Target};
@@ -21,34 +21,8 @@ fn konst(q: &str, src: &str, name: &str) -> String {
 /// Every script is valid Python (when python3 is there).
 #[test]
 fn python_exports_compile() {
-    let python = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !python {
-        println!(
-            "note: python3 is absent; the exported scripts are checked for their settings only"
-        );
-    }
-    for (i, q) in PLANS.iter().enumerate() {
-        let (_, src) = exported(q, ExportFormat::Python);
-        if python {
-            let file = std::env::temp_dir()
-                .join(format!("peakplan-interop-{}-{i}.py", std::process::id()));
-            std::fs::write(&file, &src).unwrap();
-            let out = std::process::Command::new("python3")
-                .args(["-m", "py_compile"])
-                .arg(&file)
-                .output()
-                .unwrap();
-            let _ = std::fs::remove_file(&file);
-            assert!(
-                out.status.success(),
-                "{q}: the script does not compile: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
+    let scripts: Vec<String> = scripts().map(|(_, _, src)| src).collect();
+    py_compile(&scripts);
 }
 
 /// The constants: the shape, checkpointing, optimizer, attention, precision and peakplan's prediction.
