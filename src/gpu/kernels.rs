@@ -4,8 +4,9 @@
 //! The sources are embedded without their comment lines and indentation (done at compile time by [`minify`]),
 //! which keeps the page's WebAssembly smaller; the files keep their header comments.
 
-/// Length of `src` without its `//` comment lines and leading indentation.
-const fn minified_len(src: &str) -> usize {
+/// Writes `src` without its `//` comment lines and leading indentation into `out` (as much as fits) and returns the
+/// minified length: with an empty `out`, only the length.
+const fn strip(src: &str, out: &mut [u8]) -> usize {
     let b = src.as_bytes();
     let (mut i, mut n) = (0, 0);
     while i < b.len() {
@@ -16,11 +17,17 @@ const fn minified_len(src: &str) -> usize {
         let comment = j + 1 < b.len() && b[j] == b'/' && b[j + 1] == b'/';
         while j < b.len() && b[j] != b'\n' {
             if !comment {
+                if n < out.len() {
+                    out[n] = b[j];
+                }
                 n += 1;
             }
             j += 1;
         }
         if !comment && j < b.len() {
+            if n < out.len() {
+                out[n] = b'\n';
+            }
             n += 1;
         }
         i = j + 1;
@@ -28,30 +35,15 @@ const fn minified_len(src: &str) -> usize {
     n
 }
 
+/// Length of `src` without its `//` comment lines and leading indentation.
+const fn minified_len(src: &str) -> usize {
+    strip(src, &mut [])
+}
+
 /// `src` without its `//` comment lines and leading indentation (`N` from [`minified_len`]).
 const fn minify<const N: usize>(src: &str) -> [u8; N] {
-    let b = src.as_bytes();
     let mut out = [b' '; N];
-    let (mut i, mut n) = (0, 0);
-    while i < b.len() {
-        let mut j = i;
-        while j < b.len() && (b[j] == b' ' || b[j] == b'\t') {
-            j += 1;
-        }
-        let comment = j + 1 < b.len() && b[j] == b'/' && b[j + 1] == b'/';
-        while j < b.len() && b[j] != b'\n' {
-            if !comment && n < N {
-                out[n] = b[j];
-                n += 1;
-            }
-            j += 1;
-        }
-        if !comment && j < b.len() && n < N {
-            out[n] = b'\n';
-            n += 1;
-        }
-        i = j + 1;
-    }
+    strip(src, &mut out);
     out
 }
 

@@ -2,6 +2,7 @@
 
 use crate::browser;
 use crate::canvas::{paint_chart, paint_timeline, watch_size};
+use crate::planner::Computed;
 use crate::state::ctx;
 use leptos::prelude::*;
 use peakplan_chart::Theme;
@@ -28,11 +29,12 @@ fn watched_size(canvas: NodeRef<leptos::html::Canvas>) -> RwSignal<Option<(u32, 
     size
 }
 
-/// The stacked bars, repainted whenever the plan changes.
-#[component]
-pub(crate) fn ChartCanvas() -> impl IntoView {
+/// Paints `canvas` with `paint` once it has a size, and again whenever the computed plan or the size changes.
+fn repaint(
+    canvas: NodeRef<leptos::html::Canvas>,
+    paint: impl Fn(&web_sys::HtmlCanvasElement, (u32, u32), &Computed) + 'static,
+) {
     let c = ctx();
-    let canvas = NodeRef::<leptos::html::Canvas>::new();
     let size = watched_size(canvas);
     Effect::new(move |_| {
         let comp = c.computed.get();
@@ -40,12 +42,22 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
             return;
         };
         if let Some(el) = canvas.get_untracked() {
-            paint_chart(&el, size, &comp.chart, &theme());
-            browser::mark_first_paint();
-            if let Some(t0) = c.input_started.get_value() {
-                browser::record_timing(browser::now_ms() - t0);
-                c.input_started.set_value(None);
-            }
+            paint(&el, size, &comp);
+        }
+    });
+}
+
+/// The stacked bars, repainted whenever the plan changes.
+#[component]
+pub(crate) fn ChartCanvas() -> impl IntoView {
+    let c = ctx();
+    let canvas = NodeRef::<leptos::html::Canvas>::new();
+    repaint(canvas, move |el, size, comp| {
+        paint_chart(el, size, &comp.chart, &theme());
+        browser::mark_first_paint();
+        if let Some(t0) = c.input_started.get_value() {
+            browser::record_timing(browser::now_ms() - t0);
+            c.input_started.set_value(None);
         }
     });
     let tip = RwSignal::new(
@@ -152,15 +164,8 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
 pub(crate) fn Timeline() -> impl IntoView {
     let c = ctx();
     let canvas = NodeRef::<leptos::html::Canvas>::new();
-    let size = watched_size(canvas);
-    Effect::new(move |_| {
-        let comp = c.computed.get();
-        let Some(size) = size.get() else {
-            return;
-        };
-        if let Some(el) = canvas.get_untracked() {
-            paint_timeline(&el, size, &comp.selected, &theme());
-        }
+    repaint(canvas, |el, size, comp| {
+        paint_timeline(el, size, &comp.selected, &theme())
     });
     view! {
         <figure class="timeline">

@@ -547,42 +547,33 @@ impl Architecture {
                 )));
             }
         }
-        if self.layers == 0 || self.layers > MAX_LAYERS {
-            return Err(ArchError(format!(
-                "num_hidden_layers = {} is out of range 1..={MAX_LAYERS}",
-                self.layers
-            )));
-        }
-        if !self.heads.is_multiple_of(self.kv_heads) {
-            return Err(ArchError(format!(
+        in_range("num_hidden_layers", self.layers, MAX_LAYERS)?;
+        ensure(self.heads.is_multiple_of(self.kv_heads), || {
+            format!(
                 "num_key_value_heads = {} does not divide num_attention_heads = {}",
                 self.kv_heads, self.heads
-            )));
-        }
-        if self.learned_positions > MAX_DIM {
-            return Err(ArchError(format!(
-                "max positions {} is out of range",
-                self.learned_positions
-            )));
-        }
-        if self.experts == 0 || self.experts > MAX_EXPERTS {
-            return Err(ArchError(format!(
-                "the expert count (num_local_experts / num_experts) = {} is out of range 1..={MAX_EXPERTS}",
-                self.experts
-            )));
-        }
-        if self.experts_per_token == 0 || self.experts_per_token > self.experts {
-            return Err(ArchError(format!(
+            )
+        })?;
+        ensure(self.learned_positions <= MAX_DIM, || {
+            format!("max positions {} is out of range", self.learned_positions)
+        })?;
+        in_range(
+            "the expert count (num_local_experts / num_experts)",
+            self.experts,
+            MAX_EXPERTS,
+        )?;
+        ensure((1..=self.experts).contains(&self.experts_per_token), || {
+            format!(
                 "num_experts_per_tok = {} must be between 1 and the expert count {}",
                 self.experts_per_token, self.experts
-            )));
-        }
-        if self.shared_expert_intermediate > MAX_DIM {
-            return Err(ArchError(format!(
+            )
+        })?;
+        ensure(self.shared_expert_intermediate <= MAX_DIM, || {
+            format!(
                 "shared_expert_intermediate_size = {} is larger than any model (at most {MAX_DIM})",
                 self.shared_expert_intermediate
-            )));
-        }
+            )
+        })?;
         if self.norms_per_layer > 8 {
             return Err(ArchError("more than 8 norms per layer".into()));
         }
@@ -637,5 +628,21 @@ impl Architecture {
             shared_expert_intermediate: 0,
             shared_expert_gate: false,
         }
+    }
+}
+
+/// `name = v` must be in 1..=max.
+fn in_range(name: &str, v: u64, max: u64) -> Result<(), ArchError> {
+    ensure((1..=max).contains(&v), || {
+        format!("{name} = {v} is out of range 1..={max}")
+    })
+}
+
+/// An error with `message` unless `ok`.
+fn ensure(ok: bool, message: impl FnOnce() -> String) -> Result<(), ArchError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ArchError(message()))
     }
 }

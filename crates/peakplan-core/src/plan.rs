@@ -1,7 +1,7 @@
 //! Plans: the raw query vocabulary of the contract, parsed once into a validated [`Plan`] with diagnostics.
 
 use crate::arch::Target;
-use crate::presets::{self, GpuId, ModelId};
+use crate::presets::{GpuId, ModelId};
 use crate::text::{clip, count, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS};
 use serde::{Deserialize, Serialize};
 
@@ -517,15 +517,8 @@ impl Plan {
     pub fn set(&mut self, key: &str, v: &str) -> Result<(), String> {
         match key {
             "model" => {
-                let Some(model) = ModelId::parse(v) else {
-                    let ids: Vec<&str> = presets::MODELS.iter().map(|m| m.id).collect();
-                    return Err(format!(
-                        "model={} is not a known preset; accepted: {}",
-                        quote(v),
-                        ids.join(", ")
-                    ));
-                };
-                self.model = model;
+                let ids = ModelId::all().map(ModelId::id);
+                self.model = bundled(key, v, ModelId::parse, ids, "preset", "peakplan presets")?;
             }
             "method" => self.method = keyword(key, v, Method::from_key, Method::accepted())?,
             "r" => self.rank = parse_uint(key, v, 1, MAX_RANK)?,
@@ -564,15 +557,8 @@ impl Plan {
             "gpus" => self.gpus = parse_uint(key, v, 1, MAX_GPUS)?,
             "zero" => self.zero = parse_uint(key, v, 0, 3)? as u8,
             "gpu" => {
-                let Some(gpu) = GpuId::parse(v) else {
-                    let ids: Vec<&str> = presets::GPUS.iter().map(|g| g.id).collect();
-                    return Err(format!(
-                        "gpu={} is not a known GPU; accepted: {}",
-                        quote(v),
-                        ids.join(", ")
-                    ));
-                };
-                self.gpu = gpu;
+                let ids = GpuId::all().map(GpuId::id);
+                self.gpu = bundled(key, v, GpuId::parse, ids, "GPU", "peakplan presets")?;
             }
             "fw" => self.framework = keyword(key, v, Framework::from_key, Framework::accepted())?,
             "peft" => self.peft = keyword(key, v, Peft::from_key, Peft::accepted())?,
@@ -793,6 +779,43 @@ fn unknown_key(key: &str, first: bool) -> String {
         m.push_str(&KEYS.join(", "));
     }
     m
+}
+
+/// The bundled preset `v` names, or a message that says so with the ids it may have meant (a slip, or the same
+/// family) and where every id is listed, instead of all of them: 46 model ids fill a phone's first screen.
+fn bundled<T>(
+    key: &str,
+    v: &str,
+    parse: fn(&str) -> Option<T>,
+    ids: impl Iterator<Item = &'static str>,
+    noun: &str,
+    listed_by: &str,
+) -> Result<T, String> {
+    if let Some(id) = parse(v) {
+        return Ok(id);
+    }
+    let ids: Vec<&str> = ids.collect();
+    let family = v
+        .split(['-', '_', '.'])
+        .next()
+        .unwrap_or(v)
+        .to_ascii_lowercase();
+    // Slips first, then the same family.
+    let slips = ids.iter().filter(|id| near(v, id));
+    let kin = ids
+        .iter()
+        .filter(|id| family.len() >= 3 && id.starts_with(family.as_str()) && !near(v, id));
+    let close: Vec<&str> = slips.chain(kin).copied().take(6).collect();
+    let hint = if close.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", close.join(", "))
+    };
+    Err(format!(
+        "{key}={} is not a known {noun}{hint} ({} bundled, listed by `{listed_by}` and the page's list)",
+        quote(v),
+        ids.len()
+    ))
 }
 
 /// Whether `typed` is `known` with a different case, or with one character added, dropped, changed or two

@@ -106,15 +106,11 @@ pub struct MicroConfig {
 }
 
 /// The seven projections of a decoder layer, in forward order (the order of adapters and their tensors).
-pub const PROJECTIONS: [Target; 7] = [
-    Target::Q,
-    Target::K,
-    Target::V,
-    Target::O,
-    Target::Gate,
-    Target::Up,
-    Target::Down,
-];
+pub const PROJECTIONS: [Target; 7] = {
+    // Every target but the LM head, in the order `Target::ALL` lists them.
+    let t = Target::ALL;
+    [t[0], t[1], t[2], t[3], t[4], t[5], t[6]]
+};
 
 impl Default for MicroConfig {
     fn default() -> Self {

@@ -38,21 +38,33 @@ fn bad_values_name_the_key_and_keep_the_rest() {
             "{q}: the good key s=4096 was lost"
         );
     };
-    check("r=banana&s=4096", "r", "accepted: integers 1 to");
-    check(
-        "method=banana&s=4096",
-        "method",
-        "accepted: full, lora, qlora",
-    );
-    check("r=-3&s=4096", "r", "not an integer");
-    check("b=99999999999999999999999&s=4096", "b", "out of range");
-    check("model=nope&s=4096", "model", "llama-2-7b");
-    check("targets=q,x&s=4096", "targets", "unknown target");
-    check("dropout=1&s=4096", "dropout", "below 1");
-    check("dropout=NaN&s=4096", "dropout", "out of range");
-    check("color=red&s=4096", "color", "unknown key");
-    check("gc&s=4096", "gc", "no value");
-    check("zero=4&s=4096", "zero", "0 to 3");
+    for (q, key, want) in [
+        ("r=banana&s=4096", "r", "accepted: integers 1 to"),
+        (
+            "method=banana&s=4096",
+            "method",
+            "accepted: full, lora, qlora",
+        ),
+        ("r=-3&s=4096", "r", "not an integer"),
+        ("b=99999999999999999999999&s=4096", "b", "out of range"),
+        ("model=nope&s=4096", "model", "is not a known preset"),
+        // The ids it may have meant, not all 46 (which filled a phone's first screen).
+        ("model=llama-9b&s=4096", "model", "did you mean llama-2-13b"),
+        ("model=qwen3-8&s=4096", "model", "did you mean qwen3-8b,"),
+        ("gpu=rtx4090&s=4096", "gpu", "did you mean rtx-4090?"),
+        ("targets=q,x&s=4096", "targets", "unknown target"),
+        ("dropout=1&s=4096", "dropout", "below 1"),
+        ("dropout=NaN&s=4096", "dropout", "out of range"),
+        ("color=red&s=4096", "color", "unknown key"),
+        ("gc&s=4096", "gc", "no value"),
+        ("zero=4&s=4096", "zero", "0 to 3"),
+    ] {
+        check(q, key, want);
+    }
+    let long = Plan::parse_query("model=llama-9b").diagnostics[0]
+        .message
+        .len();
+    assert!(long < 300, "{long} characters");
 }
 
 #[test]
