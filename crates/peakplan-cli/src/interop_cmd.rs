@@ -10,8 +10,7 @@ pub fn export(args: &[String]) -> Result<String> {
     let formats: Vec<&str> = ExportFormat::ALL.iter().map(|f| f.key()).collect();
     let a = super::parse_plan_args(args, "export", &formats)?;
     let format = ExportFormat::from_key(&a.format).unwrap_or(ExportFormat::Python);
-    let (query, hf_config) = (a.query, a.hf_config);
-    let (plan, arch) = super::plan_and_arch(&query, hf_config.as_deref())?;
+    let (plan, arch) = super::plan_and_arch(&a)?;
     Ok(interop::export(&plan, &arch, format))
 }
 

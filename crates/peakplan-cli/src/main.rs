@@ -3,6 +3,7 @@
 //! Errors are handled once, here at the edge: any bad input prints one line on stderr and exits with status 2.
 
 mod files;
+mod hub;
 mod interop_cmd;
 
 use anyhow::{anyhow, bail, Result};
@@ -16,11 +17,11 @@ use peakplan_core::{
 use serde_json::{json, Value};
 use std::io::Write;
 
-const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE] [--format table|json|svg]
-       peakplan advise [--query 'QUERY'] [--hf-config FILE] [--gpu GPU] [--format table|json]
-       peakplan gpus [--query 'QUERY'] [--hf-config FILE] [--format table|json]
+const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--format table|json|svg]
+       peakplan advise [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--gpu GPU] [--format table|json]
+       peakplan gpus [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--format table|json]
        peakplan validate FILE.csv [--row ID | --format json]
-       peakplan export --query 'QUERY' [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]
+       peakplan export --query 'QUERY' [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--format python|axolotl|torchtune|deepspeed]
        peakplan import FILE...
        peakplan presets";
 
@@ -63,6 +64,8 @@ pub(crate) fn complain(message: &str) {
 pub(crate) struct PlanArgs {
     pub query: String,
     pub hf_config: Option<String>,
+    /// A Hugging Face Hub id, `ORG/NAME[@REVISION]`.
+    pub hf_model: Option<String>,
     /// One of the command's formats (the first unless given).
     pub format: String,
 }
@@ -77,6 +80,7 @@ pub(crate) fn parse_plan_args(
     let mut a = PlanArgs {
         query: String::new(),
         hf_config: None,
+        hf_model: None,
         format: formats.first().copied().unwrap_or_default().into(),
     };
     let mut gpu = None;
@@ -90,6 +94,7 @@ pub(crate) fn parse_plan_args(
         match flag.as_str() {
             "--query" | "-q" => a.query = value("--query")?,
             "--hf-config" => a.hf_config = Some(value("--hf-config")?),
+            "--hf-model" => a.hf_model = Some(value("--hf-model")?),
             "--format" | "-f" => a.format = value("--format")?,
             "--gpu" if command == "advise" => gpu = Some(value("--gpu")?),
             other => bail!("unknown argument {other:?}; usage: {}", usage_line(command)),
@@ -104,6 +109,9 @@ pub(crate) fn parse_plan_args(
     }
     if let Some(g) = gpu {
         a.query = format!("{}&gpu={g}", a.query);
+    }
+    if a.hf_config.is_some() && a.hf_model.is_some() {
+        bail!("--hf-config and --hf-model both name the model; give one");
     }
     Ok(a)
 }
@@ -148,7 +156,7 @@ fn run(args: &[String]) -> Result<String> {
     match args.first().map(String::as_str) {
         Some("estimate") => {
             let a = parse_plan_args(&args[1..], "estimate", &["table", "json", "svg"])?;
-            let (plan, arch) = plan_and_arch(&a.query, a.hf_config.as_deref())?;
+            let (plan, arch) = plan_and_arch(&a)?;
             Ok(match a.format.as_str() {
                 "json" => format!("{}\n", serde_json::to_string_pretty(&report(&arch, &plan))?),
                 "svg" => svg(&arch, &plan),
@@ -470,8 +478,7 @@ fn validate_row(path: &str, id: &str) -> Result<String> {
 fn advise_cmd(args: &[String]) -> Result<String> {
     use peakplan_core::advise::advise;
     let a = parse_plan_args(args, "advise", &["table", "json"])?;
-    let query = a.query.clone();
-    let (plan, arch) = plan_and_arch(&query, a.hf_config.as_deref())?;
+    let (plan, arch) = plan_and_arch(&a)?;
     let cap = plan.gpu.preset().capacity_bytes;
     let advice = advise(&arch, &plan, Some(cap));
     if a.format == "json" {
@@ -534,7 +541,7 @@ fn advise_cmd(args: &[String]) -> Result<String> {
 fn gpus_cmd(args: &[String]) -> Result<String> {
     use peakplan_core::gpu_choice::gpu_fits;
     let a = parse_plan_args(args, "gpus", &["table", "json"])?;
-    let (plan, arch) = plan_and_arch(&a.query, a.hf_config.as_deref())?;
+    let (plan, arch) = plan_and_arch(&a)?;
     let rows = gpu_fits(&arch, &plan);
     if a.format == "json" {
         return Ok(format!("{}\n", serde_json::to_string_pretty(&rows)?));
@@ -583,8 +590,8 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
 
 /// Parses a query once (any diagnostic is the error, all of them on one line) and picks the architecture: an
 /// imported `config.json` when given, else the plan's preset. Shared by every command that takes `--query`.
-pub(crate) fn plan_and_arch(query: &str, hf_config: Option<&str>) -> Result<(Plan, Architecture)> {
-    let parsed = Plan::parse_query(query);
+pub(crate) fn plan_and_arch(a: &PlanArgs) -> Result<(Plan, Architecture)> {
+    let parsed = Plan::parse_query(&a.query);
     if !parsed.diagnostics.is_empty() {
         let msgs: Vec<&str> = parsed
             .diagnostics
@@ -593,9 +600,15 @@ pub(crate) fn plan_and_arch(query: &str, hf_config: Option<&str>) -> Result<(Pla
             .collect();
         bail!("{}", msgs.join("; "));
     }
-    let arch = match hf_config {
-        Some(path) => load_config(path)?,
-        None => preset_arch(&parsed.plan).clone(),
+    let arch = match (&a.hf_config, &a.hf_model) {
+        (Some(path), _) => load_config(path)?,
+        (None, Some(id)) => {
+            let text = hub::config_text(id, peakplan_core::hf::MAX_CONFIG_BYTES as u64)?;
+            let mut arch = import_config(&text).map_err(|e| anyhow!("--hf-model {id}: {e}"))?;
+            arch.name = id.clone();
+            arch
+        }
+        (None, None) => preset_arch(&parsed.plan).clone(),
     };
     Ok((parsed.plan, arch))
 }

@@ -515,3 +515,159 @@ fn an_import_with_stderr_closed_still_prints_its_plan() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("model="));
 }
+
+/// A stand-in Hub on a loopback port: `config.json` of a few repositories, each answering as the Hub does.
+fn fake_hub() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(&stream);
+            let mut request = Vec::new();
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                request.push(std::mem::take(&mut line));
+            }
+            let path = request
+                .first()
+                .and_then(|l| l.split_whitespace().nth(1))
+                .unwrap_or("")
+                .to_string();
+            let authorized = request
+                .iter()
+                .any(|h| h.trim() == "Authorization: Bearer good");
+            let config = r#"{"model_type":"llama","hidden_size":1024,"intermediate_size":4096,"num_hidden_layers":8,"num_attention_heads":16,"num_key_value_heads":4,"vocab_size":32000}"#;
+            let (status, body) = match path.as_str() {
+                "/acme/small-llama/resolve/main/config.json" => ("200 OK", config.to_string()),
+                "/acme/gated/resolve/main/config.json" if authorized => {
+                    ("200 OK", config.to_string())
+                }
+                "/acme/gated/resolve/main/config.json" => ("401 Unauthorized", "{}".to_string()),
+                "/acme/broken/resolve/main/config.json" => {
+                    ("200 OK", "{\"model_type\": ".to_string())
+                }
+                "/acme/huge/resolve/main/config.json" => ("200 OK", " ".repeat(2 << 20)),
+                _ => (
+                    "404 Not Found",
+                    r#"{"error":"Repository not found"}"#.to_string(),
+                ),
+            };
+            let mut s = &stream;
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// `peakplan ARGS` with extra environment variables (and no Hugging Face variables of the caller's).
+fn peakplan_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_peakplan"));
+    for k in [
+        "HF_ENDPOINT",
+        "HF_TOKEN",
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HF_HUB_OFFLINE",
+    ] {
+        cmd.env_remove(k);
+    }
+    let out = cmd
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("the peakplan binary runs");
+    Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn hf_model_reads_the_hub_and_the_cache_and_says_what_went_wrong() {
+    let hub = fake_hub();
+    let home = std::env::temp_dir().join(format!("peakplan-hub-{}", std::process::id()));
+    let cache = home.join("hub");
+    let home_s = home.to_string_lossy().into_owned();
+    let base = [("HF_ENDPOINT", hub.as_str()), ("HF_HOME", home_s.as_str())];
+    let est = |id: &str, extra: &[(&str, &str)]| {
+        let env: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
+        peakplan_env(
+            &[
+                "estimate",
+                "--hf-model",
+                id,
+                "--query",
+                "method=lora",
+                "--format",
+                "json",
+            ],
+            &env,
+        )
+    };
+    // From the endpoint: the same model as the same config given as a file.
+    let ok = est("acme/small-llama", &[]);
+    assert_eq!(ok.status, 0, "{}", ok.stderr);
+    let v: Value = serde_json::from_str(&ok.stdout).unwrap();
+    assert_eq!(v["model"]["name"], "acme/small-llama");
+    assert_eq!(v["model"]["layers"], 8);
+    // From the cache, offline: refs/main names the snapshot.
+    let repo = cache.join("models--acme--cached-llama");
+    std::fs::create_dir_all(repo.join("snapshots/0123abcd")).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
+    std::fs::copy(
+        data("models/llama-2-7b.json"),
+        repo.join("snapshots/0123abcd/config.json"),
+    )
+    .unwrap();
+    let offline = [
+        ("HF_HUB_OFFLINE", "1"),
+        ("HF_ENDPOINT", "http://127.0.0.1:9"),
+    ];
+    let cached = est("acme/cached-llama", &offline);
+    assert_eq!(cached.status, 0, "{}", cached.stderr);
+    // Every failure: status 2, one line that names it.
+    let gated = est("acme/gated", &[]);
+    let refused = |r: &Run, want: &str| {
+        assert_eq!(r.status, 2, "{}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+        assert!(r.stderr.contains(want), "{} does not say {want}", r.stderr);
+    };
+    refused(&gated, "gated or private (HTTP 401)");
+    assert_eq!(est("acme/gated", &[("HF_TOKEN", "good")]).status, 0);
+    refused(
+        &est("acme/no-such-model", &[]),
+        "has no model acme/no-such-model",
+    );
+    refused(
+        &est("acme/not-cached", &offline),
+        "not in the local Hugging Face cache",
+    );
+    refused(
+        &est("acme/small-llama", &[("HF_ENDPOINT", "http://127.0.0.1:9")]),
+        "cannot reach the Hub",
+    );
+    refused(&est("acme/broken", &[]), "--hf-model acme/broken:");
+    refused(&est("acme/huge", &[]), "more than 1048576 bytes");
+    refused(&est("../etc/passwd", &[]), "the organization may hold");
+    refused(&est("llama-2-7b", &[]), "is not a Hub id");
+    refused(&est("acme/x@..", &[]), "the revision may hold");
+    let both = peakplan_env(
+        &[
+            "estimate",
+            "--hf-model",
+            "acme/small-llama",
+            "--hf-config",
+            "x.json",
+        ],
+        &base,
+    );
+    refused(&both, "give one");
+    let _ = std::fs::remove_dir_all(&home);
+}
