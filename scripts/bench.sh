@@ -19,5 +19,5 @@ for name, key in names.items():
 json.dump(out, open(sys.argv[2], "w"))
 PY
 dist="$root/target/site"
-trunk build --release --public-url /peakplan/ --dist "$dist" >/dev/null 2>&1
+bash scripts/build-site.sh /peakplan/ "$dist" >/dev/null 2>&1
 node tests/e2e/bench.mjs "$dist" "$native"

@@ -5,6 +5,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH="$HOME/.cargo/bin:$PATH"
 say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+# --site: only what building the release site needs (the GitHub Pages workflow): no browser, fuzzer or test driver.
+site_only=false
+[[ ${1:-} == --site ]] && site_only=true
 
 TRUNK_VERSION=0.21.14
 WASM_BINDGEN_VERSION=0.2.130   # keep in sync with the exact pin in Cargo.toml
@@ -14,7 +17,7 @@ PLAYWRIGHT_VERSION=1
 rustup target list --installed | grep -qx wasm32-unknown-unknown || { say "adding the wasm32 target"; rustup target add wasm32-unknown-unknown; }
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
 
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+if ! $site_only && { ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; }; then
   say "installing Debian's chromium and chromium-driver"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
@@ -32,7 +35,7 @@ if [[ $(wasm-bindgen --version 2>/dev/null) != "wasm-bindgen $WASM_BINDGEN_VERSI
 fi
 
 # Fuzzing needs a nightly toolchain (the machine image has one); without it the fuzz step is skipped, loudly.
-if cargo +nightly --version >/dev/null 2>&1 && ! command -v cargo-fuzz >/dev/null; then
+if ! $site_only && cargo +nightly --version >/dev/null 2>&1 && ! command -v cargo-fuzz >/dev/null; then
   say "installing cargo-fuzz 0.13.2"
   cargo install --locked cargo-fuzz@0.13.2 || cargo install cargo-fuzz@0.13.2
 fi
@@ -43,6 +46,7 @@ if [[ $(wasm-opt --version 2>/dev/null) != "wasm-opt version $BINARYEN_VERSION"*
   say "installing binaryen@$BINARYEN_VERSION (wasm-opt) globally"
   npm install -g --no-audit --no-fund --silent "binaryen@$BINARYEN_VERSION"
 fi
+if $site_only; then say "site tools ready"; exit 0; fi
 tools="$root/.tools"
 mkdir -p "$tools"
 if [[ ! -d $tools/node_modules/playwright-core ]]; then

@@ -43,9 +43,7 @@ cargo test -p peakplan-web --target wasm32-unknown-unknown
 
 step "release site, served from a sub-path"
 dist="$root/target/site"
-trunk build --release --public-url /peakplan/ --dist "$dist"
-size=0; for f in "$dist"/*; do [[ -f $f ]] && size=$((size + $(gzip -9c "$f" | wc -c))); done
-echo "site: $((size / 1024)) KB gzipped"
+bash scripts/build-site.sh /peakplan/ "$dist"
 
 step "end-to-end tests: playwright-core driving Chromium"
 node tests/e2e/page.test.mjs "$dist"

@@ -671,3 +671,45 @@ fn hf_model_reads_the_hub_and_the_cache_and_says_what_went_wrong() {
     refused(&both, "give one");
     let _ = std::fs::remove_dir_all(&home);
 }
+
+#[test]
+fn the_pages_workflow_builds_the_site_the_tests_serve() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text =
+        std::fs::read_to_string(root.join(".github/workflows/pages.yml")).expect("the workflow");
+    let v = peakplan_core::interop::yaml::parse(&text).expect("the workflow is YAML");
+    let steps = v["jobs"]["build"]["steps"].as_array().expect("build steps");
+    let runs: Vec<&str> = steps.iter().filter_map(|s| s["run"].as_str()).collect();
+    // Every command is one of the project's own scripts, and each exists.
+    for run in &runs {
+        let script = run
+            .strip_prefix("bash ")
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("{run} is not one of the project's scripts"));
+        assert!(root.join(script).is_file(), "{script} does not exist");
+    }
+    assert!(runs.contains(&"bash scripts/setup.sh --site"), "{runs:?}");
+    // The build is scripts/build-site.sh, which scripts/test.sh builds the tested site with, into what is uploaded.
+    let build = runs
+        .iter()
+        .find(|r| r.starts_with("bash scripts/build-site.sh "))
+        .expect("the site build");
+    let dist = build.split_whitespace().last().expect("a dist folder");
+    let upload = steps
+        .iter()
+        .find(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/upload-pages-artifact@"))
+        })
+        .expect("the upload");
+    assert_eq!(upload["with"]["path"].as_str(), Some(dist));
+    let test_sh = std::fs::read_to_string(root.join("scripts/test.sh")).expect("scripts/test.sh");
+    assert!(
+        test_sh.contains("bash scripts/build-site.sh /peakplan/"),
+        "test.sh builds another way"
+    );
+    assert!(v["jobs"]["deploy"]["steps"][0]["uses"]
+        .as_str()
+        .is_some_and(|u| u.starts_with("actions/deploy-pages@")));
+}
