@@ -42,3 +42,53 @@ fn advisor_prefers_free_changes_and_stays_quiet_when_nothing_helps() {
     let advice = peakplan_core::advise::advise(preset_arch(&small), &small, Some(cap));
     assert!(advice.to_fit.is_none() && advice.fits == Some(true));
 }
+
+#[test]
+fn the_micro_batch_card_keeps_the_effective_batch_and_says_when_it_still_does_not_fit() {
+    // 70B LoRA at b=4, ga=4 on a 24 GB card: halving the batch doubles the accumulation (b x ga stays 16), and
+    // the card's plan, still far over 24 GB, says so.
+    let p = plan("model=llama-2-70b&method=lora&b=4&ga=4&s=2048&gpu=rtx-4090");
+    let cap = presets::gpu("rtx-4090").unwrap().capacity_bytes;
+    let advice = peakplan_core::advise::advise(preset_arch(&p), &p, Some(cap));
+    let card = advice
+        .levers
+        .iter()
+        .find(|l| l.changes[0].key == "b")
+        .expect("a micro-batch card");
+    let ch = &card.changes[0];
+    assert_eq!((ch.value.as_str(), ch.query().as_str()), ("2", "b=2&ga=8"));
+    assert!(
+        ch.label.contains("accumulate gradients over 8 steps"),
+        "{}",
+        ch.label
+    );
+    assert_eq!(card.plan.micro_batch * card.plan.grad_accumulation, 16);
+    assert_eq!(plan(&card.query), card.plan);
+    assert_eq!(card.fits, Some(false));
+    // An odd effective batch rounds the accumulation up and says "about".
+    let odd = plan("model=llama-3.2-1b&method=lora&b=6&ga=1&s=1024");
+    let c = peakplan_core::advise::candidates(&odd);
+    let b = c
+        .iter()
+        .find(|c| c.key == "b")
+        .expect("a micro-batch change");
+    assert_eq!(b.query(), "b=3&ga=2");
+    assert_eq!(b.cost_text, "same effective batch, more steps");
+    let odd = plan("model=llama-3.2-1b&method=lora&b=3&ga=3&s=1024");
+    let c = peakplan_core::advise::candidates(&odd);
+    let b = c
+        .iter()
+        .find(|c| c.key == "b")
+        .expect("a micro-batch change");
+    assert_eq!(b.query(), "b=1&ga=9");
+    let odd = plan("model=llama-3.2-1b&method=lora&b=5&ga=1&s=1024");
+    let c = peakplan_core::advise::candidates(&odd);
+    let b = c
+        .iter()
+        .find(|c| c.key == "b")
+        .expect("a micro-batch change");
+    assert_eq!(
+        (b.query().as_str(), b.cost_text),
+        ("b=2&ga=3", "about the same effective batch, more steps")
+    );
+}
