@@ -69,13 +69,21 @@ fn Planner() -> impl IntoView {
             <p class="tagline">"Will this fine-tune fit on my GPU? Memory of one training step, part by part."</p>
         </header>
         <UrlErrors/>
+        // Source order is the order of use (the plan's controls, then the answer, then the rest), so Tab walks the
+        // controls first; the grid places them, and on a phone lifts the answer above the controls.
         <main class="layout">
             <section class="controls essentials" aria-label="Plan">
                 <PlanEssentials/>
             </section>
-            <section class="results" aria-label="Memory">
+            <section class="controls settings" aria-label="Training settings">
+                <PlanSettings/>
+            </section>
+            <section class="results answer" aria-label="Memory">
                 <Verdict/>
                 <ChartCanvas/>
+                <ShareBar/>
+            </section>
+            <section class="results details" aria-label="Details">
                 <Advisor/>
                 <GpuTable/>
                 <Figures/>
@@ -83,12 +91,8 @@ fn Planner() -> impl IntoView {
                 <crate::gpu::panel::GpuPanel
                     plan=ctx().plan
                     predict=Callback::new(|c: peakplan_core::micro::MicroConfig| peakplan_core::micro::predicted_peak_bytes(&c))/>
-                <ShareBar/>
                 <ComponentTable/>
                 <Accuracy/>
-            </section>
-            <section class="controls settings" aria-label="Training settings">
-                <PlanSettings/>
             </section>
         </main>
         <footer>
