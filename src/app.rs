@@ -78,6 +78,9 @@ fn Planner() -> impl IntoView {
             <section class="controls settings" aria-label="Training settings">
                 <PlanSettings/>
             </section>
+            // One box for the two sections on the right keeps the layout's view type (and its wasm) as it was;
+            // `display: contents` hands both to the grid.
+            <div class="right">
             <section class="results answer" aria-label="Memory">
                 <Verdict/>
                 <ChartCanvas/>
@@ -94,6 +97,7 @@ fn Planner() -> impl IntoView {
                 <ComponentTable/>
                 <Accuracy/>
             </section>
+            </div>
         </main>
         <footer>
             <p>"Units: GiB = 2"<sup>"30"</sup>" bytes, as PyTorch and nvidia-smi report. Figures come from the peakplan core; the same numbers are in the CLI."</p>

@@ -70,7 +70,9 @@ fn needed(r: &GpuFit) -> String {
     let now = r.gpus_needed.map_or("none".to_string(), |v| v.to_string());
     let now = format!(r#"<span data-testid="gpu-needed-{id}">{now}</span>"#);
     match r.gpus_needed_with_free_changes {
-        Some(n) => format!(r#"{now}, or <span class="free" data-testid="gpu-needed-free-{id}">{n}*</span>"#),
+        Some(n) => format!(
+            r#"{now}, or <span class="free" data-testid="gpu-needed-free-{id}">{n}*</span>"#
+        ),
         None => now,
     }
 }
@@ -170,13 +172,23 @@ mod tests {
 
     #[test]
     fn a_count_the_free_changes_lower_is_starred_and_the_changes_named() {
-        let (rows, html) = table("model=llama-3.1-70b&method=full&prec=amp_bf16&gpus=32&zero=3&gpu=h100-80gb");
-        let h100 = rows.iter().find(|r| r.id == "h100-80gb").expect("an H100 row");
-        let (now, free) = (h100.gpus_needed.unwrap(), h100.gpus_needed_with_free_changes.unwrap());
+        let (rows, html) =
+            table("model=llama-3.1-70b&method=full&prec=amp_bf16&gpus=32&zero=3&gpu=h100-80gb");
+        let h100 = rows
+            .iter()
+            .find(|r| r.id == "h100-80gb")
+            .expect("an H100 row");
+        let (now, free) = (
+            h100.gpus_needed.unwrap(),
+            h100.gpus_needed_with_free_changes.unwrap(),
+        );
         assert!(html.contains(&format!(
             r#"data-testid="gpu-needed-h100-80gb">{now}</span>, or <span class="free" data-testid="gpu-needed-free-h100-80gb">{free}*</span><"#
         )));
-        assert!(html.contains("*: with the free changes (same result, no slower): ") && html.contains("Use the fused AdamW"));
+        assert!(
+            html.contains("*: with the free changes (same result, no slower): ")
+                && html.contains("Use the fused AdamW")
+        );
         let (_, plain) = table("model=llama-3.1-8b&method=lora&b=2&s=2048&gpu=rtx-4090&opt=adamw_torch_fused&alloc=expandable&loss=fused&liger=1");
         assert!(!plain.contains("gpu-table-free") && !plain.contains("*<"));
     }

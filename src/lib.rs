@@ -4,8 +4,8 @@
 pub mod accuracy_table;
 pub mod gpu_rows;
 pub mod history;
-pub mod picker;
 pub mod html;
+pub mod picker;
 pub mod planner;
 pub mod scale;
 

@@ -1,8 +1,9 @@
 //! The model picker's filter: which presets a typed filter keeps, and what Enter picks. Plain Rust, tested natively.
 
-/// Whether a preset matches a filter (lowercase): by id or by name, anywhere in either.
+/// Whether a preset matches a filter (lowercase): by id or by name, anywhere in either. Preset names are ASCII,
+/// and ASCII folding keeps Unicode's case tables out of the page's wasm.
 pub fn matches(filter: &str, id: &str, name: &str) -> bool {
-    filter.is_empty() || id.contains(filter) || name.to_lowercase().contains(filter)
+    filter.is_empty() || id.contains(filter) || name.to_ascii_lowercase().contains(filter)
 }
 
 /// The presets a filter keeps, in list order, and the line that says so: how many, and what Enter picks.
@@ -39,13 +40,24 @@ mod tests {
     #[test]
     fn enter_picks_the_first_match_and_no_match_is_said() {
         let (kept, line) = filtered(MODELS, "70");
-        assert_eq!(kept.iter().map(|m| m.0).collect::<Vec<_>>(), ["llama-3.1-70b"]);
-        assert_eq!(line.as_deref(), Some("1 preset matches; Enter picks Llama 3.1 70B"));
+        assert_eq!(
+            kept.iter().map(|m| m.0).collect::<Vec<_>>(),
+            ["llama-3.1-70b"]
+        );
+        assert_eq!(
+            line.as_deref(),
+            Some("1 preset matches; Enter picks Llama 3.1 70B")
+        );
         let (kept, line) = filtered(MODELS, "8b");
         assert_eq!(kept.len(), 2);
-        assert_eq!(line.as_deref(), Some("2 presets match; Enter picks Llama 3.1 8B"));
+        assert_eq!(
+            line.as_deref(),
+            Some("2 presets match; Enter picks Llama 3.1 8B")
+        );
         let (kept, line) = filtered(MODELS, "mistral");
-        assert!(kept.is_empty() && line.is_some_and(|l| l.starts_with("No preset matches “mistral”")));
+        assert!(
+            kept.is_empty() && line.is_some_and(|l| l.starts_with("No preset matches “mistral”"))
+        );
         let (kept, line) = filtered(MODELS, "");
         assert_eq!((kept.len(), line), (3, None));
     }

@@ -20,7 +20,8 @@ pub const RANK: Scale = Scale {
 /// Micro-batches a user picks: every one up to 8 (a "largest batch 3" is on the track), then four steps per
 /// doubling up to 256.
 const BATCH_STEPS: &[u64] = &[
-    1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256,
+    1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160,
+    192, 224, 256,
 ];
 
 /// Micro-batch: 1 to 256.

@@ -9,7 +9,6 @@ use peakplan_core::units::format_bytes;
 use peakplan_core::Plan;
 use std::time::Duration;
 
-
 /// Waits this long after the last change before advising: the search runs thousands of estimates.
 const SETTLE: Duration = Duration::from_millis(120);
 
@@ -34,7 +33,12 @@ pub fn Advisor() -> impl IntoView {
     let undoable = move || undo_from.with(|a| a.as_ref().is_some_and(|a| c.plan.with(|p| p == a)));
     let applied_text = move || {
         undo_to.with(|b| {
-            undo_from.with(|a| Some(format!("Applied: {}. ", changed(b.as_ref()?, a.as_ref()?).join(", "))))
+            undo_from.with(|a| {
+                Some(format!(
+                    "Applied: {}. ",
+                    changed(b.as_ref()?, a.as_ref()?).join(", ")
+                ))
+            })
         })
     };
     let undo = move |_| {
@@ -55,7 +59,11 @@ pub fn Advisor() -> impl IntoView {
         };
         // A card that lowers the peak but still does not fit says so first, in the warning colour.
         let nofit = s.fits == Some(false);
-        let limits = if nofit { format!("Still does not fit this GPU: {limits}") } else { limits };
+        let limits = if nofit {
+            format!("Still does not fit this GPU: {limits}")
+        } else {
+            limits
+        };
         view! {
             <li class="suggestion" class:lead=lead
                 on:mouseenter=move |_| c.preview.set(Some(after.clone()))

@@ -76,7 +76,10 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
         filter.with(|f| {
             models.with_value(|m| {
                 let (kept, line) = filtered(m, f);
-                (kept.into_iter().map(|(id, _)| *id).collect::<Vec<_>>(), line)
+                (
+                    kept.into_iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+                    line,
+                )
             })
         })
     };
@@ -93,7 +96,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
             <label for="model-filter">"Model"</label>
             <input id="model-filter" type="search" placeholder="Filter presets…" aria-label="Filter model presets"
                 data-testid="model-filter" aria-describedby="model-filter-says" on:keydown=on_key
-                on:input=move |ev| filter.set(event_target_value(&ev).to_lowercase())/>
+                on:input=move |ev| filter.set(event_target_value(&ev).to_ascii_lowercase())/>
             <p id="model-filter-says" class="why" role="status" data-testid="model-filter-says">
                 {move || found().1}
             </p>

@@ -65,30 +65,19 @@ fn the_micro_batch_card_keeps_the_effective_batch_and_says_when_it_still_does_no
     assert_eq!(card.plan.micro_batch * card.plan.grad_accumulation, 16);
     assert_eq!(plan(&card.query), card.plan);
     assert_eq!(card.fits, Some(false));
-    // An odd effective batch rounds the accumulation up and says "about".
-    let odd = plan("model=llama-3.2-1b&method=lora&b=6&ga=1&s=1024");
-    let c = peakplan_core::advise::candidates(&odd);
-    let b = c
-        .iter()
-        .find(|c| c.key == "b")
-        .expect("a micro-batch change");
-    assert_eq!(b.query(), "b=3&ga=2");
-    assert_eq!(b.cost_text, "same effective batch, more steps");
-    let odd = plan("model=llama-3.2-1b&method=lora&b=3&ga=3&s=1024");
-    let c = peakplan_core::advise::candidates(&odd);
-    let b = c
-        .iter()
-        .find(|c| c.key == "b")
-        .expect("a micro-batch change");
-    assert_eq!(b.query(), "b=1&ga=9");
-    let odd = plan("model=llama-3.2-1b&method=lora&b=5&ga=1&s=1024");
-    let c = peakplan_core::advise::candidates(&odd);
-    let b = c
-        .iter()
-        .find(|c| c.key == "b")
-        .expect("a micro-batch change");
-    assert_eq!(
-        (b.query().as_str(), b.cost_text),
-        ("b=2&ga=3", "about the same effective batch, more steps")
-    );
+    // The accumulation keeps b x ga where the new batch divides it, and rounds up, saying "about", where not.
+    let batch_change = |q: &str| {
+        peakplan_core::advise::candidates(&plan(q))
+            .into_iter()
+            .find(|c| c.key == "b")
+            .expect("a micro-batch change")
+    };
+    for (q, want, cost) in [
+        ("b=6&ga=1", "b=3&ga=2", "same effective batch, more steps"),
+        ("b=3&ga=3", "b=1&ga=9", "same effective batch, more steps"),
+        ("b=5&ga=1", "b=2&ga=3", "about the same effective batch, more steps"),
+    ] {
+        let b = batch_change(&format!("model=llama-3.2-1b&method=lora&s=1024&{q}"));
+        assert_eq!((b.query().as_str(), b.cost_text), (want, cost), "{q}");
+    }
 }
