@@ -72,14 +72,16 @@ fn Planner() -> impl IntoView {
         // Source order is the order of use (the plan's controls, then the answer, then the rest), so Tab walks the
         // controls first; the grid places them, and on a phone lifts the answer above the controls.
         <main class="layout">
+            <div class="left">
             <section class="controls essentials" aria-label="Plan">
                 <PlanEssentials/>
             </section>
             <section class="controls settings" aria-label="Training settings">
                 <PlanSettings/>
             </section>
-            // One box for the two sections on the right keeps the layout's view type (and its wasm) as it was;
-            // `display: contents` hands both to the grid.
+            </div>
+            // Two columns of their own height when wide; on a phone `display: contents` hands the four sections to
+            // the grid, which puts the answer first.
             <div class="right">
             <section class="results answer" aria-label="Memory">
                 <Verdict/>

@@ -75,7 +75,11 @@ fn the_micro_batch_card_keeps_the_effective_batch_and_says_when_it_still_does_no
     for (q, want, cost) in [
         ("b=6&ga=1", "b=3&ga=2", "same effective batch, more steps"),
         ("b=3&ga=3", "b=1&ga=9", "same effective batch, more steps"),
-        ("b=5&ga=1", "b=2&ga=3", "about the same effective batch, more steps"),
+        (
+            "b=5&ga=1",
+            "b=2&ga=3",
+            "about the same effective batch, more steps",
+        ),
     ] {
         let b = batch_change(&format!("model=llama-3.2-1b&method=lora&s=1024&{q}"));
         assert_eq!((b.query().as_str(), b.cost_text), (want, cost), "{q}");
