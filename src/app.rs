@@ -69,13 +69,26 @@ fn Planner() -> impl IntoView {
             <p class="tagline">"Will this fine-tune fit on my GPU? Memory of one training step, part by part."</p>
         </header>
         <UrlErrors/>
+        // Source order is the order of use (the plan's controls, then the answer, then the rest), so Tab walks the
+        // controls first; the grid places them, and on a phone lifts the answer above the controls.
         <main class="layout">
+            <div class="left">
             <section class="controls essentials" aria-label="Plan">
                 <PlanEssentials/>
             </section>
-            <section class="results" aria-label="Memory">
+            <section class="controls settings" aria-label="Training settings">
+                <PlanSettings/>
+            </section>
+            </div>
+            // Two columns of their own height when wide; on a phone `display: contents` hands the four sections to
+            // the grid, which puts the answer first.
+            <div class="right">
+            <section class="results answer" aria-label="Memory">
                 <Verdict/>
                 <ChartCanvas/>
+                <ShareBar/>
+            </section>
+            <section class="results details" aria-label="Details">
                 <Advisor/>
                 <GpuTable/>
                 <Figures/>
@@ -83,13 +96,10 @@ fn Planner() -> impl IntoView {
                 <crate::gpu::panel::GpuPanel
                     plan=ctx().plan
                     predict=Callback::new(|c: peakplan_core::micro::MicroConfig| peakplan_core::micro::predicted_peak_bytes(&c))/>
-                <ShareBar/>
                 <ComponentTable/>
                 <Accuracy/>
             </section>
-            <section class="controls settings" aria-label="Training settings">
-                <PlanSettings/>
-            </section>
+            </div>
         </main>
         <footer>
             <p>"Units: GiB = 2"<sup>"30"</sup>" bytes, as PyTorch and nvidia-smi report. Figures come from the peakplan core; the same numbers are in the CLI."</p>

@@ -15,8 +15,8 @@ pub fn query() -> String {
         .to_string()
 }
 
-/// Replaces the URL's query without adding a history entry.
-pub fn replace_query(query: &str) {
+/// Writes the URL's query: a new history entry when `push`, else in place.
+pub fn write_query(query: &str, push: bool) {
     let Some(w) = window() else { return };
     let path = w.location().pathname().unwrap_or_default();
     let url = if query.is_empty() {
@@ -25,7 +25,12 @@ pub fn replace_query(query: &str) {
         format!("{path}?{query}")
     };
     if let Ok(h) = w.history() {
-        let _ = h.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url));
+        let state = &wasm_bindgen::JsValue::NULL;
+        let _ = if push {
+            h.push_state_with_url(state, "", Some(&url))
+        } else {
+            h.replace_state_with_url(state, "", Some(&url))
+        };
     }
 }
 
@@ -76,6 +81,21 @@ pub fn prefers_dark() -> bool {
         .and_then(|w| w.match_media("(prefers-color-scheme: dark)").ok().flatten())
         .map(|m| m.matches())
         .unwrap_or(false)
+}
+
+/// Focuses an element by id, after the pending render (the element may be shown by the same change).
+pub fn focus_soon(id: &'static str) {
+    let Some(w) = window() else { return };
+    let f = wasm_bindgen::closure::Closure::once_into_js(move || {
+        let el = web_sys::window()
+            .and_then(|w| w.document())
+            .and_then(|d| d.get_element_by_id(id))
+            .and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok());
+        if let Some(el) = el {
+            let _ = el.focus();
+        }
+    });
+    let _ = w.request_animation_frame(f.unchecked_ref());
 }
 
 /// Milliseconds since navigation.

@@ -63,6 +63,32 @@ fn button(r: &GpuFit) -> String {
     }
 }
 
+/// The "GPUs needed" cell: the count, and the count with the free changes where they lower it ("18, or 14*").
+/// The `gpu-needed-` hook holds the count alone, so scripts reading it as a number keep working.
+fn needed(r: &GpuFit) -> String {
+    let id = esc(r.id);
+    let now = r.gpus_needed.map_or("none".to_string(), |v| v.to_string());
+    let now = format!(r#"<span data-testid="gpu-needed-{id}">{now}</span>"#);
+    match r.gpus_needed_with_free_changes {
+        Some(n) => format!(
+            r#"{now}, or <span class="free" data-testid="gpu-needed-free-{id}">{n}*</span>"#
+        ),
+        None => now,
+    }
+}
+
+/// The note under the table that names the free changes behind a starred count, if any row has one.
+fn free_note(rows: &[GpuFit]) -> String {
+    let Some(r) = rows.iter().find(|r| !r.free_changes.is_empty()) else {
+        return String::new();
+    };
+    let labels: Vec<String> = r.free_changes.iter().map(|c| esc(&c.label)).collect();
+    format!(
+        r#"<p class="note" data-testid="gpu-table-free">*: with the free changes (same result, no slower): {}.</p>"#,
+        labels.join("; ")
+    )
+}
+
 /// The table for `rows`, worked out for a plan on `current_gpu` at micro-batch `micro_batch` and sequence `seq_len`.
 pub fn table_html(rows: &[GpuFit], current_gpu: &str, micro_batch: u64, seq_len: u64) -> String {
     let opt = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
@@ -76,7 +102,7 @@ pub fn table_html(rows: &[GpuFit], current_gpu: &str, micro_batch: u64, seq_len:
             button(r)
         };
         body.push_str(&format!(
-            r#"<tr class="{}{}" data-testid="gpu-row-{id}" data-fits="{}"><td title="{}">{}</td><td class="num" title="{}">{}</td><td class="num">{verdict}</td><td class="num">{}</td><td class="num">{}</td><td class="num" data-testid="gpu-needed-{id}">{}</td><td>{action}</td></tr>"#,
+            r#"<tr class="{}{}" data-testid="gpu-row-{id}" data-fits="{}"><td title="{}">{}</td><td class="num" title="{}">{}</td><td class="num">{verdict}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{action}</td></tr>"#,
             if r.fits { "fits" } else { "short" },
             if current { " current" } else { "" },
             r.fits,
@@ -86,7 +112,7 @@ pub fn table_html(rows: &[GpuFit], current_gpu: &str, micro_batch: u64, seq_len:
             format_bytes(r.capacity_bytes),
             opt(r.max_batch),
             opt(r.max_seq),
-            opt(r.gpus_needed),
+            needed(r),
             id = esc(r.id),
         ));
     }
@@ -95,8 +121,9 @@ pub fn table_html(rows: &[GpuFit], current_gpu: &str, micro_batch: u64, seq_len:
     } else {
         ""
     };
+    let free = free_note(rows);
     format!(
-        r#"<table><thead><tr><th>GPU</th><th class="num">Memory</th><th class="num">Verdict</th><th class="num wrap">Largest batch<br>at s={seq_len}</th><th class="num wrap">Longest sequence<br>at b={micro_batch}</th><th class="num wrap">GPUs<br>needed</th><th></th></tr></thead><tbody>{body}</tbody></table><p class="note">GPUs needed: the fewest that hold the plan (every count up to 64; no more than the plan has where it fits as planned). Beyond one they share the parameters, gradients and optimizer states (ZeRO-3 / FSDP full shard, or the plan's own layer split), each with this micro-batch.</p>{none}"#
+        r#"<p class="scroll-hint">Scroll the table sideways for every column →</p><table><thead><tr><th>GPU</th><th class="num">Memory</th><th class="num">Verdict</th><th class="num wrap">Largest batch<br>at s={seq_len}</th><th class="num wrap">Longest sequence<br>at b={micro_batch}</th><th class="num wrap">GPUs<br>needed</th><th></th></tr></thead><tbody>{body}</tbody></table><p class="note">GPUs needed: the fewest that hold the plan (every count up to 64; no more than the plan has where it fits as planned). Beyond one they share the parameters, gradients and optimizer states (ZeRO-3 / FSDP full shard, or the plan's own layer split), each with this micro-batch.</p>{free}{none}"#
     )
 }
 
@@ -136,9 +163,34 @@ mod tests {
         let (_, html) = table("model=qwen2.5-14b&method=qlora&b=4&s=4096&gpu=h100-80gb");
         assert!(html.contains(r#"<span class="note">current</span>"#));
         assert!(!html.contains(r#"data-testid="gpu-use-h100-80gb""#));
-        // Qwen's 152k-entry vocabulary makes the logits alone outgrow a 24 GB card: no GPU count helps.
-        assert!(html.contains(r#"data-testid="gpu-needed-rtx-4090">none<"#));
+        // Qwen's 152k-entry vocabulary makes the logits alone outgrow a 12 GB card: no GPU count helps. On a 24 GB
+        // card a chunked loss (free) makes one enough.
+        assert!(html.contains(r#"data-testid="gpu-needed-rtx-3060-12gb">none<"#));
+        assert!(html.contains(r#"data-testid="gpu-needed-rtx-4090">none</span>, or <span class="free" data-testid="gpu-needed-free-rtx-4090">1*<"#));
         assert!(html.contains("gpu-table-none"));
+    }
+
+    #[test]
+    fn a_count_the_free_changes_lower_is_starred_and_the_changes_named() {
+        let (rows, html) =
+            table("model=llama-3.1-70b&method=full&prec=amp_bf16&gpus=32&zero=3&gpu=h100-80gb");
+        let h100 = rows
+            .iter()
+            .find(|r| r.id == "h100-80gb")
+            .expect("an H100 row");
+        let (now, free) = (
+            h100.gpus_needed.unwrap(),
+            h100.gpus_needed_with_free_changes.unwrap(),
+        );
+        assert!(html.contains(&format!(
+            r#"data-testid="gpu-needed-h100-80gb">{now}</span>, or <span class="free" data-testid="gpu-needed-free-h100-80gb">{free}*</span><"#
+        )));
+        assert!(
+            html.contains("*: with the free changes (same result, no slower): ")
+                && html.contains("Use the fused AdamW")
+        );
+        let (_, plain) = table("model=llama-3.1-8b&method=lora&b=2&s=2048&gpu=rtx-4090&opt=adamw_torch_fused&alloc=expandable&loss=fused&liger=1");
+        assert!(!plain.contains("gpu-table-free") && !plain.contains("*<"));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 pub mod accuracy_table;
 pub mod gpu_rows;
+pub mod history;
 pub mod html;
+pub mod picker;
 pub mod planner;
 pub mod scale;
 
@@ -29,5 +31,12 @@ pub use app::App;
 /// Mounts the planner page on `<body>`.
 #[cfg(target_arch = "wasm32")]
 pub fn mount() {
+    // index.html's loading line stands until the page is there.
+    if let Some(el) = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.get_element_by_id("loading"))
+    {
+        el.remove();
+    }
     leptos::mount::mount_to_body(App);
 }

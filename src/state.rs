@@ -3,6 +3,7 @@
 //! change the plan. It imports no component.
 
 use crate::browser;
+use crate::history::{Steps, Write};
 use crate::planner::Computed;
 use leptos::prelude::*;
 use peakplan_core::{preset_arch, Architecture, Diagnostic, Parsed, Plan};
@@ -45,8 +46,24 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
         }
         comp
     });
-    // The URL is the state: every change replaces the query (no history entry per slider tick).
-    Effect::new(move |_| browser::replace_query(&plan.with(Plan::to_query)));
+    // The URL is the state, and the plan's history the browser's: a burst of changes (a slider drag) is one entry,
+    // and Back or Forward restore the plan the URL then holds.
+    let steps = StoredValue::new(Steps::default());
+    Effect::new(move |_| {
+        let query = plan.with(Plan::to_query);
+        match steps.try_update_value(|s| s.write(&query, browser::now_ms())) {
+            Some(Write::Push) => browser::write_query(&query, true),
+            Some(Write::Replace) => browser::write_query(&query, false),
+            _ => {}
+        }
+    });
+    // Dropping the handle keeps the listener: the page lives as long as the tab.
+    let _ = window_event_listener_untyped("popstate", move |_| {
+        let restored = Plan::parse_query(&browser::query()).plan;
+        steps.update_value(|s| s.restored(&restored.to_query()));
+        preview.set(None);
+        plan.set(restored);
+    });
     let ctx = Ctx {
         plan,
         computed,
@@ -108,10 +125,23 @@ impl Ctx {
     pub(crate) fn set_text(self, key: &str, text: &str) {
         let mut refused = None;
         self.edit(|p| refused = p.set(key, text).err());
-        if let Some(message) = refused {
-            let key = key.to_string();
-            self.refused
-                .update(|r| r.typed.push(Diagnostic { key, message }));
+        match refused {
+            Some(message) => {
+                let key = key.to_string();
+                self.refused
+                    .update(|r| r.typed.push(Diagnostic { key, message }));
+            }
+            None => self.accepted(key),
+        }
+    }
+
+    /// A value for `key` was taken: an earlier refusal of it no longer stands.
+    pub(crate) fn accepted(self, key: &str) {
+        if self
+            .refused
+            .with_untracked(|r| r.typed.iter().any(|d| d.key == key))
+        {
+            self.refused.update(|r| r.typed.retain(|d| d.key != key));
         }
     }
 

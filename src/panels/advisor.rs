@@ -1,9 +1,12 @@
 //! The advisor panel: "it doesn't fit: what do I change?", computed off the slider's critical path.
 
+use crate::browser;
+use crate::history::changed;
 use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
 use peakplan_core::advise::{advise, Advice, Suggestion};
 use peakplan_core::units::format_bytes;
+use peakplan_core::Plan;
 use std::time::Duration;
 
 /// Waits this long after the last change before advising: the search runs thousands of estimates.
@@ -23,6 +26,28 @@ pub fn Advisor() -> impl IntoView {
             advice.set(Some(advise(arch, plan, Some(cap))));
         },
     );
+    // The last "Apply": the plan before it and the plan it made (the preview's type: no new signal code in wasm).
+    let (undo_to, undo_from): (RwSignal<Option<Plan>>, RwSignal<Option<Plan>>) =
+        (RwSignal::new(None), RwSignal::new(None));
+    // "Undo" stays while the plan is the one applied; any other change makes it moot.
+    let undoable = move || undo_from.with(|a| a.as_ref().is_some_and(|a| c.plan.with(|p| p == a)));
+    let applied_text = move || {
+        undo_to.with(|b| {
+            undo_from.with(|a| {
+                Some(format!(
+                    "Applied: {}. ",
+                    changed(b.as_ref()?, a.as_ref()?).join(", ")
+                ))
+            })
+        })
+    };
+    let undo = move |_| {
+        if let Some(b) = undo_to.get_untracked() {
+            c.edit(|p| *p = b);
+        }
+        undo_from.set(None);
+        browser::focus_soon("advisor-title");
+    };
     let row = move |s: Suggestion, testid: String, lead: bool| {
         let after = s.plan.clone();
         let apply = s.plan.clone();
@@ -31,6 +56,13 @@ pub fn Advisor() -> impl IntoView {
             (Some(b), Some(q)) => format!("largest batch {b}, longest sequence {q}"),
             (None, Some(q)) => format!("no batch fits at this length; longest sequence {q}"),
             _ => "nothing fits this GPU".to_string(),
+        };
+        // A card that lowers the peak but still does not fit says so first, in the warning colour.
+        let nofit = s.fits == Some(false);
+        let limits = if nofit {
+            format!("Still does not fit this GPU: {limits}")
+        } else {
+            limits
         };
         view! {
             <li class="suggestion" class:lead=lead
@@ -42,17 +74,25 @@ pub fn Advisor() -> impl IntoView {
                     <span class=format!("cost {}", s.cost.label())>{s.cost.label()}</span>
                     <button data-testid=testid on:click=move |_| {
                         c.preview.set(None);
+                        undo_to.set(Some(c.plan.get_untracked()));
+                        undo_from.set(Some(apply.clone()));
                         c.edit(|p| *p = apply.clone());
+                        // The card goes when the advice is worked out again: focus the line that can undo it.
+                        browser::focus_soon("advisor-undo");
                     }>"Apply"</button>
                 </div>
                 <ul class="changes">{changes}</ul>
-                <p class="why">{limits}</p>
+                <p class=if nofit { "why nofit" } else { "why" } data-fits=(!nofit).to_string()>{limits}</p>
             </li>
         }
     };
     view! {
         <section class="advisor" aria-label="Advisor" data-testid="advisor">
-            <h2>"What to change"</h2>
+            <h2 id="advisor-title" tabindex="-1">"What to change"</h2>
+            <p class="applied" role="status" data-testid="advisor-applied" hidden=move || !undoable()>
+                {applied_text}
+                <button id="advisor-undo" data-testid="advisor-undo" on:click=undo>"Undo"</button>
+            </p>
             {move || match advice.get() {
                 None => view! { <p class="why">"Working out the options…"</p> }.into_any(),
                 Some(a) => {

@@ -1,20 +1,21 @@
 //! The plan's generic controls: a log-scale slider with its number box, and a `<select>` over a key's values.
 
-use crate::scale::Log2Scale;
+use crate::scale::Scale;
 use crate::state::{ctx, Ctx};
 use leptos::prelude::*;
 use peakplan_core::plan::Method;
 use peakplan_core::Plan;
 use wasm_bindgen::JsCast;
 
-/// A log-scale slider over powers of two, with a number box for any value. The track hands `set` its value typed
-/// (every scale lies within the core's bounds); the box's text is parsed by the core under `key`.
+/// A slider over a scale's steps, with a number box for any value. The track hands `set` its value typed (every
+/// scale lies within the core's bounds); the box's text is parsed by the core under `key`, and a refused value is
+/// said beside the box (and in the page's banner) while the box shows the value kept.
 #[component]
 pub(crate) fn LogSlider(
     label: &'static str,
     key: &'static str,
     testid: &'static str,
-    scale: Log2Scale,
+    scale: Scale,
     #[prop(into)] value: Signal<u64>,
     set: fn(&mut Plan, u64),
     #[prop(into)] disabled: Signal<Option<&'static str>>,
@@ -34,11 +35,23 @@ pub(crate) fn LogSlider(
         {
             let _ = el.set_attribute("data-value", &v.to_string());
         }
+        c.accepted(key);
         c.edit(|p| set(p, v));
     };
     let on_number = move |ev: leptos::ev::Event| {
         let text = event_target_value(&ev);
         c.set_text(key, text.trim());
+        // A refused value leaves the plan as it was, so the box would keep the text the plan did not take.
+        if let Some(input) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+        {
+            input.set_value(&value.get_untracked().to_string());
+        }
+    };
+    let refused = move || {
+        c.refused
+            .with(|r| Some(r.typed.iter().rev().find(|d| d.key == key)?.message.clone()))
     };
     view! {
         <div class="field slider" class:disabled=move || disabled.get().is_some()>
@@ -48,8 +61,8 @@ pub(crate) fn LogSlider(
                     type="range"
                     id=id
                     data-testid=testid
-                    min=scale.min_exp
-                    max=scale.max_exp
+                    min=scale.min
+                    max=scale.max
                     step="1"
                     prop:value=move || scale.position(value.get()).to_string()
                     data-value=move || value.get().to_string()
@@ -67,6 +80,7 @@ pub(crate) fn LogSlider(
                     on:change=on_number
                 />
             </div>
+            <span class="error" role="alert" data-testid=format!("refused-{key}")>{refused}</span>
             {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
         </div>
     }

@@ -1,6 +1,7 @@
 //! The inputs that decide most of the answer: method, model, GPU, the three sliders and the LoRA targets.
 
 use crate::panels::controls::{not_peft_reason, KeySelect, LogSlider};
+use crate::picker::filtered;
 use crate::planner::method_label;
 use crate::scale;
 use crate::state::{ctx, Ctx};
@@ -62,31 +63,55 @@ pub(crate) fn PlanEssentials() -> impl IntoView {
     }
 }
 
-/// Model preset list with a filter box.
+/// Model preset list with a filter box: Enter picks the first match, and a line says how many match (or none).
 #[component]
 fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
     let c = ctx();
     let filter = RwSignal::new(String::new());
     let models = StoredValue::new(models);
-    // Ids and names are ASCII: `str::to_lowercase` would link Unicode's case tables (10 KB of the gzipped site).
     // The model alone: read through the whole plan, every slider move would rebuild the option list.
     let model = Memo::new(move |_| c.plan.with(|p| p.model.id()));
+    // Forty-odd presets: filtering again is cheaper than a memo's code in the wasm.
+    let found = move || {
+        filter.with(|f| {
+            models.with_value(|m| {
+                let (kept, line) = filtered(m, f);
+                (
+                    kept.into_iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+                    line,
+                )
+            })
+        })
+    };
+    let on_key = move |ev: web_sys::KeyboardEvent| {
+        if ev.key() == "Enter" {
+            ev.prevent_default();
+            if let Some(id) = found().0.first() {
+                c.set_text("model", id);
+            }
+        }
+    };
     view! {
         <div class="field">
             <label for="model-filter">"Model"</label>
             <input id="model-filter" type="search" placeholder="Filter presets…" aria-label="Filter model presets"
+                data-testid="model-filter" aria-describedby="model-filter-says" on:keydown=on_key
+                // Ids and names are ASCII: `str::to_lowercase` would link Unicode's case tables (10 KB gzipped).
                 on:input=move |ev| filter.set(event_target_value(&ev).to_ascii_lowercase())/>
+            <p id="model-filter-says" class="why" role="status" data-testid="model-filter-says">
+                {move || found().1}
+            </p>
             <select id="sel-model" data-testid="select-model" aria-label="Model preset"
                 disabled=move || c.custom.with(Option::is_some)
                 on:change=move |ev| c.set_text("model", &event_target_value(&ev))
                 prop:value=move || model.get()>
                 {move || {
-                    let f = filter.get();
                     let current = model.get();
+                    let kept = found().0;
                     models
                         .get_value()
                         .into_iter()
-                        .filter(|(id, name)| f.is_empty() || id.contains(&f) || name.to_ascii_lowercase().contains(&f) || *id == current)
+                        .filter(|(id, _)| *id == current || kept.contains(id))
                         .map(|(id, name)| {
                             let params = presets::model_arch(id).map(|a| format_count(a.total_params())).unwrap_or_default();
                             view! { <option value=id selected=move || model.get() == id>{format!("{name} ({params})")}</option> }

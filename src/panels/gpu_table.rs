@@ -66,7 +66,7 @@ pub fn GpuTable() -> impl IntoView {
             open.set(now_open);
         }>
             <summary data-testid="gpu-table-summary">{line}</summary>
-            <div on:click=on_click inner_html=move || {
+            <div class="scroller" on:click=on_click inner_html=move || {
                 table.get().unwrap_or_else(|| r#"<p class="why">Working out every GPU…</p>"#.to_string())
             }></div>
         </details>

@@ -371,20 +371,152 @@ async function measure(page, query) {
     l1: Number(await page.locator('[data-testid="gpu-loss-last"]').getAttribute('data-value')) };
 }
 
-await test('on a phone the verdict and chart come right after the essentials, before the other settings', async page => {
+await test('on a phone the verdict and chart come first, then the controls; wide, the controls stay left', async page => {
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto(base + '?model=llama-3.1-8b&method=qlora&gpu=rtx-4090');
   await ready(page);
   const top = async sel => (await page.locator(sel).boundingBox()).y;
-  const [gpu, seq, verdict, chart, gc] = [await top('[data-testid="select-gpu"]'), await top('[data-testid="slider-seq"]'),
-    await top('[data-testid="verdict"]'), await top('[data-testid="chart"]'), await top('[data-testid="select-gc"]')];
-  assert(gpu < seq && seq < verdict && verdict < chart && chart < gc, `order gpu ${gpu}, seq ${seq}, verdict ${verdict}, chart ${chart}, gc ${gc}`);
-  assert(verdict < 1400, `the verdict starts ${verdict} px down`);
+  const [verdict, chart, share, gpu, seq, gc] = [await top('[data-testid="verdict"]'), await top('[data-testid="chart"]'),
+    await top('[data-testid="copy-link"]'), await top('[data-testid="select-gpu"]'), await top('[data-testid="slider-seq"]'),
+    await top('[data-testid="select-gc"]')];
+  assert(verdict < chart && chart < share && share < gpu && gpu < seq && seq < gc,
+    `order verdict ${verdict}, chart ${chart}, share ${share}, gpu ${gpu}, seq ${seq}, gc ${gc}`);
+  assert(chart < 844 - 100, `the chart starts ${chart} px down, below the first screen`);
+  await page.screenshot({ path: path.join(out, 'phone-layout.png') });
   await page.setViewportSize({ width: 1280, height: 900 });
   // Wide: the settings stay in the left column, under the essentials, beside the answer.
   const [gcBox, verdictBox] = [await page.locator('[data-testid="select-gc"]').boundingBox(), await page.locator('[data-testid="verdict"]').boundingBox()];
   assert(gcBox.x + gcBox.width <= verdictBox.x && gcBox.y > await top('[data-testid="slider-seq"]'), 'settings left of the answer, under the sliders');
-  await page.screenshot({ path: path.join(out, 'phone-layout.png') });
+});
+
+await test('share and embed sit right under the chart, before the advisor', async page => {
+  await page.goto(base + '?model=llama-3.1-8b&method=qlora&gpu=rtx-4090');
+  await ready(page);
+  const chart = await page.locator('[data-testid="chart"]').boundingBox();
+  const [link, embed, advisor] = [await page.locator('[data-testid="copy-link"]').boundingBox(),
+    await page.locator('[data-testid="copy-embed"]').boundingBox(), await page.locator('[data-testid="advisor"]').boundingBox()];
+  assert(link.y > chart.y + chart.height && link.y < chart.y + chart.height + 120, `copy link at ${link.y}, chart ends ${chart.y + chart.height}`);
+  assert(embed.y < advisor.y && link.y < 900, `embed ${embed.y}, advisor ${advisor.y}`);
+});
+
+await test('the micro-batch card keeps the effective batch, and a card that still does not fit says so', async page => {
+  await page.goto(base + '?model=llama-2-70b&method=lora&b=4&ga=4&s=2048&gpu=rtx-4090');
+  await ready(page);
+  await page.locator('.suggestion').first().waitFor({ timeout: 10000 });
+  const card = page.locator('.suggestion', { hasText: 'Halve the micro-batch to 2' });
+  const text = await card.textContent();
+  assert(text.includes('accumulate gradients over 8 steps') && text.includes('same effective batch'), `card: ${text}`);
+  assert(await card.locator('p[data-fits="false"]').count() === 1 && text.includes('Still does not fit'), `no mark: ${text}`);
+  await card.locator('button').click(); await page.waitForTimeout(300);
+  assert(/[?&]b=2(&|$)/.test(page.url()) && /[?&]ga=8(&|$)/.test(page.url()), `applied: ${page.url()}`);
+});
+
+await test('Apply by keyboard says what it changed, keeps focus on Undo, and Undo and Back restore the plan', async page => {
+  const q = 'model=llama-2-13b&method=lora&b=8&s=4096&gc=0&gpu=rtx-4090';
+  await page.goto(base + '?' + q);
+  await ready(page);
+  const peak = await bytes(page, 'value-peak');
+  const apply = page.locator('[data-testid="advisor-apply-fit"]');
+  await apply.waitFor({ timeout: 10000 }); await page.waitForTimeout(800);
+  await apply.focus(); await page.keyboard.press('Enter'); await page.waitForTimeout(600);
+  const said = await page.locator('[data-testid="advisor-applied"]').textContent();
+  assert(await page.locator('[data-testid="advisor-applied"]').isVisible() && /Applied: .*→/.test(said), `applied line: ${said}`);
+  assert(await page.evaluate(() => document.activeElement && document.activeElement.id) === 'advisor-undo', 'focus left the advisor');
+  assert(await bytes(page, 'value-peak') < peak, 'Apply did not lower the peak');
+  await page.screenshot({ path: path.join(out, 'advisor-applied.png') });
+  await page.keyboard.press('Enter'); await page.waitForTimeout(400);
+  assert(await bytes(page, 'value-peak') === peak && page.url().includes('b=8'), `Undo: ${page.url()}`);
+  assert(await page.evaluate(() => document.activeElement && document.activeElement.id) === 'advisor-title', 'focus after Undo');
+  // Apply, then Back: the browser's history holds the plans.
+  await page.waitForTimeout(800);
+  await apply.click(); await page.waitForTimeout(400);
+  const applied = page.url();
+  await page.goBack(); await page.waitForTimeout(500);
+  assert(await bytes(page, 'value-peak') === peak && page.url().includes('b=8'), `Back: ${page.url()}`);
+  await page.goForward(); await page.waitForTimeout(500);
+  assert(page.url() === applied && await bytes(page, 'value-peak') < peak, `Forward: ${page.url()}`);
+});
+
+await test('a slider drag is one history step, and Back restores the plan and its peak', async page => {
+  await page.goto(base + '?model=llama-3.1-8b&method=qlora&b=1&s=1024');
+  await ready(page); await page.waitForTimeout(800);
+  const peak = await bytes(page, 'value-peak');
+  const len = await page.evaluate(() => history.length);
+  for (const v of ['11', '12', '13', '14']) { await setSlider(page, 'slider-seq', v); await page.waitForTimeout(50); }
+  await page.waitForTimeout(900);
+  assert(await page.evaluate(() => history.length) === len + 1, 'a drag is not one entry');
+  assert(page.url().includes('s=16384'), page.url());
+  await page.goBack(); await page.waitForTimeout(500);
+  assert(page.url().includes('s=1024') && await bytes(page, 'value-peak') === peak, `Back: ${page.url()}`);
+  assert(await page.locator('[data-testid="slider-seq"]').getAttribute('data-value') === '1024', 'the slider did not follow');
+});
+
+await test('typed out-of-range values are said beside the box and in the banner; small batches are on the track', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=lora&s=2048&b=4&r=16');
+  await ready(page);
+  for (const [box, value, key, want] of [['#num-b', '100000', 'b', 'b=100000 is out of range'], ['#num-r', '0', 'r', 'r=0 is out of range']]) {
+    await page.fill(box, value); await page.locator(box).dispatchEvent('change'); await page.waitForTimeout(150);
+    const beside = await page.locator(`[data-testid="refused-${key}"]`).textContent();
+    assert(beside.includes(want), `beside ${box}: ${beside}`);
+    assert((await page.locator('[data-testid="url-error"]').textContent()).includes(want), 'not in the banner');
+    assert(await page.locator(box).inputValue() === (key === 'b' ? '4' : '16'), `${box} keeps the refused text`);
+  }
+  await page.fill('#num-b', '2'); await page.locator('#num-b').dispatchEvent('change'); await page.waitForTimeout(150);
+  assert((await page.locator('[data-testid="refused-b"]').textContent()) === '', 'an accepted value leaves the refusal');
+  // Position 2 of the batch track is 3: every batch up to 8 is on it.
+  await setSlider(page, 'slider-batch', '2'); await page.waitForTimeout(150);
+  assert(await page.locator('[data-testid="slider-batch"]').getAttribute('data-value') === '3' && /[?&]b=3(&|$)/.test(page.url()), page.url());
+});
+
+await test('Tab walks every control of the plan before the chart and the advisor, with no positive tabindex', async page => {
+  await page.goto(base + '?model=llama-2-13b&method=lora&b=8&s=4096&gc=0&gpu=rtx-4090');
+  await ready(page);
+  await page.locator('[data-testid="advisor-apply-fit"]').waitFor({ timeout: 10000 });
+  assert(await page.evaluate(() => [...document.querySelectorAll('[tabindex]')].every(e => e.tabIndex <= 0)), 'a positive tabindex');
+  const order = [];
+  await page.focus('#model-filter');
+  for (let i = 0; i < 200 && !order.includes('advisor-apply-fit'); i++) {
+    await page.keyboard.press('Tab');
+    order.push(await page.evaluate(() => document.activeElement.dataset.testid || document.activeElement.id || document.activeElement.tagName));
+  }
+  const at = id => order.indexOf(id);
+  assert(at('select-gc') >= 0 && at('chart') > at('select-gc') && at('slider-seq') < at('select-gc'), `order: ${order.join(' ')}`);
+  assert(at('copy-link') > at('chart') && at('advisor-apply-fit') > at('copy-link'), `order: ${order.join(' ')}`);
+});
+
+await test('the model filter picks on Enter and says when nothing matches', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=qlora');
+  await ready(page);
+  await page.fill('[data-testid="model-filter"]', '70b');
+  const says = await page.locator('[data-testid="model-filter-says"]').textContent();
+  assert(/presets? match; Enter picks/.test(says), `says: ${says}`);
+  await page.press('[data-testid="model-filter"]', 'Enter'); await page.waitForTimeout(200);
+  const model = await page.locator('[data-testid="select-model"]').inputValue();
+  assert(model.includes('70b') && page.url().includes('model=' + model), `picked ${model}`);
+  await page.fill('[data-testid="model-filter"]', 'zzz');
+  assert((await page.locator('[data-testid="model-filter-says"]').textContent()).startsWith('No preset matches'), 'no-match line');
+  await page.press('[data-testid="model-filter"]', 'Enter');
+  assert(await page.locator('[data-testid="select-model"]').inputValue() === model, 'Enter with no match changed the model');
+});
+
+await test('r=-5 is out of range, the loading line goes, and on a phone the GPU table shows it scrolls', async page => {
+  const html = await (await fetch(base)).text();
+  assert(html.includes('data-testid="loading"'), 'no loading line in index.html');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(base + '?model=llama-3.1-70b&method=full&prec=amp_bf16&gpus=32&zero=3&gpu=h100-80gb&r=-5');
+  await ready(page);
+  assert(await page.locator('[data-testid="loading"]').count() === 0, 'the loading line stayed');
+  const err = await page.locator('[data-testid="url-error"]').textContent();
+  assert(err.includes('r=-5 is out of range; accepted: integers 1 to'), `message: ${err}`);
+  await page.click('[data-testid="gpu-table-summary"]');
+  await page.waitForSelector('[data-testid="gpu-row-h100-80gb"]', { timeout: 10000 });
+  const scroll = await page.locator('details.gpu-table .scroller').evaluate(e => e.scrollWidth - e.clientWidth);
+  assert(scroll > 0 && await page.locator('details.gpu-table .scroll-hint').isVisible(), `overflow ${scroll}, no visible cue`);
+  // Free changes that lower the count are named on the row.
+  const needed = await page.locator('[data-testid="gpu-needed-h100-80gb"]').evaluate(e => e.parentElement.textContent);
+  assert(/^\d+, or \d+\*$/.test(needed), `gpus needed: ${needed}`);
+  assert((await page.locator('[data-testid="gpu-table-free"]').textContent()).includes('fused AdamW'), 'free changes not named');
+  await page.locator('details.gpu-table').screenshot({ path: path.join(out, 'gpu-table-phone.png') });
 });
 
 await test('WebGPU micro QLoRA: done, measured within 5% of predicted, loss falls, bigger plans measure more', async page => {

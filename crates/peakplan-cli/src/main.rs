@@ -498,9 +498,14 @@ fn advise_cmd(args: &[String]) -> Result<String> {
     );
     let limits = |s: &peakplan_core::advise::Suggestion| {
         format!(
-            "largest batch {}, longest sequence {}",
+            "largest batch {}, longest sequence {}{}",
             s.max_batch.map_or("none".into(), |b| b.to_string()),
-            s.max_seq.map_or("none".into(), |v| v.to_string())
+            s.max_seq.map_or("none".into(), |v| v.to_string()),
+            if s.fits == Some(false) {
+                "; STILL DOES NOT FIT"
+            } else {
+                ""
+            }
         )
     };
     if let Some(fix) = &advice.to_fit {
@@ -511,10 +516,7 @@ fn advise_cmd(args: &[String]) -> Result<String> {
             limits(fix)
         ));
         for c in &fix.changes {
-            out.push_str(&format!(
-                "  {}={}  {} ({})\n",
-                c.key, c.value, c.label, c.cost_text
-            ));
+            out.push_str(&format!("  {}  {} ({})\n", c.query(), c.label, c.cost_text));
         }
         out.push_str(&format!("  query: {}\n", fix.query));
     }
@@ -522,12 +524,11 @@ fn advise_cmd(args: &[String]) -> Result<String> {
     for l in &advice.levers {
         let c = &l.changes[0];
         out.push_str(&format!(
-            "  {:>10} saved -> {:>10}  {:<8} {}={:<18} {} ({}); {}\n",
+            "  {:>10} saved -> {:>10}  {:<8} {:<20} {} ({}); {}\n",
             format_bytes(l.saved_bytes),
             format_bytes(l.device_bytes),
             c.cost.label(),
-            c.key,
-            c.value,
+            c.query(),
             c.label,
             c.cost_text,
             limits(l)
@@ -553,7 +554,7 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
         String::new()
     };
     let mut out = format!(
-        "{}, {}: needs {}{per_gpu}\n\n{:<22} {:>10} {:>20}  {:>10} {:>13} {:>12}\n",
+        "{}, {}: needs {}{per_gpu}\n\n{:<22} {:>10} {:>20}  {:>10} {:>13} {:>15}\n",
         arch.name,
         label(plan.method),
         format_bytes(need),
@@ -566,14 +567,18 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
     );
     let opt = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
     for r in &rows {
+        let needed = match r.gpus_needed_with_free_changes {
+            Some(n) => format!("{}, or {n}*", opt(r.gpus_needed)),
+            None => opt(r.gpus_needed),
+        };
         out.push_str(&format!(
-            "{:<22} {:>10} {:>20}  {:>10} {:>13} {:>12}\n",
+            "{:<22} {:>10} {:>20}  {:>10} {:>13} {:>15}\n",
             r.id,
             format_bytes(r.capacity_bytes),
             r.verdict(),
             opt(r.max_batch),
             opt(r.max_seq),
-            opt(r.gpus_needed)
+            needed
         ));
     }
     out.push_str(&format!(
@@ -582,6 +587,17 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
         plan.micro_batch,
         if plan.split_layers { " (the plan's layer split kept)" } else { "" }
     ));
+    if let Some(r) = rows.iter().find(|r| !r.free_changes.is_empty()) {
+        let changes: Vec<String> = r
+            .free_changes
+            .iter()
+            .map(|c| format!("{} ({})", c.query(), c.label))
+            .collect();
+        out.push_str(&format!(
+            "*: with the free changes (same result, no slower): {}\n",
+            changes.join(", ")
+        ));
+    }
     if rows.iter().any(|r| r.gpus_needed.is_none()) {
         out.push_str("none: not even 64 of that GPU hold the plan; sharding splits parameters, gradients and optimizer states, not a GPU's own activations and logits\n");
     }

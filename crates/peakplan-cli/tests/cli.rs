@@ -290,6 +290,35 @@ fn advise_json_lists_levers_that_lower_the_peak() {
 }
 
 #[test]
+fn advise_halves_the_micro_batch_with_twice_the_accumulation_and_marks_what_still_does_not_fit() {
+    let query = "model=llama-2-70b&method=lora&b=4&ga=4&s=2048&gpu=rtx-4090";
+    let v = json(&["advise", "--query", query, "--format", "json"]);
+    let card = v["levers"]
+        .as_array()
+        .expect("levers")
+        .iter()
+        .find(|l| l["changes"][0]["key"] == "b")
+        .expect("a micro-batch lever");
+    let change = &card["changes"][0];
+    assert_eq!(change["value"], "2");
+    assert_eq!(
+        change["also"],
+        serde_json::json!([{"key": "ga", "value": "8"}])
+    );
+    assert!(card["query"]
+        .as_str()
+        .is_some_and(|q| q.contains("b=2") && q.contains("ga=8")));
+    assert_eq!(card["fits"], Value::Bool(false));
+    let table = peakplan(&["advise", "--query", query]);
+    let line = table
+        .stdout
+        .lines()
+        .find(|l| l.contains("b=2&ga=8"))
+        .expect("the micro-batch lever in the table");
+    assert!(line.contains("STILL DOES NOT FIT"), "{line}");
+}
+
+#[test]
 fn gpus_json_has_a_row_per_bundled_gpu_with_the_cores_numbers() {
     let query = "model=qwen2.5-14b&method=qlora&b=4&s=4096";
     let v = json(&["gpus", "--query", query, "--format", "json"]);
@@ -303,7 +332,9 @@ fn gpus_json_has_a_row_per_bundled_gpu_with_the_cores_numbers() {
         "capacity_bytes",
         "device_bytes",
         "fits",
+        "free_changes",
         "gpus_needed",
+        "gpus_needed_with_free_changes",
         "id",
         "max_batch",
         "max_seq",
@@ -421,6 +452,40 @@ fn the_presets_table_keeps_its_columns_for_every_name() {
         .map(|l| l.find("iB").expect("a capacity"))
         .collect();
     assert_eq!(memory_ends.len(), 1, "{gpus}");
+}
+
+#[test]
+fn gpus_says_when_the_free_changes_need_fewer_gpus() {
+    let query = "model=llama-3.1-70b&method=full&prec=amp_bf16&gpus=32&zero=3&gpu=h100-80gb";
+    let v = json(&["gpus", "--query", query, "--format", "json"]);
+    let rows = v.as_array().expect("rows");
+    let h100 = rows
+        .iter()
+        .find(|r| r["id"] == "h100-80gb")
+        .expect("an H100 row");
+    let (now, free) = (
+        h100["gpus_needed"].as_u64().expect("a count"),
+        h100["gpus_needed_with_free_changes"]
+            .as_u64()
+            .expect("a lower count"),
+    );
+    assert!(free < now, "{h100}");
+    let keys: Vec<&str> = h100["free_changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .filter_map(|c| c["key"].as_str())
+        .collect();
+    assert!(keys.contains(&"opt"), "{keys:?}");
+    let fits_one = rows.iter().find(|r| r["gpus_needed"] == 1);
+    assert!(fits_one.is_none_or(|r| r["gpus_needed_with_free_changes"].is_null()));
+    let table = peakplan(&["gpus", "--query", query]).stdout;
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("h100-80gb"))
+        .expect("row");
+    assert!(line.ends_with(&format!("{now}, or {free}*")), "{line}");
+    assert!(table.contains("*: with the free changes") && table.contains("opt=adamw_torch_fused"));
 }
 
 #[test]

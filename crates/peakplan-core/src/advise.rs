@@ -2,7 +2,9 @@
 
 use crate::arch::Architecture;
 use crate::engine::estimate;
-use crate::plan::{Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining};
+use crate::plan::{
+    Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining, MAX_GRAD_ACCUMULATION,
+};
 use crate::solve;
 use serde::Serialize;
 
@@ -28,11 +30,20 @@ impl Cost {
     }
 }
 
-/// One edit of the plan, in the query vocabulary.
+/// One key set to one value, in the query vocabulary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Setting {
+    pub key: &'static str,
+    pub value: String,
+}
+
+/// One edit of the plan, in the query vocabulary: `key=value`, and the keys in `also` that must move with it to
+/// keep what the label promises (a halved micro-batch doubles the gradient accumulation).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Change {
     pub key: &'static str,
     pub value: String,
+    pub also: Vec<Setting>,
     /// What the change does, in words.
     pub label: String,
     pub cost: Cost,
@@ -80,10 +91,51 @@ fn change(
     Change {
         key,
         value: value.into(),
+        also: Vec::new(),
         label: label.into(),
         cost,
         cost_text,
     }
+}
+
+impl Change {
+    /// Every key the change sets, its own first: `b=2`, then `ga=8`.
+    pub fn settings(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        std::iter::once((self.key, self.value.as_str()))
+            .chain(self.also.iter().map(|s| (s.key, s.value.as_str())))
+    }
+
+    /// The change as query pairs: `b=2&ga=8`.
+    pub fn query(&self) -> String {
+        let pairs: Vec<String> = self.settings().map(|(k, v)| format!("{k}={v}")).collect();
+        pairs.join("&")
+    }
+}
+
+/// A micro-batch of `b` with the gradient accumulation that keeps the plan's effective batch (rounded up where
+/// `b` does not divide it), so fewer samples per step never silently means a smaller effective batch.
+fn batch_change(plan: &Plan, b: u64, label: String) -> Change {
+    let effective = plan.micro_batch.saturating_mul(plan.grad_accumulation);
+    let ga = effective.div_ceil(b).clamp(1, MAX_GRAD_ACCUMULATION);
+    let cost_text = if b * ga == effective {
+        "same effective batch, more steps"
+    } else {
+        "about the same effective batch, more steps"
+    };
+    let mut c = change(
+        "b",
+        b.to_string(),
+        format!("{label} and accumulate gradients over {ga} steps"),
+        Cost::Speed,
+        cost_text,
+    );
+    if ga != plan.grad_accumulation {
+        c.also.push(Setting {
+            key: "ga",
+            value: ga.to_string(),
+        });
+    }
+    c
 }
 
 /// The single changes worth trying on this plan (each changes one key; none is a no-op), in the order they are
@@ -317,12 +369,10 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
     }
     if plan.micro_batch > 1 {
         let b = plan.micro_batch / 2;
-        c.push(change(
-            "b",
-            b.to_string(),
-            format!("Halve the micro-batch to {b} (accumulate gradients twice as long)"),
-            Cost::Speed,
-            "same effective batch, more steps",
+        c.push(batch_change(
+            plan,
+            b,
+            format!("Halve the micro-batch to {b}"),
         ));
     }
     if plan.seq_len > 256 {
@@ -337,11 +387,36 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
     }
 }
 
-fn apply(plan: &Plan, changes: &[&Change]) -> Plan {
+/// The free changes that lower this plan's peak, taken together: for each key the one that saves the most (the
+/// chunked or the fused loss), in the order [`candidates`] lists them. What a plan costs nothing to change.
+pub fn free_changes(arch: &Architecture, plan: &Plan) -> Vec<Change> {
+    let base = estimate(arch, plan).device_bytes;
+    let mut best: Vec<(Change, u64)> = Vec::new();
+    for c in candidates(plan)
+        .into_iter()
+        .filter(|c| c.cost == Cost::Free)
+    {
+        let bytes = estimate(arch, &apply(plan, &[&c])).device_bytes;
+        if bytes >= base {
+            continue;
+        }
+        match best.iter_mut().find(|(b, _)| b.key == c.key) {
+            Some(slot) if bytes < slot.1 => *slot = (c, bytes),
+            Some(_) => {}
+            None => best.push((c, bytes)),
+        }
+    }
+    best.into_iter().map(|(c, _)| c).collect()
+}
+
+/// The plan with `changes` applied, every key each one sets.
+pub fn apply(plan: &Plan, changes: &[&Change]) -> Plan {
     let mut p = plan.clone();
     for ch in changes {
         // Candidates only use accepted values, so `set` cannot fail here; a failure would leave the key as it was.
-        let _ = p.set(ch.key, &ch.value);
+        for (key, value) in ch.settings() {
+            let _ = p.set(key, value);
+        }
     }
     p
 }
@@ -478,14 +553,14 @@ fn smallest_fitting_set(
             .collect()
     };
     let p = apply(plan, &cheap);
-    let b = solve::max_batch(arch, &p, cap)?;
-    let batch = change(
-        "b",
-        b.to_string(),
-        format!("Lower the micro-batch to {b}"),
-        Cost::Speed,
-        "same effective batch with gradient accumulation, more steps",
-    );
+    let lower = |b: u64| batch_change(plan, b, format!("Lower the micro-batch to {b}"));
+    let mut batch = lower(solve::max_batch(arch, &p, cap)?);
+    // Accumulating keeps a gradient buffer between micro-batches: solve again with it when the batch needs it.
+    if let Some(ga) = batch.also.first().and_then(|s| s.value.parse::<u64>().ok()) {
+        let mut q = p.clone();
+        q.grad_accumulation = ga;
+        batch = lower(solve::max_batch(arch, &q, cap)?);
+    }
     let mut changes = cheap;
     changes.push(&batch);
     Some(suggestion(arch, plan, base, &changes, Some(cap)))

@@ -1,6 +1,7 @@
 //! Which GPU to run a plan on: the plan against every bundled GPU, with the largest micro-batch, the longest
 //! sequence and the fewest GPUs of each kind that hold it.
 
+use crate::advise::{self, Change};
 use crate::arch::Architecture;
 use crate::engine::estimate;
 use crate::plan::Plan;
@@ -30,6 +31,11 @@ pub struct GpuFit {
     /// ZeRO-3 / FSDP full shard (or split by layers, when the plan splits layers). None: not even 64; sharding
     /// splits parameters, gradients and optimizer states, never a GPU's own activations and logits.
     pub gpus_needed: Option<u64>,
+    /// Where the free changes of [`advise::free_changes`] together need fewer GPUs of this kind than
+    /// `gpus_needed` (or hold a plan that not even 64 do): that count. None where they do not lower it.
+    pub gpus_needed_with_free_changes: Option<u64>,
+    /// The free changes that lower the count, when `gpus_needed_with_free_changes` is set; else empty.
+    pub free_changes: Vec<Change>,
 }
 
 impl GpuFit {
@@ -70,7 +76,8 @@ pub fn gpu_fits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
         let at = gpus.partition_point(|o| o.capacity_bytes <= g.capacity_bytes);
         gpus.insert(at, g);
     }
-    gpus.into_iter()
+    let mut rows: Vec<GpuFit> = gpus
+        .into_iter()
         .map(|g| {
             let cap = g.capacity_bytes;
             let fits = device_bytes <= cap;
@@ -91,9 +98,35 @@ pub fn gpu_fits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
                 max_batch: solve::max_batch(arch, plan, cap),
                 max_seq: solve::max_seq(arch, plan, cap),
                 gpus_needed,
+                gpus_needed_with_free_changes: None,
+                free_changes: Vec::new(),
             }
         })
-        .collect()
+        .collect();
+    with_free_changes(arch, plan, &mut rows);
+    rows
+}
+
+/// Sets, on each row that needs more than one GPU, how many the free changes need instead where that is fewer.
+/// Their plan's counts are worked out once for every GPU (one [`GpuCounts`]), and only when a row needs several.
+fn with_free_changes(arch: &Architecture, plan: &Plan, rows: &mut [GpuFit]) {
+    if rows.iter().all(|r| r.gpus_needed == Some(1)) {
+        return;
+    }
+    let free = advise::free_changes(arch, plan);
+    if free.is_empty() {
+        return;
+    }
+    let refs: Vec<&Change> = free.iter().collect();
+    let free_plan = advise::apply(plan, &refs);
+    let mut counts = GpuCounts::new(arch, &free_plan);
+    for r in rows.iter_mut().filter(|r| r.gpus_needed != Some(1)) {
+        let now = r.gpus_needed.unwrap_or(u64::MAX);
+        if let Some(n) = counts.fewest(r.capacity_bytes).filter(|&n| n < now) {
+            r.gpus_needed_with_free_changes = Some(n);
+            r.free_changes = free.clone();
+        }
+    }
 }
 
 /// The fewest GPUs of a capacity that hold a plan ([`plan_on_gpus`]), over every count up to
@@ -224,6 +257,39 @@ mod tests {
         let cap = t4.capacity_bytes;
         assert_eq!(counts.fewest(cap), Some(4));
         assert!(counts.on(3) > cap && counts.on(4) <= cap);
+    }
+
+    #[test]
+    fn a_free_change_that_lowers_the_count_is_named_on_the_row() {
+        // Full 70B on H100s with the torch AdamW: its state-sized temporary tips 16 over, so 17 are needed; the
+        // fused AdamW (free: it updates in place) lowers the count, and the row says by how much and with what.
+        let query = "model=llama-3.1-70b&method=full&prec=amp_bf16&gc=1&b=1&s=2048&opt=adamw_torch";
+        let rows = fits(query);
+        let h100 = row(&rows, "h100-80gb");
+        let with = h100.gpus_needed_with_free_changes.expect("a lower count");
+        assert!(with < h100.gpus_needed.expect("a count"), "{h100:?}");
+        assert!(h100
+            .free_changes
+            .iter()
+            .any(|c| c.key == "opt" && c.value == "adamw_torch_fused"));
+        // The count is the free plan's own fewest count.
+        let p = Plan::parse_query(query).plan;
+        let refs: Vec<&Change> = h100.free_changes.iter().collect();
+        let free = advise::apply(&p, &refs);
+        assert_eq!(
+            GpuCounts::new(preset_arch(&p), &free).fewest(h100.capacity_bytes),
+            Some(with)
+        );
+        // A row that needs one GPU, or where nothing free lowers the count, names nothing.
+        for r in &rows {
+            let lowered = r.gpus_needed_with_free_changes.is_some();
+            assert_eq!(lowered, !r.free_changes.is_empty(), "{}", r.id);
+            assert!(!lowered || r.gpus_needed != Some(1), "{}", r.id);
+        }
+        let fused = fits("model=llama-3.1-70b&method=full&prec=amp_bf16&gc=1&b=1&s=2048&opt=adamw_torch_fused&loss=fused&liger=1&alloc=expandable");
+        assert!(fused
+            .iter()
+            .all(|r| r.gpus_needed_with_free_changes.is_none()));
     }
 
     #[test]

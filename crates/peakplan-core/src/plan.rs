@@ -461,15 +461,27 @@ fn parse_uint(key: &str, v: &str, min: u64, max: u64) -> Result<u64, String> {
         Ok(n) => Err(format!(
             "{key}={n} is out of range; accepted: integers {min} to {max}"
         )),
-        Err(_) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => Err(format!(
+        // A whole number too large for u64, or a signed one ("-5"), is an integer outside the range.
+        Err(_) if is_integer_text(v) => Err(format!(
             "{key}={} is out of range; accepted: integers {min} to {max}",
-            quote(v)
+            // Signs and digits are safe to show as they are; only a long run needs quoting's clip.
+            if v.len() <= 24 {
+                v.to_string()
+            } else {
+                quote(v)
+            }
         )),
         Err(_) => Err(format!(
             "{key}={} is not an integer; accepted: integers {min} to {max}",
             quote(v)
         )),
     }
+}
+
+/// Digits, optionally signed: text that reads as an integer even when `u64` cannot hold it.
+fn is_integer_text(v: &str) -> bool {
+    let digits = v.strip_prefix(['-', '+']).unwrap_or(v);
+    !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())
 }
 
 fn parse_bool(key: &str, v: &str) -> Result<bool, String> {

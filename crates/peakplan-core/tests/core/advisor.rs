@@ -42,3 +42,46 @@ fn advisor_prefers_free_changes_and_stays_quiet_when_nothing_helps() {
     let advice = peakplan_core::advise::advise(preset_arch(&small), &small, Some(cap));
     assert!(advice.to_fit.is_none() && advice.fits == Some(true));
 }
+
+#[test]
+fn the_micro_batch_card_keeps_the_effective_batch_and_says_when_it_still_does_not_fit() {
+    // 70B LoRA at b=4, ga=4 on a 24 GB card: halving the batch doubles the accumulation (b x ga stays 16), and
+    // the card's plan, still far over 24 GB, says so.
+    let p = plan("model=llama-2-70b&method=lora&b=4&ga=4&s=2048&gpu=rtx-4090");
+    let cap = presets::gpu("rtx-4090").unwrap().capacity_bytes;
+    let advice = peakplan_core::advise::advise(preset_arch(&p), &p, Some(cap));
+    let card = advice
+        .levers
+        .iter()
+        .find(|l| l.changes[0].key == "b")
+        .expect("a micro-batch card");
+    let ch = &card.changes[0];
+    assert_eq!((ch.value.as_str(), ch.query().as_str()), ("2", "b=2&ga=8"));
+    assert!(
+        ch.label.contains("accumulate gradients over 8 steps"),
+        "{}",
+        ch.label
+    );
+    assert_eq!(card.plan.micro_batch * card.plan.grad_accumulation, 16);
+    assert_eq!(plan(&card.query), card.plan);
+    assert_eq!(card.fits, Some(false));
+    // The accumulation keeps b x ga where the new batch divides it, and rounds up, saying "about", where not.
+    let batch_change = |q: &str| {
+        peakplan_core::advise::candidates(&plan(q))
+            .into_iter()
+            .find(|c| c.key == "b")
+            .expect("a micro-batch change")
+    };
+    for (q, want, cost) in [
+        ("b=6&ga=1", "b=3&ga=2", "same effective batch, more steps"),
+        ("b=3&ga=3", "b=1&ga=9", "same effective batch, more steps"),
+        (
+            "b=5&ga=1",
+            "b=2&ga=3",
+            "about the same effective batch, more steps",
+        ),
+    ] {
+        let b = batch_change(&format!("model=llama-3.2-1b&method=lora&s=1024&{q}"));
+        assert_eq!((b.query().as_str(), b.cost_text), (want, cost), "{q}");
+    }
+}

@@ -45,7 +45,13 @@ fn bad_values_name_the_key_and_keep_the_rest() {
             "method",
             "accepted: full, lora, qlora",
         ),
-        ("r=-3&s=4096", "r", "not an integer"),
+        // A negative number is an integer outside the range, not "not an integer".
+        (
+            "r=-3&s=4096",
+            "r",
+            "r=-3 is out of range; accepted: integers 1 to",
+        ),
+        ("r=1.5&s=4096", "r", "not an integer"),
         ("b=99999999999999999999999&s=4096", "b", "out of range"),
         ("model=nope&s=4096", "model", "is not a known preset"),
         // The ids it may have meant, not all 46 (which filled a phone's first screen).
