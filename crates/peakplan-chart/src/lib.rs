@@ -560,18 +560,23 @@ fn chart_shapes(data: &ChartData, theme: &Theme, w: i32, h: i32) -> Shapes {
 }
 
 /// Draws the live memory of each phase of one step as stacked columns, marking the peak: allocated bytes, what
-/// `torch.cuda.max_memory_allocated` reports, so the peak's tag says "allocated".
+/// `torch.cuda.max_memory_allocated` reports, so the peak's tag says "allocated" where it has room.
 pub fn draw_timeline<B: DrawingBackend>(
     backend: &mut B,
     estimate: &Estimate,
     theme: &Theme,
 ) -> DrawResult<B> {
     let (w, h) = backend.get_size();
-    let (w, h) = (w as i32, h as i32);
-    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true)?;
+    timeline_shapes(estimate, theme, w as i32, h as i32).replay(backend)
+}
+
+fn timeline_shapes(estimate: &Estimate, theme: &Theme, w: i32, h: i32) -> Shapes {
+    let mut shapes = Shapes::default();
+    let backend = &mut shapes;
+    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true);
     let (left, right, top, bottom) = (8, w - 8, 22, h - 22);
     if bottom - top < 10 {
-        return Ok(());
+        return shapes;
     }
     let max = Phase::ALL
         .iter()
@@ -596,7 +601,7 @@ pub fn draw_timeline<B: DrawingBackend>(
                 (x1, y_of(acc)),
                 &solid(theme.categories[ci]),
                 true,
-            )?;
+            );
             acc = acc.saturating_add(v);
         }
         let is_peak = *p == estimate.peak_phase;
@@ -604,11 +609,18 @@ pub fn draw_timeline<B: DrawingBackend>(
             bold: is_peak,
             ..text(theme.text, 11.0, HPos::Center, VPos::Top)
         };
-        backend.draw_text(p.label(), &style, ((x0 + x1) / 2, bottom + 5))?;
-        let tag = if is_peak {
-            format!("peak {} allocated", format_bytes(acc))
-        } else {
-            format_bytes(acc)
+        backend.draw_text(p.label(), &style, ((x0 + x1) / 2, bottom + 5));
+        let tag = match is_peak {
+            // Where the slot is too narrow for the long tag (a phone), the page's caption says "allocated".
+            true => {
+                let long = format!("peak {} allocated", format_bytes(acc));
+                if labels::text_width(&long, 11.0) <= slot - 4 {
+                    long
+                } else {
+                    format!("peak {}", format_bytes(acc))
+                }
+            }
+            false => format_bytes(acc),
         };
         backend.draw_text(
             &tag,
@@ -617,10 +629,10 @@ pub fn draw_timeline<B: DrawingBackend>(
                 ..text(theme.text, 11.0, HPos::Center, VPos::Bottom)
             },
             ((x0 + x1) / 2, y_of(acc) - 3),
-        )?;
+        );
     }
-    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text))?;
-    Ok(())
+    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text));
+    shapes
 }
 
 /// One point of the accuracy scatter: measured and predicted bytes of a real run.
@@ -637,11 +649,16 @@ pub fn draw_scatter<B: DrawingBackend>(
     theme: &Theme,
 ) -> DrawResult<B> {
     let (w, h) = backend.get_size();
-    let (w, h) = (w as i32, h as i32);
-    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true)?;
+    scatter_shapes(points, theme, w as i32, h as i32).replay(backend)
+}
+
+fn scatter_shapes(points: &[ScatterPoint], theme: &Theme, w: i32, h: i32) -> Shapes {
+    let mut shapes = Shapes::default();
+    let backend = &mut shapes;
+    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true);
     let (left, right, top, bottom) = (62, w - 12, 12, h - 34);
     if right - left < 40 || bottom - top < 40 {
-        return Ok(());
+        return shapes;
     }
     let max = points
         .iter()
@@ -655,17 +672,17 @@ pub fn draw_scatter<B: DrawingBackend>(
     let step = axis_step(max);
     let mut tick = 0u64;
     while tick <= max {
-        backend.draw_line((left, y_of(tick)), (right, y_of(tick)), &solid(theme.grid))?;
+        backend.draw_line((left, y_of(tick)), (right, y_of(tick)), &solid(theme.grid));
         backend.draw_text(
             &format_bytes(tick),
             &text(theme.text, 11.0, HPos::Right, VPos::Center),
             (left - 5, y_of(tick)),
-        )?;
+        );
         backend.draw_text(
             &format_bytes(tick),
             &text(theme.text, 11.0, HPos::Center, VPos::Top),
             (x_of(tick), bottom + 4),
-        )?;
+        );
         tick = match tick.checked_add(step) {
             Some(t) => t,
             None => break,
@@ -683,7 +700,7 @@ pub fn draw_scatter<B: DrawingBackend>(
             (x_of(0), y_of(0)),
             (x_of(end), y_of((end as f64 * f) as u64)),
             &style,
-        )?;
+        );
     }
     for p in points {
         let (x, y) = (x_of(p.measured_bytes), y_of(p.predicted_bytes));
@@ -692,21 +709,21 @@ pub fn draw_scatter<B: DrawingBackend>(
             (x + 2, y + 2),
             &solid(theme.categories[0]),
             true,
-        )?;
+        );
     }
     backend.draw_text(
         "measured",
         &text(theme.text, 11.0, HPos::Right, VPos::Bottom),
         (right, bottom - 3),
-    )?;
+    );
     backend.draw_text(
         "predicted",
         &text(theme.text, 11.0, HPos::Left, VPos::Top),
         (left + 4, top),
-    )?;
-    backend.draw_line((left, top), (left, bottom), &solid(theme.text))?;
-    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text))?;
-    Ok(())
+    );
+    backend.draw_line((left, top), (left, bottom), &solid(theme.text));
+    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text));
+    shapes
 }
 
 #[cfg(test)]
@@ -729,5 +746,31 @@ mod tests {
         assert_eq!(l.hit((bar.x0 + bar.x1) / 2, l.top - 5), None);
         let total: u64 = bar.segments.iter().map(|s| s.bytes).sum();
         assert_eq!(total, e.device_bytes);
+    }
+
+    #[test]
+    fn the_timeline_peak_says_allocated_where_it_has_room_and_stays_in_its_column() {
+        let plan = Plan::parse_query("model=llama-3.1-8b&method=qlora").plan;
+        let e = estimate(preset_arch(&plan), &plan);
+        let peak_tag = |w: i32| {
+            timeline_shapes(&e, &Theme::LIGHT, w, 150)
+                .0
+                .into_iter()
+                .find_map(|s| match s {
+                    Shape::Text(t, _, _) if t.starts_with("peak ") => Some(t),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let wide = peak_tag(860);
+        assert_eq!(
+            wide,
+            format!("peak {} allocated", format_bytes(e.peak_allocated_bytes))
+        );
+        let phone = peak_tag(350);
+        assert_eq!(
+            phone,
+            format!("peak {}", format_bytes(e.peak_allocated_bytes))
+        );
     }
 }

@@ -69,12 +69,15 @@ pub fn per_gpu(plan: &Plan) -> String {
         .unwrap_or_default()
 }
 
-/// The chart's title: the model, what the bars measure, and the shape of the step (per GPU on several).
+/// The chart's title: the model, what the bars measure (the device total, as nvidia-smi counts it), and the shape
+/// of the step (per GPU on several).
 pub fn chart_title(model_name: &str, plan: &Plan) -> String {
     let shape = format!("b={}, s={}", plan.micro_batch, plan.seq_len);
     match gpu_spread(plan) {
-        None => format!("{model_name}: memory at the peak of one step ({shape})"),
-        Some(s) => format!("{model_name}: memory per GPU at the peak of one step ({shape}; {s})"),
+        None => format!("{model_name}: nvidia-smi memory at the peak of one step ({shape})"),
+        Some(s) => format!(
+            "{model_name}: nvidia-smi memory per GPU at the peak of one step ({shape}; {s})"
+        ),
     }
 }
 
@@ -102,11 +105,11 @@ mod tests {
         let p = Plan::parse_query("gpus=32&zero=3&b=2&s=4096").plan;
         assert_eq!(
             chart_title("Llama 3.1 70B", &p),
-            "Llama 3.1 70B: memory per GPU at the peak of one step (b=2, s=4096; 32 GPUs with ZeRO-3)"
+            "Llama 3.1 70B: nvidia-smi memory per GPU at the peak of one step (b=2, s=4096; 32 GPUs with ZeRO-3)"
         );
         assert_eq!(
             chart_title("Llama 3.1 70B", &Plan::default()),
-            "Llama 3.1 70B: memory at the peak of one step (b=1, s=2048)"
+            "Llama 3.1 70B: nvidia-smi memory at the peak of one step (b=1, s=2048)"
         );
     }
 }
