@@ -407,7 +407,8 @@ pub fn GpuPanel(
              It trains a micro Llama-style model on this device through WebGPU (NF4 weights with double \
              quantization, LoRA adapters, AdamW) and compares its peak GPU buffer memory, counted by one allocation \
              tracker, with the engine's prediction for that micro model: evidence that the engine behind your \
-             figures counts real allocations.</p><p class=\"gpu-config\" data-testid=\"gpu-config\">The micro model, scaled down from your plan: {}.</p>",
+             figures counts real allocations.</p><p class=\"gpu-config\" data-testid=\"gpu-config\">The micro model, \
+             scaled down from your plan: {}.</p>",
             esc(&describe(&cfg.get()))
         )
     };

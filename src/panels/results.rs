@@ -56,11 +56,20 @@ pub(crate) fn Verdict() -> impl IntoView {
                 if p.method == Method::Qlora { "" } else { "QLoRA, " }
             ),
         };
+        let e = &comp.selected;
+        let model = format!(
+            "{} · {} params · {} trainable · peak during {}. {}",
+            comp.model_name,
+            format_count(e.total_params),
+            format_count(e.trainable_params),
+            e.peak_phase.label(),
+            measured(e)
+        );
         view! {
             <div class=class data-testid="verdict" role="status">
                 <p class="big">{text}</p>
                 <p>{limits}</p>
-                <p class="model">{format!("{} · {} params · {} trainable · peak during {}. {}", comp.model_name, format_count(comp.selected.total_params), format_count(comp.selected.trainable_params), comp.selected.peak_phase.label(), measured(&comp.selected))}</p>
+                <p class="model">{model}</p>
             </div>
         }
     }
@@ -80,9 +89,13 @@ pub(crate) fn Figures() -> impl IntoView {
             </div>
         }
     };
+    let head = move || {
+        let per_gpu = units::per_gpu(&c.plan.get());
+        format!("At the peak{per_gpu}: the first five add up to the nvidia-smi figure.")
+    };
     view! {
         <div class="figures">
-            <p class="figures-head">{move || format!("At the peak{}: the first five add up to the nvidia-smi figure.", units::per_gpu(&c.plan.get()))}</p>
+            <p class="figures-head">{head}</p>
             {fig("value-weights", "Weights", |e| e.at_peak().weights)}
             {fig("value-gradients", "Gradients", |e| e.at_peak().gradients)}
             {fig("value-optimizer", "Optimizer states", |e| e.at_peak().optimizer)}
