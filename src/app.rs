@@ -14,7 +14,7 @@ use crate::panels::share::ShareBar;
 use crate::planner::method_label;
 use crate::state::{self, ctx};
 use leptos::prelude::*;
-use peakplan_core::units::format_bytes;
+use peakplan_core::units::{self, format_bytes};
 use peakplan_core::Plan;
 
 /// The whole page: the planner, or only the chart with `?embed=1`.
@@ -38,12 +38,13 @@ fn EmbedView() -> impl IntoView {
         let comp = c.computed.get();
         let p = c.plan.get();
         format!(
-            "{} · {} · b={} s={} · peak {} · peakplan",
+            "{} · {} · b={} s={} · nvidia-smi peak {}{} · peakplan",
             comp.model_name,
             method_label(p.method),
             p.micro_batch,
             p.seq_len,
-            format_bytes(comp.selected.device_bytes)
+            format_bytes(comp.selected.device_bytes),
+            units::per_gpu(&p)
         )
     };
     let link = move || {
@@ -56,7 +57,7 @@ fn EmbedView() -> impl IntoView {
     view! {
         <main class="embed">
             <ChartCanvas/>
-            <p class="caption"><a href=link target="_blank" rel="noopener">{caption}</a></p>
+            <p class="caption" data-testid="embed-caption"><a href=link target="_blank" rel="noopener">{caption}</a></p>
         </main>
     }
 }

@@ -1,8 +1,9 @@
 //! What the page shows for a plan, computed once per change from the core (plain Rust, tested natively).
 
 use peakplan_chart::ChartData;
+use peakplan_core::advise::Suggestion;
 use peakplan_core::plan::Method;
-use peakplan_core::{estimate, presets, solve, Architecture, Estimate, Plan};
+use peakplan_core::{estimate, presets, solve, units, Architecture, Estimate, Plan};
 
 /// Everything derived from one plan: the three methods' estimates, the verdict and the inverse answers.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,6 +31,21 @@ pub fn method_label(m: Method) -> &'static str {
     }
 }
 
+/// An advisor card's label cut to what names the change under a bar: the words before any aside in brackets
+/// ("Halve the micro-batch to 2 (accumulate …)" reads "Halve the micro-batch to 2"); the chart wraps and clips it.
+pub fn short_change(label: &str) -> &str {
+    label.split('(').next().unwrap_or(label).trim()
+}
+
+/// What the "after" bar of an advisor card is called: its one change, or its first "+ N more".
+pub fn suggestion_name(s: &Suggestion) -> String {
+    match s.changes.as_slice() {
+        [] => "no change".to_string(),
+        [one] => short_change(&one.label).to_string(),
+        [first, rest @ ..] => format!("{} + {} more", short_change(&first.label), rest.len()),
+    }
+}
+
 impl Computed {
     pub fn new(arch: &Architecture, plan: &Plan) -> Self {
         let by_method = [Method::Full, Method::Lora, Method::Qlora].map(|m| {
@@ -49,10 +65,7 @@ impl Computed {
             .map(|m| m.name.to_string())
             .unwrap_or_else(|| arch.name.clone());
         let chart = ChartData::from_estimates(
-            format!(
-                "{model_name}: memory at the peak of one step (b={}, s={})",
-                plan.micro_batch, plan.seq_len
-            ),
+            units::chart_title(&model_name, plan),
             [Method::Full, Method::Lora, Method::Qlora]
                 .iter()
                 .zip(by_method.iter())
@@ -72,11 +85,11 @@ impl Computed {
         }
     }
 
-    /// Adds an "after" bar for a suggested plan beside the three methods.
-    pub fn add_preview(&mut self, arch: &Architecture, after: &Plan) {
+    /// Adds an "after" bar for a suggested plan beside the three methods, named by the change it shows.
+    pub fn add_preview(&mut self, arch: &Architecture, after: &Plan, change: &str) {
         let e = estimate(arch, after);
         self.chart.bars.push(peakplan_chart::Bar {
-            label: format!("After ({})", method_label(after.method)),
+            label: format!("After: {}", short_change(change)),
             parts: e.at_peak(),
             selected: false,
         });
@@ -110,5 +123,70 @@ mod tests {
         assert!(c.chart.bars[1].selected);
         assert!(c.fits());
         assert_eq!(c.model_name, "Llama 2 7B");
+    }
+
+    #[test]
+    fn the_after_bar_names_its_change_and_the_title_says_per_gpu() {
+        let p =
+            Plan::parse_query("model=llama-3.1-70b&method=full&gpus=32&zero=3&gpu=h100-80gb").plan;
+        let mut c = Computed::new(preset_arch(&p), &p);
+        assert!(c.chart.title.contains("per GPU") && c.chart.title.contains("32 GPUs with ZeRO-3"));
+        let mut after = p.clone();
+        after.grad_checkpointing = true;
+        c.add_preview(
+            preset_arch(&p),
+            &after,
+            "Turn on gradient checkpointing (recompute, slower)",
+        );
+        let bar = c.chart.bars.last().map(|b| b.label.as_str());
+        assert_eq!(bar, Some("After: Turn on gradient checkpointing"));
+        assert_eq!(short_change("Use the fused AdamW"), "Use the fused AdamW");
+    }
+
+    #[test]
+    fn the_figure_boxes_add_up_to_the_peak_they_sit_under_and_follow_the_sliders() {
+        for q in [
+            "model=llama-3.1-8b&method=qlora&gpu=rtx-4090",
+            "model=llama-3.1-70b&method=full&prec=amp_bf16&gpus=32&zero=3&gpu=h100-80gb",
+            "model=mistral-7b&method=lora&b=4&s=4096&gc=0",
+            "model=llama-2-7b&method=full&alloc=expandable",
+        ] {
+            let p = Plan::parse_query(q).plan;
+            let e = Computed::new(preset_arch(&p), &p).selected;
+            let m = e.at_peak();
+            let sum = m.weights + m.gradients + m.optimizer + m.activations + m.other;
+            assert_eq!(sum, e.device_bytes, "{q}");
+            // The timeline's tagged peak is the allocated one.
+            assert_eq!(e.phase(e.peak_phase).total(), e.peak_allocated_bytes, "{q}");
+        }
+        // The page's hooks must still move with their sliders (tests/web.rs and the shared web check).
+        let at = |q: &str| {
+            let p = Plan::parse_query(q).plan;
+            Computed::new(preset_arch(&p), &p).selected.at_peak()
+        };
+        let base = "model=llama-2-7b&method=qlora";
+        assert!(at(&format!("{base}&r=1024")).gradients > at(&format!("{base}&r=1")).gradients);
+        assert!(
+            at(&format!("{base}&s=32768")).activations > at(&format!("{base}&s=16")).activations
+        );
+        assert!(at(&format!("{base}&b=256")).activations > at(&format!("{base}&b=1")).activations);
+    }
+
+    #[test]
+    fn an_advisor_card_with_several_changes_is_named_by_its_first_and_a_count() {
+        let p = Plan::parse_query("model=llama-2-13b&method=lora&b=8&s=4096&gpu=rtx-4090").plan;
+        let a =
+            peakplan_core::advise::advise(preset_arch(&p), &p, Some(p.gpu.preset().capacity_bytes));
+        let lever = a.levers.first().expect("levers");
+        assert_eq!(
+            suggestion_name(lever),
+            short_change(&lever.changes[0].label)
+        );
+        let mut two = lever.clone();
+        two.changes.push(lever.changes[0].clone());
+        assert_eq!(
+            suggestion_name(&two),
+            format!("{} + 1 more", short_change(&lever.changes[0].label))
+        );
     }
 }

@@ -16,8 +16,8 @@ pub(crate) struct Ctx {
     pub(crate) custom: RwSignal<Option<Architecture>>,
     /// When the current slider input started, for the latency figure.
     pub(crate) input_started: StoredValue<Option<f64>>,
-    /// A suggestion's plan shown as an extra "after" bar while the pointer is on it.
-    pub(crate) preview: RwSignal<Option<Plan>>,
+    /// The plan an advisor card would make, and the card's label, while the card is hovered.
+    pub(crate) preview: RwSignal<Option<(Plan, String)>>,
     /// Values the page could not use, shown in the `url-error` banner.
     pub(crate) refused: RwSignal<Refused>,
 }
@@ -35,14 +35,14 @@ pub(crate) struct Refused {
 pub(crate) fn provide(parsed: Parsed) -> Ctx {
     let plan = RwSignal::new(parsed.plan);
     let custom: RwSignal<Option<Architecture>> = RwSignal::new(None);
-    let preview: RwSignal<Option<Plan>> = RwSignal::new(None);
+    let preview: RwSignal<Option<(Plan, String)>> = RwSignal::new(None);
     let computed = Memo::new(move |_| {
         let p = plan.get();
         let c = custom.get();
         let arch = planned_arch(&c, &p);
         let mut comp = Computed::new(arch, &p);
-        if let Some(after) = preview.get() {
-            comp.add_preview(arch, &after);
+        if let Some((after, change)) = preview.get() {
+            comp.add_preview(arch, &after, &change);
         }
         comp
     });

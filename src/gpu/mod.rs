@@ -6,7 +6,7 @@
 //! - [`device`]: adapter, device, limits, errors, pipelines, encoding and the allocation tracker.
 //! - [`step`]: one training step and its buffer schedule (documented there, formula by formula).
 //! - [`runner`]: a measurement of K steps, step time, the fused vs unfused dequantization comparison.
-//! - [`panel`]: the page's "Measure on this GPU" panel.
+//! - [`panel`]: the page's "Check the engine on this GPU" panel (a micro model, not the plan).
 //!
 //! The CPU reference of every kernel and of the whole step is `peakplan_core::micro`.
 

@@ -1,6 +1,7 @@
-//! The "Measure on this GPU" panel: runs the micro QLoRA measurement on the visitor's GPU and shows the measured peak
-//! GPU buffer memory of a step beside the accounting engine's prediction for the same micro run, the loss over the
-//! steps, the live-bytes timeline of a step, adapter, step time, GFLOP/s and the fused vs unfused dequantization.
+//! The "Check the engine on this GPU" panel: runs the micro QLoRA measurement on the visitor's GPU and shows the
+//! measured peak GPU buffer memory of a step beside the accounting engine's prediction for the same micro run (a
+//! check of the engine, not of the reader's plan), the loss over the steps, the live-bytes timeline of a step,
+//! adapter, step time, GFLOP/s and the fused vs unfused dequantization.
 //! Where WebGPU is absent it says `unsupported` and nothing else on the page changes.
 //!
 //! The results are written as one HTML string (every text from outside this module escaped): a few reactive
@@ -203,7 +204,7 @@ fn results_html(
         "gpu-measured-peak",
         "data-bytes",
         &measured.to_string(),
-        "Measured: peak GPU buffer memory of this step",
+        "Micro model, measured: peak GPU buffer memory",
         &dash(result.map(|_| format_bytes(measured))),
     );
     figure(
@@ -211,7 +212,7 @@ fn results_html(
         "gpu-predicted-peak",
         "data-bytes",
         &predicted.to_string(),
-        "Predicted by the accounting engine",
+        "Micro model, predicted by the accounting engine",
         &format_bytes(predicted),
     );
     let diff = (measured > 0 && predicted > 0).then(|| {
@@ -402,16 +403,18 @@ pub fn GpuPanel(
 
     let intro = move || {
         format!(
-            "<h2>Measure on this GPU</h2><p class=\"note\">Runs real QLoRA training steps of a micro Llama-style model on \
-             this device through WebGPU: NF4 weights with double quantization, LoRA adapters, AdamW. Every GPU buffer \
-             goes through one allocation tracker; the figure is the peak GPU buffer memory of this step, not the \
-             driver's total.</p><p class=\"gpu-config\" data-testid=\"gpu-config\">Micro run for this plan: {}.</p>",
+            "<h2>Check the engine on this GPU</h2><p class=\"note\"><strong>This does not measure your plan.</strong> \
+             It trains a micro Llama-style model on this device through WebGPU (NF4 weights with double \
+             quantization, LoRA adapters, AdamW) and compares its peak GPU buffer memory, counted by one allocation \
+             tracker, with the engine's prediction for that micro model: evidence that the engine behind your \
+             figures counts real allocations.</p><p class=\"gpu-config\" data-testid=\"gpu-config\">The micro model, \
+             scaled down from your plan: {}.</p>",
             esc(&describe(&cfg.get()))
         )
     };
 
     view! {
-        <section class="gpu-panel" aria-label="Measure on this GPU" data-testid="gpu-panel">
+        <section class="gpu-panel" aria-label="Check the engine on this GPU" data-testid="gpu-panel">
             <div class="gpu-intro" inner_html=intro></div>
             <div class="gpu-row">
                 <button data-testid="gpu-measure" on:click=start>"Measure on this GPU"</button>

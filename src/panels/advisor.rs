@@ -2,6 +2,7 @@
 
 use crate::browser;
 use crate::history::changed;
+use crate::planner::suggestion_name;
 use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
 use peakplan_core::advise::{advise, Advice, Suggestion};
@@ -49,7 +50,7 @@ pub fn Advisor() -> impl IntoView {
         browser::focus_soon("advisor-title");
     };
     let row = move |s: Suggestion, testid: String, lead: bool| {
-        let after = s.plan.clone();
+        let after = (s.plan.clone(), suggestion_name(&s));
         let apply = s.plan.clone();
         let changes = s.changes.iter().map(|ch| view! { <li>{ch.label.clone()}<span class="why">{format!(" ({})", ch.cost_text)}</span></li> }).collect_view();
         let limits = match (s.max_batch, s.max_seq) {

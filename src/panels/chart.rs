@@ -169,7 +169,9 @@ pub(crate) fn Timeline() -> impl IntoView {
     });
     view! {
         <figure class="timeline">
-            <figcaption>"When the peak happens: live memory through one step"</figcaption>
+            <figcaption>
+                "When the peak happens: allocated memory (what torch.cuda.max_memory_allocated counts) through one step"
+            </figcaption>
             <canvas node_ref=canvas data-testid="timeline" role="img"
                 aria-label=move || c.computed.with(|comp| format!("peak during {}", comp.selected.peak_phase.label()))></canvas>
         </figure>

@@ -3,8 +3,18 @@
 use crate::state::ctx;
 use leptos::prelude::*;
 use peakplan_core::plan::Method;
-use peakplan_core::units::{format_bytes, format_count};
-use peakplan_core::{Category, Kind};
+use peakplan_core::units::{self, format_bytes, format_count};
+use peakplan_core::Kind;
+
+/// What the answer's figure counts, and the two figures PyTorch itself would print for the same step.
+fn measured(e: &peakplan_core::Estimate) -> String {
+    format!(
+        "Counted as nvidia-smi shows the process (CUDA context and allocator cache included); \
+         torch.cuda.max_memory_allocated() would report {}, max_memory_reserved() {}.",
+        format_bytes(e.peak_allocated_bytes),
+        format_bytes(e.peak_reserved_bytes)
+    )
+}
 
 #[component]
 pub(crate) fn Verdict() -> impl IntoView {
@@ -18,11 +28,12 @@ pub(crate) fn Verdict() -> impl IntoView {
         } else {
             format_bytes(comp.selected.device_bytes)
         };
+        let per_gpu = units::per_gpu(&p);
         let (class, text) = if comp.fits() {
             (
                 "verdict fits",
                 format!(
-                    "Fits: needs {need} of the {}'s {}",
+                    "Fits: needs {need}{per_gpu} of the {}'s {}",
                     comp.gpu_name,
                     format_bytes(comp.capacity_bytes)
                 ),
@@ -31,7 +42,7 @@ pub(crate) fn Verdict() -> impl IntoView {
             (
                 "verdict nofit",
                 format!(
-                    "Does not fit: needs {need}, the {} has {}",
+                    "Does not fit: needs {need}{per_gpu}, the {} has {}",
                     comp.gpu_name,
                     format_bytes(comp.capacity_bytes)
                 ),
@@ -45,11 +56,20 @@ pub(crate) fn Verdict() -> impl IntoView {
                 if p.method == Method::Qlora { "" } else { "QLoRA, " }
             ),
         };
+        let e = &comp.selected;
+        let model = format!(
+            "{} · {} params · {} trainable · peak during {}. {}",
+            comp.model_name,
+            format_count(e.total_params),
+            format_count(e.trainable_params),
+            e.peak_phase.label(),
+            measured(e)
+        );
         view! {
             <div class=class data-testid="verdict" role="status">
                 <p class="big">{text}</p>
                 <p>{limits}</p>
-                <p class="model">{format!("{} · {} params · {} trainable · peak during {}", comp.model_name, format_count(comp.selected.total_params), format_count(comp.selected.trainable_params), comp.selected.peak_phase.label())}</p>
+                <p class="model">{model}</p>
             </div>
         }
     }
@@ -69,15 +89,21 @@ pub(crate) fn Figures() -> impl IntoView {
             </div>
         }
     };
+    let head = move || {
+        let per_gpu = units::per_gpu(&c.plan.get());
+        format!("At the peak{per_gpu}: the first five add up to the nvidia-smi figure.")
+    };
     view! {
         <div class="figures">
-            {fig("value-weights", "Weights", |e| e.category(Category::Weights))}
-            {fig("value-gradients", "Gradients", |e| e.category(Category::Gradients))}
-            {fig("value-optimizer", "Optimizer states", |e| e.category(Category::Optimizer))}
-            {fig("value-activations", "Activations", |e| e.category(Category::Activations))}
-            {fig("value-peak", "Peak (nvidia-smi)", |e| e.device_bytes)}
-            {fig("value-allocated", "max_memory_allocated", |e| e.peak_allocated_bytes)}
-            {fig("value-reserved", "max_memory_reserved", |e| e.peak_reserved_bytes)}
+            <p class="figures-head">{head}</p>
+            {fig("value-weights", "Weights", |e| e.at_peak().weights)}
+            {fig("value-gradients", "Gradients", |e| e.at_peak().gradients)}
+            {fig("value-optimizer", "Optimizer states", |e| e.at_peak().optimizer)}
+            {fig("value-activations", "Activations", |e| e.at_peak().activations)}
+            {fig("value-other", "Other (buffers, cache, CUDA context)", |e| e.at_peak().other)}
+            {fig("value-peak", "= Peak, as nvidia-smi shows", |e| e.device_bytes)}
+            {fig("value-allocated", "Peak allocated (max_memory_allocated)", |e| e.peak_allocated_bytes)}
+            {fig("value-reserved", "Peak reserved (max_memory_reserved)", |e| e.peak_reserved_bytes)}
         </div>
     }
 }

@@ -530,6 +530,72 @@ await test('WebGPU micro QLoRA: done, measured within 5% of predicted, loss fall
   assert(Math.abs(b.measured / b.predicted - 1) <= 0.05, `bigger: measured ${b.measured} vs predicted ${b.predicted}`);
 });
 
+await test('a plan on 32 GPUs says per GPU and how it is sharded, in the answer, the figures and the embed caption', async page => {
+  const q = '?model=llama-3.1-70b&method=full&prec=amp_bf16&gpus=32&zero=3&gpu=h100-80gb';
+  await page.goto(base + q);
+  await ready(page);
+  const verdict = await page.locator('[data-testid="verdict"]').innerText();
+  assert(/needs [\d.]+ GiB per GPU \(32 GPUs with ZeRO-3\) of the/.test(verdict), `verdict: ${verdict}`);
+  assert((await page.locator('.figures-head').innerText()).includes('per GPU (32 GPUs with ZeRO-3)'), 'figures do not say per GPU');
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid="download-svg"]')]);
+  const file = path.join(out, 'chart-32.svg'); await dl.saveAs(file);
+  assert(fs.readFileSync(file, 'utf8').includes('memory per GPU at the peak'), 'the chart title does not say per GPU');
+  await page.goto(base + q + '&embed=1');
+  const caption = await page.locator('[data-testid="embed-caption"]').innerText();
+  assert(caption.includes('per GPU (32 GPUs with ZeRO-3)'), `caption: ${caption}`);
+  await page.goto(base + '?model=llama-2-7b&method=qlora');
+  await ready(page);
+  assert(!(await page.locator('[data-testid="verdict"]').innerText()).includes('per GPU'), 'one GPU said per GPU');
+});
+
+// The rows of a canvas column painted in one of the chart's category colours (light theme): [top, bottom, gaps].
+const barColumn = (page, slot, slots) => page.locator('[data-testid="chart"]').evaluate((c, [slot, slots]) => {
+  const cats = [[46, 104, 196], [232, 137, 30], [143, 73, 189], [32, 150, 110], [140, 146, 158]];
+  const left = c.width < 420 ? 52 : 66, w = (c.width - 12 - left) / slots | 0;
+  const x = left + w * slot + (w >> 1);
+  const d = c.getContext('2d').getImageData(x, 0, 1, c.height).data;
+  const rows = [];
+  for (let y = 0; y < c.height; y++) if (cats.some(k => k.every((v, i) => Math.abs(d[4 * y + i] - v) < 6))) rows.push(y);
+  const gaps = rows.slice(1).filter((y, i) => y - rows[i] > 2).length;
+  return [rows[0], rows[rows.length - 1], gaps, c.height];
+}, [slot, slots]);
+
+await test('the chart scales to the chosen QLoRA plan, clips the full bar with a break, and names the previewed change', async page => {
+  for (const width of [1280, 390]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.goto(base + '?model=llama-3.1-8b&method=qlora&gpu=rtx-4090');
+    await ready(page); await page.waitForTimeout(300);
+    const [qTop, qBottom, , h] = await barColumn(page, 2, 3);
+    const [fTop, , fGaps] = await barColumn(page, 0, 3);
+    assert(qBottom - qTop > h * 0.25, `${width}: the QLoRA bar is ${qBottom - qTop} of ${h} px`);
+    assert(fTop < qTop && fGaps >= 1, `${width}: the full bar is not clipped with a break (top ${fTop}, gaps ${fGaps})`);
+    await page.locator('[data-testid="chart"]').screenshot({ path: path.join(out, `chart-qlora-${width}.png`) });
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  const card = page.locator('.suggestion').filter({ has: page.locator('[data-testid="advisor-apply-0"]') });
+  await card.waitFor({ timeout: 10000 });
+  const change = (await card.locator('.changes li').first().innerText()).split(' (')[0].trim();
+  await card.hover(); await page.waitForTimeout(200);
+  const aria = await page.locator('[data-testid="chart"]').getAttribute('aria-label');
+  assert(aria.includes(`After: ${change}:`), `the after bar does not name "${change}": ${aria}`);
+  await page.locator('[data-testid="chart"]').screenshot({ path: path.join(out, 'chart-preview.png') });
+});
+
+await test('every peak names what it counts, the boxes add up to the one they sit under, WebGPU says it is a micro model', async page => {
+  await page.goto(base + '?model=llama-3.1-8b&method=qlora&gpu=rtx-4090');
+  await ready(page);
+  const parts = ['weights', 'gradients', 'optimizer', 'activations', 'other'];
+  let sum = 0; for (const p of parts) sum += await bytes(page, `value-${p}`);
+  const peak = await bytes(page, 'value-peak');
+  assert(sum === peak, `boxes add up to ${sum}, the peak is ${peak}`);
+  assert((await page.locator('[data-testid="value-peak"]').innerText()).includes('nvidia-smi'), 'the peak box does not say nvidia-smi');
+  const verdict = await page.locator('[data-testid="verdict"]').innerText();
+  assert(verdict.includes('nvidia-smi') && verdict.includes('max_memory_allocated'), `verdict: ${verdict}`);
+  assert((await page.locator('figure.timeline figcaption').innerText()).includes('max_memory_allocated'), 'timeline unnamed');
+  assert((await page.locator('[data-testid="gpu-panel"]').innerText()).includes('does not measure your plan'), 'WebGPU panel reads as a check of the plan');
+  await page.locator('[data-testid="value-other"]').locator('..').screenshot({ path: path.join(out, 'figures.png') });
+});
+
 if (foreign.length) { failed++; console.log('FAIL requests outside the sub-path: ' + foreign.slice(0, 3).join(' ')); }
 await browser.close(); server.close();
 console.log(`e2e: ${passed} passed, ${failed} failed`);

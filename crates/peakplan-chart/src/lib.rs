@@ -7,6 +7,10 @@
 use peakplan_core::engine::{Category, Estimate, Phase, PhaseMemory};
 use peakplan_core::units::format_bytes;
 use plotters_backend::text_anchor::{HPos, Pos, VPos};
+
+mod labels;
+use labels::{bar_name_lines, legend_items, legend_positions, title_lines, title_step, Swatch};
+pub use labels::{overlaps, place_labels, ChartLabels, PlacedLabel, TextBox};
 use plotters_backend::{
     BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingBackend, DrawingErrorKind,
     FontFamily, FontStyle, FontTransform,
@@ -90,13 +94,18 @@ impl ChartData {
             capacity,
         }
     }
-    fn max_bytes(&self) -> u64 {
-        let bars = self.bars.iter().map(|b| b.parts.total()).max().unwrap_or(0);
+    /// What sets the axis: the chosen plan's bar (every bar where none is chosen) and the GPU line. A taller
+    /// comparison bar is clipped rather than shrinking the plan the reader asked about.
+    fn scale_bytes(&self) -> u64 {
+        let total = |b: &Bar| b.parts.total();
+        let chosen = self.bars.iter().filter(|b| b.selected).map(total).max();
+        let bars = chosen.unwrap_or_else(|| self.bars.iter().map(total).max().unwrap_or(0));
         bars.max(self.capacity.as_ref().map(|c| c.0).unwrap_or(0))
             .max(1)
     }
 }
 
+#[derive(Clone, Copy)]
 struct Text {
     color: (u8, u8, u8),
     size: f64,
@@ -146,6 +155,7 @@ impl BackendTextStyle for Text {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Stroke {
     color: (u8, u8, u8),
     alpha: f64,
@@ -211,12 +221,18 @@ pub struct Segment {
 pub struct BarGeom {
     pub x0: i32,
     pub x1: i32,
+    /// Where the bar's top is drawn: the plot's top for a clipped bar.
+    pub top_y: i32,
+    /// Taller than the axis: cut at the top and marked with a break.
+    pub clipped: bool,
     pub segments: Vec<Segment>,
 }
 
 /// Where the plot area and every segment fall, so the page can tell what the pointer is over.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChartLayout {
+    /// The y below the legend's last row: no label goes above it.
+    pub legend_bottom: i32,
     pub top: i32,
     pub bottom: i32,
     pub left: i32,
@@ -224,6 +240,8 @@ pub struct ChartLayout {
     /// Bytes at the top of the axis.
     pub max_bytes: u64,
     pub bars: Vec<BarGeom>,
+    /// Lines of each bar's name under the axis.
+    pub names: Vec<Vec<String>>,
 }
 
 impl ChartLayout {
@@ -238,52 +256,59 @@ impl ChartLayout {
             })?
         })
     }
+
+    /// The y of `bytes` on the axis, above the plot's top when beyond the axis.
+    pub fn y_of(&self, bytes: u64) -> i32 {
+        y_for(bytes, self.max_bytes, self.top, self.bottom)
+    }
 }
 
 fn y_for(bytes: u64, max_bytes: u64, top: i32, bottom: i32) -> i32 {
     bottom - ((bytes as f64 / max_bytes.max(1) as f64) * (bottom - top) as f64).round() as i32
 }
 
-/// Rows the legend takes at a width (mirrors the legend drawing in [`draw_chart`]).
-fn legend_bottom(w: i32, font: f64) -> i32 {
-    let mut x = 12;
-    let mut y = 10 + (font * 1.6) as i32;
-    for c in Category::ALL {
-        let item_w = legend_item_width(c.label(), font);
-        if x + item_w > w - 8 {
-            x = 12;
-            y += (font * 1.5) as i32;
-        }
-        x += item_w;
+/// Room above the chosen bar or the GPU line, whichever is higher, for its total and the line's label.
+const HEADROOM: f64 = 1.15;
+
+/// Font size of the chart's labels at a width: smaller on a phone.
+fn font_for(w: i32) -> f64 {
+    if w < 420 {
+        11.0
+    } else {
+        13.0
     }
-    y
 }
 
 /// The chart's geometry on a `width` x `height` area, as [`draw_chart`] draws it.
 pub fn layout(data: &ChartData, width: u32, height: u32) -> Option<ChartLayout> {
-    let (w, h) = (width as i32, height as i32);
-    let compact = w < 420;
-    let font = if compact { 11.0 } else { 13.0 };
-    layout_below(
-        data,
-        w,
-        h,
-        legend_bottom(w, font) + (font * 2.2) as i32,
-        compact,
-    )
+    let w = width as i32;
+    let font = font_for(w);
+    let rows = title_lines(&data.title, w, font).0.len();
+    let (_, legend_y) = legend_positions(&legend_items(data), w, font, rows);
+    layout_below(data, w, height as i32, legend_y)
 }
 
-fn layout_below(data: &ChartData, w: i32, h: i32, top: i32, compact: bool) -> Option<ChartLayout> {
-    let font = if compact { 11.0 } else { 13.0 };
-    let left = if compact { 52 } else { 66 };
-    let bottom = h - (font * 2.4) as i32;
+/// The layout under a legend whose last row starts at `legend_y`: the plot starts a bar total's height lower, so a
+/// clipped bar's total, drawn above the plot, stays clear of the legend.
+fn layout_below(data: &ChartData, w: i32, h: i32, legend_y: i32) -> Option<ChartLayout> {
+    let font = font_for(w);
+    let legend_bottom = legend_y + (font * 1.5) as i32;
+    let top = legend_bottom + labels::text_height(font - 1.0) + labels::TOTAL_LABEL_GAP + 2;
+    let left = if w < 420 { 52 } else { 66 };
     let right = w - 12;
+    let n = data.bars.len().max(1) as i32;
+    let slot = (right - left) / n;
+    let names: Vec<_> = data
+        .bars
+        .iter()
+        .map(|b| bar_name_lines(&b.label, slot - 4, font))
+        .collect();
+    let lines = names.iter().map(Vec::len).max().unwrap_or(1) as f64;
+    let bottom = h - (font * (1.2 * lines + 1.2)) as i32;
     if bottom - top < 20 || right - left < 40 {
         return None;
     }
-    let max_bytes = (data.max_bytes() as f64 * 1.08) as u64;
-    let n = data.bars.len().max(1) as i32;
-    let slot = (right - left) / n;
+    let max_bytes = (data.scale_bytes() as f64 * HEADROOM) as u64;
     let bar_w = (slot as f64 * 0.56) as i32;
     let bars = data
         .bars
@@ -297,191 +322,170 @@ fn layout_below(data: &ChartData, w: i32, h: i32, top: i32, compact: bool) -> Op
                 .filter_map(|c| {
                     let v = bar.parts.get(*c);
                     (v > 0).then(|| {
+                        let y0 = y_for(acc.saturating_add(v), max_bytes, top, bottom).max(top);
                         let seg = Segment {
                             category: *c,
                             bytes: v,
-                            y0: y_for(acc.saturating_add(v), max_bytes, top, bottom),
-                            y1: y_for(acc, max_bytes, top, bottom),
+                            y0,
+                            y1: y_for(acc, max_bytes, top, bottom).max(top),
                         };
                         acc = acc.saturating_add(v);
                         seg
                     })
                 })
                 .collect();
+            let clipped = bar.parts.total() > max_bytes;
             BarGeom {
                 x0,
                 x1: x0 + bar_w,
+                top_y: y_for(bar.parts.total(), max_bytes, top, bottom).max(top),
+                clipped,
                 segments,
             }
         })
         .collect();
     Some(ChartLayout {
+        legend_bottom,
         top,
         bottom,
         left,
         right,
         max_bytes,
         bars,
+        names,
     })
 }
 
-/// Pixels between a bar's top and the bottom of its total label.
-const TOTAL_LABEL_GAP: i32 = 6;
-/// Pixels between the capacity line and its label.
-const CAPACITY_LABEL_GAP: i32 = 4;
-
-/// A text box in backend pixels: `(x0, y0, x1, y1)`, y0 above y1.
-type TextBox = (i32, i32, i32, i32);
-
-/// Estimated advance of one character, in ems: wide enough for proportional sans-serif digits and capitals, since
-/// the backends measure nothing (an over-estimate only moves a label sooner). The legend, the title and the
-/// labels placed around the GPU line all size their text with it.
-const CHAR_WIDTH_EM: f64 = 0.58;
-
-/// Estimated width of a label.
-fn text_width(label: &str, size: f64) -> i32 {
-    (label.chars().count() as f64 * size * CHAR_WIDTH_EM).ceil() as i32
+/// One drawing call, recorded.
+enum Shape {
+    Rect(BackendCoord, BackendCoord, Stroke, bool),
+    Line(BackendCoord, BackendCoord, Stroke),
+    Text(String, Text, BackendCoord),
 }
 
-/// Width of a legend entry: its swatch and gap, then its label (the legend's layout and its drawing agree on it).
-fn legend_item_width(label: &str, font: f64) -> i32 {
-    22 + (label.len() as f64 * font * CHAR_WIDTH_EM) as i32
-}
+/// Drawing calls recorded with the backend's own names, then replayed onto any backend: the chart's layout and
+/// labels are compiled once rather than once per backend (canvas and SVG), which the site's size budget needs.
+#[derive(Default)]
+struct Shapes(Vec<Shape>);
 
-/// Height of a label's box: the font size and a pixel of room above and below.
-fn text_height(size: f64) -> i32 {
-    size.ceil() as i32 + 2
-}
-
-fn overlap_area(a: TextBox, b: TextBox) -> i64 {
-    let w = (a.2.min(b.2) - a.0.max(b.0)).max(0) as i64;
-    let h = (a.3.min(b.3) - a.1.max(b.1)).max(0) as i64;
-    w * h
-}
-
-/// Where the capacity line's label goes, as the anchor the backend draws it at.
-#[derive(Clone, Copy)]
-struct LabelPlace {
-    anchor: BackendCoord,
-    h: HPos,
-    v: VPos,
-}
-
-/// What a label placed over the plot covers: text over a bar's total counts four times text over a bar, since
-/// one stays legible and the other does not. Room outside the plot (the legend, the axis) counts like a bar.
-struct Obstacles {
-    bars: Vec<TextBox>,
-    totals: Vec<TextBox>,
-    plot: TextBox,
-}
-
-impl Obstacles {
-    fn new(data: &ChartData, layout: &ChartLayout, size: f64) -> Self {
-        let h = text_height(size);
-        let mut bars = Vec::new();
-        let mut totals = Vec::new();
-        for (bar, geom) in data.bars.iter().zip(&layout.bars) {
-            let top_y = y_for(
-                bar.parts.total(),
-                layout.max_bytes,
-                layout.top,
-                layout.bottom,
-            );
-            // The bar with its selection outline.
-            bars.push((geom.x0 - 3, top_y - 3, geom.x1 + 3, layout.bottom));
-            let tw = text_width(&format_bytes(bar.parts.total()), size);
-            let mid = (geom.x0 + geom.x1) / 2;
-            let base = top_y - TOTAL_LABEL_GAP;
-            totals.push((mid - tw / 2 - 2, base - h, mid + tw / 2 + 2, base));
-        }
-        let plot = (layout.left, layout.top - h, layout.right, layout.bottom);
-        Obstacles { bars, totals, plot }
+impl Shapes {
+    fn draw_rect(&mut self, a: BackendCoord, b: BackendCoord, style: &Stroke, fill: bool) {
+        self.0.push(Shape::Rect(a, b, *style, fill));
     }
-
-    fn cost(&self, b: TextBox) -> i64 {
-        let area = i64::from(b.2 - b.0) * i64::from(b.3 - b.1);
-        let bars: i64 = self.bars.iter().map(|o| overlap_area(b, *o)).sum();
-        let totals: i64 = self.totals.iter().map(|o| overlap_area(b, *o)).sum();
-        bars + 4 * totals + (area - overlap_area(b, self.plot))
+    fn draw_line(&mut self, a: BackendCoord, b: BackendCoord, style: &Stroke) {
+        self.0.push(Shape::Line(a, b, *style));
     }
-}
-
-/// The least-covering place for a label of `label` on the line at `line_y`, with what it covers. Candidates:
-/// right-aligned (preferred), left-aligned, and centred in each gap between bars, left to right; each above, then
-/// below the line. The earlier candidate wins a tie.
-fn label_place(
-    obstacles: &Obstacles,
-    layout: &ChartLayout,
-    label: &str,
-    size: f64,
-    line_y: i32,
-) -> (i64, LabelPlace) {
-    let w = text_width(label, size);
-    let h = text_height(size);
-    let mut xs = vec![
-        (layout.right - w, HPos::Right, layout.right),
-        (layout.left + 6, HPos::Left, layout.left + 6),
-    ];
-    let mut edges = vec![layout.left];
-    for g in &layout.bars {
-        edges.push(g.x0 - 3);
-        edges.push(g.x1 + 3);
+    fn draw_text(&mut self, text: &str, style: &Text, at: BackendCoord) {
+        self.0.push(Shape::Text(text.to_string(), *style, at));
     }
-    edges.push(layout.right);
-    for gap in edges.chunks(2) {
-        let mid = (gap[0] + gap[1]) / 2;
-        xs.push((mid - w / 2, HPos::Center, mid));
-    }
-    let place_at = |(x0, hpos, ax): (i32, HPos, i32), above: bool| {
-        let (v, y0, ay) = if above {
-            let base = line_y - CAPACITY_LABEL_GAP;
-            (VPos::Bottom, base - h, base)
-        } else {
-            let base = line_y + CAPACITY_LABEL_GAP;
-            (VPos::Top, base, base)
-        };
-        let place = LabelPlace {
-            anchor: (ax, ay),
-            h: hpos,
-            v,
-        };
-        (obstacles.cost((x0, y0, x0 + w, y0 + h)), place)
-    };
-    let mut best = place_at(xs[0], true);
-    for x in xs {
-        for above in [true, false] {
-            let candidate = place_at(x, above);
-            if candidate.0 < best.0 {
-                best = candidate;
+    fn replay<B: DrawingBackend>(&self, backend: &mut B) -> DrawResult<B> {
+        for shape in &self.0 {
+            match shape {
+                Shape::Rect(a, b, style, fill) => backend.draw_rect(*a, *b, style, *fill)?,
+                Shape::Line(a, b, style) => backend.draw_line(*a, *b, style)?,
+                Shape::Text(text, style, at) => backend.draw_text(text, style, *at)?,
             }
         }
+        Ok(())
     }
-    best
 }
 
-/// The GPU line's label and where it goes. It reads "name: capacity" right-aligned above the line unless that
-/// covers a bar or a bar's total (a plan just under the GPU's size): then it moves below the line, to the left,
-/// or into a gap between bars. Where the full label covers something everywhere but the capacity alone fits
-/// clear, it shows the capacity alone (the verdict names the GPU); otherwise the full label's least-covering place.
-/// Returns the text, its place and what it covers ([`Obstacles::cost`]).
-fn capacity_label(
-    data: &ChartData,
+/// Draws the title and the legend; returns the y below the legend.
+fn draw_legend(backend: &mut Shapes, data: &ChartData, theme: &Theme, w: i32, font: f64) -> i32 {
+    // A long title (a long model name, a plan on many GPUs) shrinks or wraps rather than run off the edge.
+    let (lines, size) = title_lines(&data.title, w, font);
+    for (i, line) in lines.iter().enumerate() {
+        let style = Text {
+            bold: true,
+            ..text(theme.text, size, HPos::Left, VPos::Top)
+        };
+        backend.draw_text(line, &style, (12, 10 + title_step(font) * i as i32));
+    }
+    let items = legend_items(data);
+    let (at, y) = legend_positions(&items, w, font, lines.len());
+    for ((label, swatch), (x, y)) in items.iter().zip(at) {
+        match swatch {
+            Swatch::Category(i) => backend.draw_rect(
+                (x, y + 1),
+                (x + 12, y + 13),
+                &solid(theme.categories[*i]),
+                true,
+            ),
+            Swatch::Capacity => {
+                for dx in [0, 8] {
+                    backend.draw_line((x + dx, y + 7), (x + dx + 5, y + 7), &wide(theme.capacity));
+                }
+            }
+        }
+        backend.draw_text(
+            label,
+            &text(theme.text, font, HPos::Left, VPos::Top),
+            (x + 17, y),
+        );
+    }
+    y
+}
+
+fn wide(color: (u8, u8, u8)) -> Stroke {
+    Stroke {
+        width: 2,
+        ..solid(color)
+    }
+}
+
+/// Draws one bar: its segments, its outline when chosen, a break where it is clipped, and its name.
+fn draw_bar(
+    backend: &mut Shapes,
+    bar: &Bar,
+    geom: &BarGeom,
+    names: &[String],
     layout: &ChartLayout,
-    (capacity_bytes, name): (u64, &str),
-    size: f64,
-    line_y: i32,
-) -> (String, LabelPlace, i64) {
-    let obstacles = Obstacles::new(data, layout, size);
-    let short = format_bytes(capacity_bytes);
-    let full = format!("{name}: {short}");
-    let (cost, place) = label_place(&obstacles, layout, &full, size, line_y);
-    if cost > 0 {
-        let (short_cost, short_place) = label_place(&obstacles, layout, &short, size, line_y);
-        if short_cost == 0 {
-            return (short, short_place, 0);
+    theme: &Theme,
+    font: f64,
+) {
+    for seg in &geom.segments {
+        let ci = Category::ALL
+            .iter()
+            .position(|c| *c == seg.category)
+            .unwrap_or(4);
+        backend.draw_rect(
+            (geom.x0, seg.y0),
+            (geom.x1, seg.y1.max(seg.y0 + 1)),
+            &solid(theme.categories[ci]),
+            true,
+        );
+    }
+    if bar.selected {
+        backend.draw_rect(
+            (geom.x0 - 3, geom.top_y - 3),
+            (geom.x1 + 3, layout.bottom),
+            &wide(theme.text),
+            false,
+        );
+    }
+    if geom.clipped {
+        // Two slanted cuts in the background colour: the usual mark of an axis break.
+        let y = layout.top + 10;
+        for dy in [0, 6] {
+            backend.draw_line(
+                (geom.x0 - 2, y + dy + 4),
+                (geom.x1 + 2, y + dy - 4),
+                &Stroke {
+                    width: 3,
+                    ..solid(theme.background)
+                },
+            );
         }
     }
-    (full, place, cost)
+    let mid = (geom.x0 + geom.x1) / 2;
+    let style = Text {
+        bold: bar.selected,
+        ..text(theme.text, font, HPos::Center, VPos::Top)
+    };
+    for (i, line) in names.iter().enumerate() {
+        let y = layout.bottom + 6 + (font * 1.2) as i32 * i as i32;
+        backend.draw_text(line, &style, (mid, y));
+    }
 }
 
 /// Draws the stacked-bar chart filling the backend's whole area.
@@ -491,154 +495,97 @@ pub fn draw_chart<B: DrawingBackend>(
     theme: &Theme,
 ) -> DrawResult<B> {
     let (w, h) = backend.get_size();
-    let (w, h) = (w as i32, h as i32);
-    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true)?;
-    let compact = w < 420;
-    let font = if compact { 11.0 } else { 13.0 };
+    chart_shapes(data, theme, w as i32, h as i32).replay(backend)
+}
 
-    // Legend, in one or two rows.
-    let mut x = 12;
-    let mut y = 10;
-    // A long title (a long model name on a phone) shrinks to fit the width rather than run off the edge.
-    let title_chars = data.title.chars().count().max(1) as f64;
-    let title_font = ((w - 24) as f64 / (title_chars * CHAR_WIDTH_EM)).clamp(9.0, font + 1.0);
-    backend.draw_text(
-        &data.title,
-        &Text {
-            bold: true,
-            ..text(theme.text, title_font, HPos::Left, VPos::Top)
-        },
-        (12, y),
-    )?;
-    y += (font * 1.6) as i32;
-    for (i, c) in Category::ALL.iter().enumerate() {
-        let label = c.label();
-        let item_w = legend_item_width(label, font);
-        if x + item_w > w - 8 {
-            x = 12;
-            y += (font * 1.5) as i32;
-        }
-        backend.draw_rect(
-            (x, y + 1),
-            (x + 12, y + 13),
-            &solid(theme.categories[i]),
-            true,
-        )?;
-        backend.draw_text(
-            label,
-            &text(theme.text, font, HPos::Left, VPos::Top),
-            (x + 17, y),
-        )?;
-        x += item_w;
+/// The chart as a standalone SVG document of the given size, written by plotters' SVG backend from the same shapes.
+#[cfg(feature = "svg")]
+pub fn chart_svg(data: &ChartData, theme: &Theme, size: (u32, u32)) -> String {
+    let mut out = String::new();
+    {
+        let mut backend = plotters::backend::SVGBackend::with_string(&mut out, size);
+        // The SVG backend writes into a String and cannot fail.
+        let _ = draw_chart(&mut backend, data, theme);
+        let _ = backend.present();
     }
-    let Some(layout) = layout_below(data, w, h, y + (font * 2.2) as i32, compact) else {
-        return Ok(());
+    out
+}
+
+/// The chart as shapes: the canvas and the SVG backends replay one list, so this code is compiled once.
+fn chart_shapes(data: &ChartData, theme: &Theme, w: i32, h: i32) -> Shapes {
+    let mut shapes = Shapes::default();
+    let backend = &mut shapes;
+    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true);
+    let font = font_for(w);
+    let legend_y = draw_legend(backend, data, theme, w, font);
+    let Some(layout) = layout_below(data, w, h, legend_y) else {
+        return shapes;
     };
-    let ChartLayout {
-        top,
-        bottom,
-        left,
-        right,
-        max_bytes,
-        ..
-    } = layout;
-    let y_of = |bytes: u64| y_for(bytes, max_bytes, top, bottom);
+    let (top, bottom, left, right) = (layout.top, layout.bottom, layout.left, layout.right);
 
     // Grid and axis labels.
-    let step = axis_step(max_bytes);
+    let step = axis_step(layout.max_bytes);
     let mut tick = 0u64;
-    while tick <= max_bytes {
-        let ty = y_of(tick);
-        backend.draw_line((left, ty), (right, ty), &solid(theme.grid))?;
+    while tick <= layout.max_bytes {
+        let ty = layout.y_of(tick);
+        backend.draw_line((left, ty), (right, ty), &solid(theme.grid));
         backend.draw_text(
             &format_bytes(tick),
             &text(theme.text, font - 1.0, HPos::Right, VPos::Center),
             (left - 6, ty),
-        )?;
+        );
         tick = match tick.checked_add(step) {
             Some(t) => t,
             None => break,
         };
     }
-
-    // Bars.
-    for (bar, geom) in data.bars.iter().zip(&layout.bars) {
-        for seg in &geom.segments {
-            let ci = Category::ALL
-                .iter()
-                .position(|c| *c == seg.category)
-                .unwrap_or(4);
-            backend.draw_rect(
-                (geom.x0, seg.y0),
-                (geom.x1, seg.y1.max(seg.y0 + 1)),
-                &solid(theme.categories[ci]),
-                true,
-            )?;
-        }
-        let top_y = y_of(bar.parts.total());
-        if bar.selected {
-            backend.draw_rect(
-                (geom.x0 - 3, top_y - 3),
-                (geom.x1 + 3, bottom),
-                &Stroke {
-                    width: 2,
-                    ..solid(theme.text)
-                },
-                false,
-            )?;
-        }
-        let mid = (geom.x0 + geom.x1) / 2;
-        let label_style = Text {
-            bold: bar.selected,
-            ..text(theme.text, font, HPos::Center, VPos::Top)
-        };
-        backend.draw_text(&bar.label, &label_style, (mid, bottom + 6))?;
-        backend.draw_text(
-            &format_bytes(bar.parts.total()),
-            &text(theme.text, font - 1.0, HPos::Center, VPos::Bottom),
-            (mid, top_y - TOTAL_LABEL_GAP),
-        )?;
+    for ((bar, geom), names) in data.bars.iter().zip(&layout.bars).zip(&layout.names) {
+        draw_bar(backend, bar, geom, names, &layout, theme, font);
     }
-
-    // GPU capacity line.
-    if let Some((cap, name)) = &data.capacity {
-        let cy = y_of(*cap);
+    let labels = place_labels(data, &layout, font - 1.0);
+    if let Some((cap, _)) = &data.capacity {
+        let cy = layout.y_of(*cap);
         let mut x = left;
         while x < right {
-            backend.draw_line(
-                (x, cy),
-                ((x + 8).min(right), cy),
-                &Stroke {
-                    width: 2,
-                    ..solid(theme.capacity)
-                },
-            )?;
+            backend.draw_line((x, cy), ((x + 8).min(right), cy), &wide(theme.capacity));
             x += 14;
         }
-        let (label, place, _) = capacity_label(data, &layout, (*cap, name), font - 1.0, cy);
-        backend.draw_text(
-            &label,
-            &text(theme.capacity, font - 1.0, place.h, place.v),
-            place.anchor,
-        )?;
     }
-    backend.draw_line((left, top - 4), (left, bottom), &solid(theme.text))?;
-    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text))?;
-    Ok(())
+    for (label, color) in labels
+        .totals
+        .iter()
+        .map(|l| (l, theme.text))
+        .chain(labels.capacity.iter().map(|l| (l, theme.capacity)))
+    {
+        backend.draw_text(
+            &label.text,
+            &text(color, font - 1.0, label.h, label.v),
+            label.anchor,
+        );
+    }
+    backend.draw_line((left, top - 4), (left, bottom), &solid(theme.text));
+    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text));
+    shapes
 }
 
-/// Draws the live memory of each phase of one step as stacked columns, marking the peak.
+/// Draws the live memory of each phase of one step as stacked columns, marking the peak: allocated bytes, what
+/// `torch.cuda.max_memory_allocated` reports, so the peak's tag says "allocated" where it has room.
 pub fn draw_timeline<B: DrawingBackend>(
     backend: &mut B,
     estimate: &Estimate,
     theme: &Theme,
 ) -> DrawResult<B> {
     let (w, h) = backend.get_size();
-    let (w, h) = (w as i32, h as i32);
-    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true)?;
+    timeline_shapes(estimate, theme, w as i32, h as i32).replay(backend)
+}
+
+fn timeline_shapes(estimate: &Estimate, theme: &Theme, w: i32, h: i32) -> Shapes {
+    let mut shapes = Shapes::default();
+    let backend = &mut shapes;
+    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true);
     let (left, right, top, bottom) = (8, w - 8, 22, h - 22);
     if bottom - top < 10 {
-        return Ok(());
+        return shapes;
     }
     let max = Phase::ALL
         .iter()
@@ -663,7 +610,7 @@ pub fn draw_timeline<B: DrawingBackend>(
                 (x1, y_of(acc)),
                 &solid(theme.categories[ci]),
                 true,
-            )?;
+            );
             acc = acc.saturating_add(v);
         }
         let is_peak = *p == estimate.peak_phase;
@@ -671,11 +618,18 @@ pub fn draw_timeline<B: DrawingBackend>(
             bold: is_peak,
             ..text(theme.text, 11.0, HPos::Center, VPos::Top)
         };
-        backend.draw_text(p.label(), &style, ((x0 + x1) / 2, bottom + 5))?;
-        let tag = if is_peak {
-            format!("peak {}", format_bytes(acc))
-        } else {
-            format_bytes(acc)
+        backend.draw_text(p.label(), &style, ((x0 + x1) / 2, bottom + 5));
+        let tag = match is_peak {
+            // Where the slot is too narrow for the long tag (a phone), the page's caption says "allocated".
+            true => {
+                let long = format!("peak {} allocated", format_bytes(acc));
+                if labels::text_width(&long, 11.0) <= slot - 4 {
+                    long
+                } else {
+                    format!("peak {}", format_bytes(acc))
+                }
+            }
+            false => format_bytes(acc),
         };
         backend.draw_text(
             &tag,
@@ -684,10 +638,10 @@ pub fn draw_timeline<B: DrawingBackend>(
                 ..text(theme.text, 11.0, HPos::Center, VPos::Bottom)
             },
             ((x0 + x1) / 2, y_of(acc) - 3),
-        )?;
+        );
     }
-    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text))?;
-    Ok(())
+    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text));
+    shapes
 }
 
 /// One point of the accuracy scatter: measured and predicted bytes of a real run.
@@ -704,11 +658,16 @@ pub fn draw_scatter<B: DrawingBackend>(
     theme: &Theme,
 ) -> DrawResult<B> {
     let (w, h) = backend.get_size();
-    let (w, h) = (w as i32, h as i32);
-    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true)?;
+    scatter_shapes(points, theme, w as i32, h as i32).replay(backend)
+}
+
+fn scatter_shapes(points: &[ScatterPoint], theme: &Theme, w: i32, h: i32) -> Shapes {
+    let mut shapes = Shapes::default();
+    let backend = &mut shapes;
+    backend.draw_rect((0, 0), (w, h), &solid(theme.background), true);
     let (left, right, top, bottom) = (62, w - 12, 12, h - 34);
     if right - left < 40 || bottom - top < 40 {
-        return Ok(());
+        return shapes;
     }
     let max = points
         .iter()
@@ -722,17 +681,17 @@ pub fn draw_scatter<B: DrawingBackend>(
     let step = axis_step(max);
     let mut tick = 0u64;
     while tick <= max {
-        backend.draw_line((left, y_of(tick)), (right, y_of(tick)), &solid(theme.grid))?;
+        backend.draw_line((left, y_of(tick)), (right, y_of(tick)), &solid(theme.grid));
         backend.draw_text(
             &format_bytes(tick),
             &text(theme.text, 11.0, HPos::Right, VPos::Center),
             (left - 5, y_of(tick)),
-        )?;
+        );
         backend.draw_text(
             &format_bytes(tick),
             &text(theme.text, 11.0, HPos::Center, VPos::Top),
             (x_of(tick), bottom + 4),
-        )?;
+        );
         tick = match tick.checked_add(step) {
             Some(t) => t,
             None => break,
@@ -750,7 +709,7 @@ pub fn draw_scatter<B: DrawingBackend>(
             (x_of(0), y_of(0)),
             (x_of(end), y_of((end as f64 * f) as u64)),
             &style,
-        )?;
+        );
     }
     for p in points {
         let (x, y) = (x_of(p.measured_bytes), y_of(p.predicted_bytes));
@@ -759,34 +718,21 @@ pub fn draw_scatter<B: DrawingBackend>(
             (x + 2, y + 2),
             &solid(theme.categories[0]),
             true,
-        )?;
+        );
     }
     backend.draw_text(
         "measured",
         &text(theme.text, 11.0, HPos::Right, VPos::Bottom),
         (right, bottom - 3),
-    )?;
+    );
     backend.draw_text(
         "predicted",
         &text(theme.text, 11.0, HPos::Left, VPos::Top),
         (left + 4, top),
-    )?;
-    backend.draw_line((left, top), (left, bottom), &solid(theme.text))?;
-    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text))?;
-    Ok(())
-}
-
-/// The chart as a standalone SVG document of the given size.
-#[cfg(feature = "svg")]
-pub fn chart_svg(data: &ChartData, theme: &Theme, size: (u32, u32)) -> String {
-    let mut out = String::new();
-    {
-        let mut backend = plotters::backend::SVGBackend::with_string(&mut out, size);
-        // The SVG backend writes into a String and cannot fail.
-        let _ = draw_chart(&mut backend, data, theme);
-        let _ = backend.present();
-    }
-    out
+    );
+    backend.draw_line((left, top), (left, bottom), &solid(theme.text));
+    backend.draw_line((left, bottom), (right, bottom), &solid(theme.text));
+    shapes
 }
 
 #[cfg(test)]
@@ -811,81 +757,29 @@ mod tests {
         assert_eq!(total, e.device_bytes);
     }
 
-    /// Three bars of `totals_gib` (the last selected) under a 4090's line at `capacity_gib`: the label drawn,
-    /// what it covers, and what the full label in the preferred place (right-aligned above the line) would cover.
-    fn capacity_label_case(totals_gib: [f64; 3], capacity_gib: f64) -> (String, i64, i64) {
-        let gib = (1u64 << 30) as f64;
-        let bars = totals_gib
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Bar {
-                label: ["Full", "LoRA", "QLoRA"][i].to_string(),
-                parts: PhaseMemory {
-                    weights: (t * gib) as u64,
-                    ..PhaseMemory::default()
-                },
-                selected: i == 2,
-            })
-            .collect();
-        let cap = (capacity_gib * gib) as u64;
-        let name = "NVIDIA GeForce RTX 4090";
-        let data = ChartData {
-            title: "t".into(),
-            bars,
-            capacity: Some((cap, name.into())),
+    #[test]
+    fn the_timeline_peak_says_allocated_where_it_has_room_and_stays_in_its_column() {
+        let plan = Plan::parse_query("model=llama-3.1-8b&method=qlora").plan;
+        let e = estimate(preset_arch(&plan), &plan);
+        let peak_tag = |w: i32| {
+            timeline_shapes(&e, &Theme::LIGHT, w, 150)
+                .0
+                .into_iter()
+                .find_map(|s| match s {
+                    Shape::Text(t, _, _) if t.starts_with("peak ") => Some(t),
+                    _ => None,
+                })
+                .unwrap()
         };
-        let l = layout(&data, 720, 420).unwrap();
-        let y = y_for(cap, l.max_bytes, l.top, l.bottom);
-        let (label, _, chosen) = capacity_label(&data, &l, (cap, name), 12.0, y);
-        let obstacles = Obstacles::new(&data, &l, 12.0);
-        let full = format!("{name}: {}", format_bytes(cap));
-        let w = text_width(&full, 12.0);
-        let preferred = (
-            l.right - w,
-            y - CAPACITY_LABEL_GAP - text_height(12.0),
-            l.right,
-            y - CAPACITY_LABEL_GAP,
-        );
-        (label, chosen, obstacles.cost(preferred))
-    }
-
-    #[test]
-    fn the_gpu_line_label_moves_off_a_bar_total_just_under_it() {
-        // Gemma-2-9B QLoRA on a 4090: the QLoRA bar's "20.2 GiB" sits right under the 24 GiB line.
-        let (label, chosen, preferred) = capacity_label_case([176.0, 47.2, 20.2], 24.0);
-        assert!(
-            preferred > 0,
-            "the case must collide where the label used to go"
-        );
-        assert_eq!((label.as_str(), chosen), ("24.0 GiB", 0));
-        // With room, the label keeps the GPU's name and its place.
-        let (label, chosen, preferred) = capacity_label_case([30.0, 15.0, 8.0], 24.0);
+        let wide = peak_tag(860);
         assert_eq!(
-            (label.as_str(), chosen, preferred),
-            ("NVIDIA GeForce RTX 4090: 24.0 GiB", 0, 0)
+            wide,
+            format!("peak {} allocated", format_bytes(e.peak_allocated_bytes))
         );
-    }
-
-    #[test]
-    fn the_gpu_line_label_never_covers_more_than_its_preferred_place() {
-        for bars in [
-            [176.0, 47.2, 20.2],
-            [30.0, 15.0, 8.0],
-            [90.0, 22.0, 23.5],
-            [5.0, 5.0, 5.0],
-        ] {
-            let mut cap = 2.0;
-            while cap < 200.0 {
-                let (_, chosen, preferred) = capacity_label_case(bars, cap);
-                assert!(
-                    chosen <= preferred,
-                    "{bars:?} at {cap} GiB: {chosen} > {preferred}"
-                );
-                if preferred == 0 {
-                    assert_eq!(chosen, 0);
-                }
-                cap += 1.5;
-            }
-        }
+        let phone = peak_tag(350);
+        assert_eq!(
+            phone,
+            format!("peak {}", format_bytes(e.peak_allocated_bytes))
+        );
     }
 }

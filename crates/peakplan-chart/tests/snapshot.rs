@@ -8,24 +8,7 @@ use peakplan_core::plan::Method;
 use peakplan_core::{estimate, preset_arch, Plan};
 
 fn check(name: &str, query: &str) {
-    let plan = Plan::parse_query(query).plan;
-    let arch = preset_arch(&plan);
-    let ests: Vec<_> = Method::ALL
-        .iter()
-        .map(|m| {
-            let mut p = plan.clone();
-            p.method = *m;
-            (m.key(), estimate(arch, &p), *m == plan.method)
-        })
-        .collect();
-    let data = ChartData::from_estimates(
-        format!("{} b={} s={}", arch.name, plan.micro_batch, plan.seq_len),
-        ests.iter().map(|(l, e, s)| (*l, e, *s)),
-        Some((
-            plan.gpu.preset().capacity_bytes,
-            plan.gpu.preset().name.to_string(),
-        )),
-    );
+    let data = plan_chart(query);
     let svg = chart_svg(&data, &Theme::LIGHT, (720, 420));
     for word in [
         "<svg",
@@ -84,4 +67,66 @@ fn a_long_title_shrinks_to_fit_a_phone_and_stays_put_on_a_desktop() {
     assert!(narrow < wide * 0.9, "{narrow} vs {wide}");
     // A short title keeps the compact layout's full size.
     assert!(short_narrow > narrow, "{short_narrow} vs {narrow}");
+}
+
+/// The chart of a plan, its method chosen, as the page and the CLI build it.
+fn plan_chart(query: &str) -> ChartData {
+    let plan = Plan::parse_query(query).plan;
+    let arch = preset_arch(&plan);
+    let ests: Vec<_> = Method::ALL
+        .iter()
+        .map(|m| {
+            let mut p = plan.clone();
+            p.method = *m;
+            (m.key(), estimate(arch, &p), *m == plan.method)
+        })
+        .collect();
+    let gpu = plan.gpu.preset();
+    ChartData::from_estimates(
+        format!("{} b={} s={}", arch.name, plan.micro_batch, plan.seq_len),
+        ests.iter().map(|(l, e, s)| (*l, e, *s)),
+        Some((gpu.capacity_bytes, gpu.name.to_string())),
+    )
+}
+
+#[test]
+fn a_clipped_bar_keeps_its_real_total_and_a_phone_names_the_gpu_in_the_legend() {
+    let data = plan_chart("model=llama-3.1-8b&method=qlora&gpu=rtx-4090");
+    let full = peakplan_core::units::format_bytes(data.bars[0].parts.total());
+    for width in [390, 720] {
+        let svg = chart_svg(&data, &Theme::LIGHT, (width, 420));
+        assert!(svg.lines().any(|l| l.trim() == full), "{width}: no {full}");
+        let legend = format!("{}: 24.0 GiB", data.capacity.as_ref().unwrap().1);
+        assert!(svg.contains(&legend), "{width}: no {legend}");
+        // The break mark: background-coloured cuts across the clipped bars.
+        let clipped = peakplan_chart::layout(&data, width, 420)
+            .unwrap()
+            .bars
+            .iter()
+            .filter(|b| b.clipped)
+            .count();
+        assert!(clipped >= 1, "{width}: the full bar is not clipped");
+        let cuts = svg.matches("stroke=\"#FFFFFF\"").count();
+        assert_eq!(cuts, 2 * clipped, "{width}: break marks");
+    }
+}
+
+#[test]
+fn a_title_too_long_for_a_phone_wraps_onto_a_second_line() {
+    let mut data = plan_chart("model=llama-3.1-70b&method=full&gpus=32&zero=3&gpu=h100-80gb");
+    data.title =
+        "Llama 3.1 70B: memory per GPU at the peak of one step (b=1, s=2048; 32 GPUs with ZeRO-3)"
+            .into();
+    let svg = chart_svg(&data, &Theme::LIGHT, (390, 420));
+    let lines: Vec<&str> = svg.lines().map(str::trim).collect();
+    assert!(
+        lines.contains(&"(b=1, s=2048; 32 GPUs with ZeRO-3)"),
+        "{svg}"
+    );
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("Llama 3.1 70B: memory per GPU")));
+    // On a desktop it stays one line.
+    let wide = chart_svg(&data, &Theme::LIGHT, (1280, 420));
+    assert!(wide.lines().any(|l| l.trim() == data.title));
 }

@@ -9,7 +9,7 @@ mod interop_cmd;
 use anyhow::{anyhow, bail, Result};
 use peakplan_chart::{chart_svg, ChartData, Theme};
 use peakplan_core::plan::Method;
-use peakplan_core::units::{format_bytes, format_count};
+use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::{
     estimate, import_config, preset_arch, presets, solve, Architecture, Category, Estimate, Kind,
     ModelId, Phase, Plan,
@@ -285,10 +285,7 @@ fn chart_data(arch: &Architecture, plan: &Plan) -> ChartData {
     let gpu = plan.gpu.preset();
     let cap = Some((gpu.capacity_bytes, gpu.name.to_string()));
     ChartData::from_estimates(
-        format!(
-            "{}: memory at the peak of a training step (b={}, s={})",
-            arch.name, plan.micro_batch, plan.seq_len
-        ),
+        units::chart_title(&arch.name, plan),
         ests.iter().map(|(m, e)| (label(*m), e, *m == plan.method)),
         cap,
     )
@@ -308,8 +305,9 @@ fn svg(arch: &Architecture, plan: &Plan) -> String {
 
 fn table(arch: &Architecture, plan: &Plan) -> String {
     let e = estimate(arch, plan);
+    let per_gpu = units::per_gpu(plan);
     let mut out = format!(
-        "{} ({} params, {} trainable), {} on {}\n\n",
+        "{} ({} params, {} trainable), {} on {}{per_gpu}\n\n",
         arch.name,
         format_count(e.total_params),
         format_count(e.trainable_params),
@@ -359,7 +357,7 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         "does not fit"
     };
     out.push_str(&format!(
-        "\n{verdict} {} ({})\n",
+        "\n{verdict}{per_gpu} {} ({})\n",
         g.name,
         format_bytes(g.capacity_bytes)
     ));
@@ -485,9 +483,10 @@ fn advise_cmd(args: &[String]) -> Result<String> {
         return Ok(format!("{}\n", serde_json::to_string_pretty(&advice)?));
     }
     let mut out = format!(
-        "{}: needs {} on {} ({}): {}\n",
+        "{}: needs {}{} on {} ({}): {}\n",
         arch.name,
         format_bytes(advice.device_bytes),
+        units::per_gpu(&plan),
         plan.gpu.id(),
         format_bytes(cap),
         match advice.fits {
@@ -548,11 +547,7 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
         return Ok(format!("{}\n", serde_json::to_string_pretty(&rows)?));
     }
     let need = rows.first().map_or(0, |r| r.device_bytes);
-    let per_gpu = if plan.gpus > 1 {
-        format!(" per GPU on {}", plan.gpus)
-    } else {
-        String::new()
-    };
+    let per_gpu = units::per_gpu(&plan);
     let mut out = format!(
         "{}, {}: needs {}{per_gpu}\n\n{:<22} {:>10} {:>20}  {:>10} {:>13} {:>15}\n",
         arch.name,

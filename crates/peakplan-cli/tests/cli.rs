@@ -143,6 +143,25 @@ fn svg_is_the_chart_with_its_four_categories() {
 }
 
 #[test]
+fn a_plan_on_several_gpus_is_said_per_gpu_in_the_table_the_svg_and_the_advice() {
+    let q = "model=llama-3.1-70b&method=full&prec=amp_bf16&gpus=32&zero=3&gpu=h100-80gb";
+    let said = " per GPU (32 GPUs with ZeRO-3)";
+    let table = peakplan(&["estimate", "--query", q]).stdout;
+    assert!(
+        table.contains(&format!("Full on h100-80gb{said}")),
+        "{table}"
+    );
+    assert!(table.contains(&format!("fits{said}")), "{table}");
+    let svg = peakplan(&["estimate", "--query", q, "--format", "svg"]).stdout;
+    assert!(svg.contains("memory per GPU at the peak") && svg.contains("32 GPUs with ZeRO-3"));
+    let advice = peakplan(&["advise", "--query", q]).stdout;
+    assert!(advice.contains(said), "{advice}");
+    // One GPU: no per-GPU words anywhere.
+    let one = peakplan(&["estimate", "--query", "model=llama-2-7b&method=qlora"]).stdout;
+    assert!(!one.contains("per GPU"), "{one}");
+}
+
+#[test]
 fn table_names_the_peak_and_the_verdict() {
     let r = peakplan(&[
         "estimate",

@@ -1,4 +1,7 @@
-//! Byte formatting shared by every front end: binary units (GiB), as `nvidia-smi` and PyTorch report them.
+//! Formatting shared by every front end: bytes in binary units (GiB), as `nvidia-smi` and PyTorch report them,
+//! counts, and the words for a plan spread over several GPUs.
+
+use crate::Plan;
 
 /// Formats bytes in binary units with three significant figures: `13.5 GiB`, `512 MiB`, `0 B`.
 pub fn format_bytes(bytes: u64) -> String {
@@ -34,5 +37,79 @@ pub fn format_count(n: u64) -> String {
         format!("{:.1}K", v / 1e3)
     } else {
         n.to_string()
+    }
+}
+
+/// How a plan spreads over its GPUs, when it uses more than one: "32 GPUs with ZeRO-3", "layers split over 3
+/// GPUs", "4 GPUs, each with a full copy (DDP)". Every figure of such a plan is per GPU; the page's answer, the
+/// embed caption, the chart title and the CLI all say so through [`per_gpu`].
+pub fn gpu_spread(plan: &Plan) -> Option<String> {
+    let n = plan.gpus;
+    if n <= 1 {
+        return None;
+    }
+    let offload = if plan.cpu_offload {
+        " and CPU offload"
+    } else {
+        ""
+    };
+    Some(if plan.split_layers {
+        format!("layers split over {n} GPUs")
+    } else if plan.zero == 0 {
+        format!("{n} GPUs, each with a full copy (DDP){offload}")
+    } else {
+        format!("{n} GPUs with ZeRO-{}{offload}", plan.zero)
+    })
+}
+
+/// " per GPU (32 GPUs with ZeRO-3)" after a figure of a plan on several GPUs; empty for one GPU.
+pub fn per_gpu(plan: &Plan) -> String {
+    gpu_spread(plan)
+        .map(|s| format!(" per GPU ({s})"))
+        .unwrap_or_default()
+}
+
+/// The chart's title: the model, what the bars measure (the device total, as nvidia-smi counts it), and the shape
+/// of the step (per GPU on several).
+pub fn chart_title(model_name: &str, plan: &Plan) -> String {
+    let shape = format!("b={}, s={}", plan.micro_batch, plan.seq_len);
+    match gpu_spread(plan) {
+        None => format!("{model_name}: nvidia-smi memory at the peak of one step ({shape})"),
+        Some(s) => format!(
+            "{model_name}: nvidia-smi memory per GPU at the peak of one step ({shape}; {s})"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_gpus_are_named_with_their_sharding_and_one_gpu_is_not() {
+        let says = |q: &str| per_gpu(&Plan::parse_query(q).plan);
+        assert_eq!(says("gpus=1&zero=3"), "");
+        assert_eq!(says("gpus=32&zero=3"), " per GPU (32 GPUs with ZeRO-3)");
+        assert_eq!(
+            says("gpus=3&split=1"),
+            " per GPU (layers split over 3 GPUs)"
+        );
+        assert_eq!(
+            says("gpus=4"),
+            " per GPU (4 GPUs, each with a full copy (DDP))"
+        );
+        assert_eq!(
+            says("gpus=8&zero=2&cpuoff=1"),
+            " per GPU (8 GPUs with ZeRO-2 and CPU offload)"
+        );
+        let p = Plan::parse_query("gpus=32&zero=3&b=2&s=4096").plan;
+        assert_eq!(
+            chart_title("Llama 3.1 70B", &p),
+            "Llama 3.1 70B: nvidia-smi memory per GPU at the peak of one step (b=2, s=4096; 32 GPUs with ZeRO-3)"
+        );
+        assert_eq!(
+            chart_title("Llama 3.1 70B", &Plan::default()),
+            "Llama 3.1 70B: nvidia-smi memory at the peak of one step (b=1, s=2048)"
+        );
     }
 }
