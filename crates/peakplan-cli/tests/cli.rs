@@ -13,15 +13,7 @@ struct Run {
 }
 
 fn peakplan(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_peakplan"))
-        .args(args)
-        .output()
-        .expect("the peakplan binary runs");
-    Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    peakplan_env(args, &[])
 }
 
 /// The core's test data, shared with this crate's tests.
