@@ -81,11 +81,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         other: clamp(a[4], sat),
     };
     Estimate {
-        total_params: clamp(
-            setup::total_params(arch, plan)
-                + trainable::added_params(arch, plan, &resident.tensors),
-            &mut saturated,
-        ),
+        total_params: clamp(setup::total_params(arch, plan), &mut saturated),
         trainable_params: clamp(resident.trainable, &mut saturated),
         components: components.map(|v| clamp(v, &mut saturated)),
         phases: timeline.phases.map(|a| to_phase(a, &mut saturated)),
@@ -154,9 +150,8 @@ fn estimate_split(arch: &Architecture, plan: &Plan) -> Estimate {
     };
     let mut e = estimate(&slice, &whole);
     // The counts shown stay the whole model's.
-    let tensors = trainable::trainable_tensors(arch, &whole, &arch.layer_linears());
-    let added = trainable::added_params(arch, &whole, &tensors);
-    e.total_params = (setup::total_params(arch, &whole) + added) as u64;
-    e.trainable_params = tensors.params() as u64;
+    e.total_params = setup::total_params(arch, &whole) as u64;
+    e.trainable_params =
+        trainable::trainable_tensors(arch, &whole, &arch.layer_linears()).params() as u64;
     e
 }

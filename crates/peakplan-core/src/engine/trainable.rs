@@ -207,20 +207,6 @@ fn norm_weights(arch: &Architecture) -> [(Count, Count, Count); 2] {
     ]
 }
 
-/// Parameters the plan adds to the model: adapters, virtual tokens, trainable-token deltas and copies, which
-/// PEFT's "all params" counts beside the base. Full fine-tuning and LayerNorm tuning train the base's own.
-pub(super) fn added_params(arch: &Architecture, plan: &Plan, trainable: &Shapes) -> Count {
-    if plan.method == Method::Full {
-        return 0.0;
-    }
-    let own: Count = if plan.peft == Peft::Ln {
-        norm_weights(arch).iter().map(|(r, c, n)| r * c * n).sum()
-    } else {
-        0.0
-    };
-    trainable.params() - own
-}
-
 /// Trainable tokens beside an adapter: rows of the embedding, or whole copies of it (and of an untied head).
 fn push_tokens(t: &mut Shapes, arch: &Architecture, plan: &Plan) {
     let (hidden, vocab) = (arch.hidden as Count, arch.vocab as Count);

@@ -98,7 +98,10 @@ proptest! {
     #[test]
     fn counts_and_peaks_keep_their_order_and_plans_their_query(plan in any_plan()) {
         let e = est(&plan);
-        prop_assert!(e.trainable_params <= e.total_params, "{}: {} trainable of {}", plan.to_query(),
+        // Full fine-tuning and LayerNorm tuning train the model's own parameters; adapters are parameters of their
+        // own, which a huge rank can make outnumber a small model's (rank 570 on a 512-wide k_proj).
+        let own = plan.method == Method::Full || plan.peft == Peft::Ln;
+        prop_assert!(!own || e.trainable_params <= e.total_params, "{}: {} trainable of {}", plan.to_query(),
             e.trainable_params, e.total_params);
         prop_assert!(e.device_bytes >= e.peak_reserved_bytes && e.peak_reserved_bytes >= e.peak_allocated_bytes,
             "{}: device {} reserved {} allocated {}", plan.to_query(), e.device_bytes, e.peak_reserved_bytes,

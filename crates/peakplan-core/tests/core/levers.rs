@@ -397,11 +397,7 @@ fn an_fp32_base_under_autocast_keeps_16_bit_weight_copies() {
     // 12,800 B. The base itself is fp32.
     let e = run("upcast=1&prec=amp_bf16");
     assert_eq!(e.component(Kind::WeightCopies), 81_920 + 12_800);
-    // The base is the model's parameters less the adapters', which the total counts too (PEFT's "all params").
-    assert_eq!(
-        e.component(Kind::BaseWeights),
-        4 * (e.total_params - e.trainable_params)
-    );
+    assert_eq!(e.component(Kind::BaseWeights), 4 * e.total_params);
     // Under checkpointing only the recomputed layer casts them again; the head is not checkpointed.
     let gc = run("upcast=1&prec=amp_bf16&gc=1");
     assert_eq!(gc.component(Kind::WeightCopies), 12_800);
@@ -420,7 +416,7 @@ fn fsdp_keeps_an_fp32_base_sharded_and_gathers_it_in_16_bit() {
     let fp32 = run("upcast=1&prec=amp_bf16&gpus=2&zero=3");
     let bf16 = run("prec=amp_bf16&gpus=2&zero=3");
     // Shards: base params x 4 B / 2 GPUs; the bf16 base's: x 2 B / 2.
-    let base = fp32.total_params - fp32.trainable_params;
+    let base = fp32.total_params;
     assert_eq!(fp32.component(Kind::BaseWeights), 2 * base);
     assert_eq!(bf16.component(Kind::BaseWeights), base);
     // Two layers of 41,088 parameters (7 linears, 2 norms) gathered at 2 B each.

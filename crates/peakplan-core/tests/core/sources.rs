@@ -73,7 +73,7 @@ fn double_quantization_bits_per_parameter() {
     assert!((bits(&b) - 0.127).abs() < 1e-3, "{}", bits(&b));
     // 4.5 and 4.127 bits per quantized parameter in all.
     let packed_bits = |e: &Estimate| {
-        let non_quantized = ((e.total_params - e.trainable_params) as f64 - quantized) * 2.0;
+        let non_quantized = (e.total_params as f64 - quantized) * 2.0;
         (e.component(Kind::BaseWeights) as f64 - non_quantized) * 8.0 / quantized
     };
     assert!((packed_bits(&a) + bits(&a) - 4.5).abs() < 1e-3);
