@@ -27,23 +27,25 @@ pub fn Advisor() -> impl IntoView {
             advice.set(Some(advise(arch, plan, Some(cap))));
         },
     );
-    // The last "Apply": the plan before it and the plan it made (the preview's type: no new signal code in wasm).
-    let (undo_to, undo_from): (RwSignal<Option<Plan>>, RwSignal<Option<Plan>>) =
-        (RwSignal::new(None), RwSignal::new(None));
+    // The last "Apply": the plan before it and the plan it made, in the preview's type (plan and label) so that no
+    // new signal code reaches the wasm.
+    type Kept = RwSignal<Option<(Plan, String)>>;
+    let (undo_to, undo_from): (Kept, Kept) = (RwSignal::new(None), RwSignal::new(None));
     // "Undo" stays while the plan is the one applied; any other change makes it moot.
-    let undoable = move || undo_from.with(|a| a.as_ref().is_some_and(|a| c.plan.with(|p| p == a)));
+    let undoable =
+        move || undo_from.with(|a| a.as_ref().is_some_and(|(a, _)| c.plan.with(|p| p == a)));
     let applied_text = move || {
         undo_to.with(|b| {
             undo_from.with(|a| {
                 Some(format!(
                     "Applied: {}. ",
-                    changed(b.as_ref()?, a.as_ref()?).join(", ")
+                    changed(&b.as_ref()?.0, &a.as_ref()?.0).join(", ")
                 ))
             })
         })
     };
     let undo = move |_| {
-        if let Some(b) = undo_to.get_untracked() {
+        if let Some((b, _)) = undo_to.get_untracked() {
             c.edit(|p| *p = b);
         }
         undo_from.set(None);
@@ -75,8 +77,8 @@ pub fn Advisor() -> impl IntoView {
                     <span class=format!("cost {}", s.cost.label())>{s.cost.label()}</span>
                     <button data-testid=testid on:click=move |_| {
                         c.preview.set(None);
-                        undo_to.set(Some(c.plan.get_untracked()));
-                        undo_from.set(Some(apply.clone()));
+                        undo_to.set(Some((c.plan.get_untracked(), String::new())));
+                        undo_from.set(Some((apply.clone(), String::new())));
                         c.edit(|p| *p = apply.clone());
                         // The card goes when the advice is worked out again: focus the line that can undo it.
                         browser::focus_soon("advisor-undo");
