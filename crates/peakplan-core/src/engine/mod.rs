@@ -62,7 +62,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         load: work.load_transient,
         scores: acts.layer.scores,
         optimizer_temps: resident.optimizer_temps,
-        largest_tensor: resident.tensors.largest(),
+        largest_tensor: resident.largest_tensor,
     };
     let reserved = reserved::reserved(
         plan.allocator,

@@ -32,9 +32,10 @@ pub(super) struct Resident {
     pub optimizer_temps: Count,
     /// The WebGPU runtime's batch, RoPE table and 4-bit code tables.
     pub input_buffers: Count,
-    /// The trainable tensors and their parameter count.
-    pub tensors: Shapes,
+    /// The trainable tensors' parameters.
     pub trainable: Count,
+    /// Elements of the largest trainable tensor.
+    pub largest_tensor: Count,
     /// Bytes of one trainable parameter (and of its gradient).
     pub param_bytes: Count,
     /// Parameters of one layer's quantized linears (all copies).
@@ -45,6 +46,7 @@ pub(super) fn resident(s: &Setup) -> Resident {
     let plan = s.plan;
     let tensors = trainable_tensors(s.arch, plan, &s.linears);
     let trainable = tensors.params();
+    let largest_tensor = tensors.largest();
     let (adapter_bytes, param_bytes) = match plan.method {
         Method::Full => (0.0, s.d.weight),
         _ => (
@@ -60,8 +62,8 @@ pub(super) fn resident(s: &Setup) -> Resident {
         .sum();
     let (base, constants) = base_weights(s, quantized_layer_weights);
     let weights = placed_weights(s, base, adapter_bytes, constants);
-    let gradients = gradients(s, &tensors, trainable, param_bytes);
-    let optimizer = optimizer(s, &tensors, trainable, param_bytes);
+    let gradients = gradients(s, largest_tensor, trainable, param_bytes);
+    let optimizer = optimizer(s, &tensors, largest_tensor, trainable, param_bytes);
     Resident {
         base_weights: weights[0],
         quant_constants: weights[1],
@@ -72,8 +74,8 @@ pub(super) fn resident(s: &Setup) -> Resident {
         paged_states: optimizer.paged,
         optimizer_temps: optimizer.temps,
         input_buffers: input_buffers(s),
-        tensors,
         trainable,
+        largest_tensor,
         param_bytes,
         quantized_layer_weights,
     }
@@ -181,10 +183,10 @@ fn placed_weights(s: &Setup, base: Count, adapter_bytes: Count, constants: Count
 }
 
 /// Gradients: same dtype as their parameters.
-fn gradients(s: &Setup, tensors: &Shapes, trainable: Count, param_bytes: Count) -> Count {
+fn gradients(s: &Setup, largest_tensor: Count, trainable: Count, param_bytes: Count) -> Count {
     if s.plan.optimizer_in_backward {
         // Under optimizer-in-backward a gradient lives only until its parameter has stepped: one at a time.
-        tensors.largest() * param_bytes
+        largest_tensor * param_bytes
     } else if s.plan.cpu_offload {
         // Offloaded: a layer's gradients are reduced and copied out as that layer's backward ends.
         ceil_div(trainable, s.layers) * param_bytes
@@ -201,7 +203,13 @@ struct OptimizerMemory {
     temps: Count,
 }
 
-fn optimizer(s: &Setup, tensors: &Shapes, trainable: Count, param_bytes: Count) -> OptimizerMemory {
+fn optimizer(
+    s: &Setup,
+    tensors: &Shapes,
+    largest_tensor: Count,
+    trainable: Count,
+    param_bytes: Count,
+) -> OptimizerMemory {
     let plan = s.plan;
     let full_amp = s.d.amp && plan.method == Method::Full;
     let state_bytes = if full_amp { 4.0 } else { param_bytes };
@@ -220,7 +228,6 @@ fn optimizer(s: &Setup, tensors: &Shapes, trainable: Count, param_bytes: Count) 
     };
     // Offloaded states (and master weights) are stepped by the CPU; none of it is on the GPU.
     let on_device = if plan.cpu_offload { 0.0 } else { 1.0 };
-    let largest_tensor = tensors.largest();
     let temps = match plan.optimizer {
         // Stepping one parameter at a time in backward, foreach has one tensor to batch.
         Optimizer::AdamwTorch if plan.optimizer_in_backward => largest_tensor * state_bytes,

@@ -31,6 +31,10 @@ struct Held {
     grads: Count,
     /// Dequantization, PEFT and gathered-layer buffers of a running matmul.
     buffers: Count,
+    /// What the layers keep for backward.
+    kept_in_layers: Count,
+    /// That, and the head's 16-bit copies kept until the head's backward.
+    kept_to_head: Count,
 }
 
 pub(super) fn timeline(
@@ -41,6 +45,7 @@ pub(super) fn timeline(
     w: &Working,
 ) -> Timeline {
     let plan = s.plan;
+    let kept_in_layers = a.saved + a.layer_weight_copies + a.scores + a.checkpoints;
     let held = Held {
         weights: r.base_weights + r.quant_constants + r.adapter_weights,
         optimizer: r.optimizer_states + r.master_weights,
@@ -53,6 +58,8 @@ pub(super) fn timeline(
             0.0
         },
         buffers: w.dequant_buffer + w.peft_buffers,
+        kept_in_layers,
+        kept_to_head: kept_in_layers + a.head_copies,
     };
     let head = head_backward(s, r);
     let load = [
@@ -62,15 +69,14 @@ pub(super) fn timeline(
         0.0,
         held.other + w.load_transient,
     ];
-    let kept_to_head = kept_in_layers(a) + a.head_copies;
     let fwd = [
         held.weights,
         held.grads + head.fused_grad,
         held.optimizer,
-        kept_to_head + l.forward + a.previous_inputs + l.kv_cache,
+        held.kept_to_head + l.forward + a.previous_inputs + l.kv_cache,
         held.other + held.buffers + w.gather,
     ];
-    let bwd = backward(s, r, a, l, w, &held, &head);
+    let bwd = backward(s, r, l, w, &held, &head);
     let opt = [
         held.weights,
         r.gradients,
@@ -93,24 +99,16 @@ pub(super) fn timeline(
     }
 }
 
-/// What the layers keep for backward.
-fn kept_in_layers(a: &Activations) -> Count {
-    a.saved + a.layer_weight_copies + a.scores + a.checkpoints
-}
-
 /// Backward's moments, in order: the loss's backward, the head's, the layers', the end; the largest is the phase.
 fn backward(
     s: &Setup,
     r: &Resident,
-    a: &Activations,
     l: &Logits,
     w: &Working,
     held: &Held,
     head: &HeadBackward,
 ) -> Live {
     let plan = s.plan;
-    let kept_in_layers = kept_in_layers(a);
-    let kept_to_head = kept_in_layers + a.head_copies;
     // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
     let step_temps_in_bwd = if plan.optimizer_in_backward {
         r.optimizer_temps
@@ -134,7 +132,7 @@ fn backward(
             held.weights,
             held.grads + head.grads_live,
             held.optimizer,
-            kept_to_head + head.logits + l.held_output,
+            held.kept_to_head + head.logits + l.held_output,
             held.other,
         ]
     } else {
@@ -145,7 +143,7 @@ fn backward(
             held.weights,
             held.grads + head.fused_grad,
             held.optimizer,
-            kept_to_head + l.backward + l.held_kv,
+            held.kept_to_head + l.backward + l.held_kv,
             held.other,
         ],
         at_head,
@@ -153,7 +151,7 @@ fn backward(
             held.weights,
             held.grads + head.grad_in_layers,
             held.optimizer,
-            kept_in_layers + l.held_output,
+            held.kept_in_layers + l.held_output,
             held.other + w.backward_work + held.buffers + w.gather + step_in_bwd,
         ],
         [
