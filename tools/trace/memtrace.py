@@ -55,3 +55,35 @@ def report(step):
     """Prints the peak of a steady step as JSON: one step first, so optimizer states exist as in every later one."""
     step()
     print(json.dumps(peak_of(step)))
+
+
+def live_at_peak(step, top=int(__import__("os").environ.get("TOP", 25))):
+    """What is live at the step's peak, largest first: (bytes, op that allocated it); for finding a gap."""
+    gc.collect()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = []
+
+    def walk(node, op):
+        if node.tag == _EventType.Allocation and str(node.extra_fields.device) == "cpu":
+            events.append((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr, op))
+        for child in node.children:
+            walk(child, node.name if node.tag != _EventType.Allocation else op)
+
+    for root in prof.profiler.kineto_results.experimental_event_tree():
+        walk(root, "?")
+    events.sort()
+    # Frees of blocks made before the step (what the step releases of the base) show as negative rows.
+    live, current, peak, at_peak, freed, at_freed, peak_op = {}, 0, 0, {}, [], [], "?"
+    for _, size, ptr, op in events:
+        current += size
+        if size > 0:
+            live[ptr] = (size, op)
+        elif ptr in live:
+            live.pop(ptr)
+        else:
+            freed.append((size, "freed by " + op))
+        if current > peak:
+            peak, at_peak, at_freed, peak_op = current, dict(live), list(freed), op
+    rows = sorted(list(at_peak.values()) + at_freed, key=lambda r: -abs(r[0]))
+    return peak, [(0, "peak at " + peak_op)] + rows[:top]

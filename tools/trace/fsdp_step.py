@@ -1,0 +1,201 @@
+"""Trace the allocations of one sharded training step on CPU, on every rank of a gloo process group.
+
+usage: fsdp_step.py WORLD LAYERS BATCH SEQ [--fsdp 1|2] [--full] [--wrap block|lora] [--orig 0|1] [--ga K]
+                    [--sync] [--amp] [--fp32] [--gc] [--targets q_proj,v_proj] [--r R]
+                    [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V]
+
+WORLD local processes (torch.multiprocessing, gloo, `device_id=cpu`) each build the same Llama-shaped model, wrap
+it and run the loop the Hugging Face Trainer runs under accelerate: K micro-batches whose forward and backward run
+inside `no_sync()` (FSDP1) or with `set_requires_gradient_sync(False)` (FSDP2) except the last, unless `--sync`
+(accelerate's `sync_each_batch=True`); then a foreach AdamW step and `zero_grad(set_to_none=True)`. One step
+runs first so the optimizer states exist; the second is measured on every rank (memtrace.peak_of) and the largest
+rank's figure is printed as one JSON line.
+
+- `--fsdp 1`: `FullyShardedDataParallel`, FULL_SHARD, `limit_all_gathers=True`. `--wrap block` wraps each decoder
+  layer (transformers' `transformer_auto_wrap_policy`, what litgpt's Block policy does too): with LoRA every
+  layer's unit mixes frozen and trainable parameters, which FSDP1 accepts with `--orig 1` only. `--wrap lora` is
+  PEFT's `fsdp_auto_wrap_policy`: each LoRA linear's adapter parameters in a unit of their own.
+- `--fsdp 2`: `fully_shard` on each decoder layer, then on the root, on a CPU mesh.
+- `--amp`: fp32 parameters, `MixedPrecision(param_dtype=bf16)` (FSDP1) or `MixedPolicy(param_dtype=bf16)` (FSDP2),
+  gradients reduced in fp32; without it the model is bf16 throughout (or fp32 with `--fp32`).
+
+CPU artifacts to keep in mind: one stream, so an all-gather's output is allocated when the unit runs (CUDA's
+prefetch and rate limiter overlap at most two units; the CPU trace shows one at a time plus what FSDP keeps);
+gloo's transport buffers are not torch allocations (NCCL's are not counted by `max_memory_allocated` either).
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def args():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("world", type=int)
+    ap.add_argument("layers", type=int)
+    ap.add_argument("b", type=int)
+    ap.add_argument("s", type=int)
+    ap.add_argument("--fsdp", type=int, default=1, choices=(1, 2))
+    ap.add_argument("--full", action="store_true")
+    ap.add_argument("--wrap", default="block", choices=("block", "lora"))
+    ap.add_argument("--orig", type=int, default=1, choices=(0, 1))
+    ap.add_argument("--ga", type=int, default=1)
+    ap.add_argument("--sync", action="store_true")
+    ap.add_argument("--amp", action="store_true")
+    ap.add_argument("--fp32", action="store_true")
+    ap.add_argument("--gc", action="store_true")
+    ap.add_argument("--targets", default="q_proj,v_proj")
+    ap.add_argument("--r", type=int, default=16)
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--inter", type=int, default=1376)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kv", type=int, default=8)
+    return ap.parse_args()
+
+
+def build(a):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
+                      num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
+                      max_position_embeddings=4096, tie_word_embeddings=False)
+    cfg._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(cfg).to(torch.float32 if a.fp32 or a.amp else torch.bfloat16)
+    model.config.use_cache = False
+    if not a.full:
+        from peft import LoraConfig, get_peft_model
+
+        pc = LoraConfig(r=a.r, lora_alpha=2 * a.r, lora_dropout=0.0, target_modules=a.targets.split(","),
+                        task_type="CAUSAL_LM")
+        # The Trainer keeps PEFT's fp32 adapters; under pure bf16 they are cast like the rest (FSDP1 needs one
+        # dtype per flat parameter).
+        model = get_peft_model(model, pc, autocast_adapter_dtype=a.amp or a.fp32)
+        if not (a.amp or a.fp32):
+            model = model.to(torch.bfloat16)
+    if a.gc:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if not a.full:
+            model.enable_input_require_grads()
+    return model
+
+
+def wrap_fsdp1(a, model):
+    import functools
+
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    if a.wrap == "lora":
+        from peft.utils.other import fsdp_auto_wrap_policy
+
+        policy = fsdp_auto_wrap_policy(model)
+    else:
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer})
+    mp_policy = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32,
+                               buffer_dtype=torch.bfloat16) if a.amp else None
+    return FSDP(model, auto_wrap_policy=policy, sharding_strategy=ShardingStrategy.FULL_SHARD,
+                device_id=torch.device("cpu"), use_orig_params=bool(a.orig), mixed_precision=mp_policy,
+                limit_all_gathers=True, sync_module_states=False)
+
+
+def wrap_fsdp2(a, model):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    mesh = init_device_mesh("cpu", (a.world,))
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if a.amp \
+        else MixedPrecisionPolicy()
+    for module in model.modules():
+        if isinstance(module, LlamaDecoderLayer):
+            fully_shard(module, mesh=mesh, mp_policy=mp_policy)
+    fully_shard(model, mesh=mesh, mp_policy=mp_policy)
+    return model
+
+
+def worker(rank, a, port, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=a.world)
+    torch.set_num_threads(1)
+    from memtrace import peak_of
+
+    model = build(a)
+    model = wrap_fsdp1(a, model) if a.fsdp == 1 else wrap_fsdp2(a, model)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    gen = torch.Generator().manual_seed(1 + rank)
+    batches = []
+    for _ in range(a.ga):
+        ids = torch.randint(0, a.vocab, (a.b, a.s), generator=gen)
+        batches.append({"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)})
+
+    def micro(batch, sync):
+        import contextlib
+
+        ctx = contextlib.nullcontext()
+        if a.fsdp == 1 and not sync:
+            ctx = model.no_sync()
+        if a.fsdp == 2:
+            model.set_requires_gradient_sync(sync)
+        with ctx:
+            outputs = model(**batch)
+            loss = outputs["loss"] / a.ga
+            del outputs
+            loss.backward()
+
+    def step():
+        for i, batch in enumerate(batches):
+            micro(batch, a.sync or i == len(batches) - 1)
+        opt.step()
+        # The Trainer clears through the model: FSDP1 then also drops each flat parameter's gradient.
+        model.zero_grad(set_to_none=True)
+
+    # A step makes the optimizer states; a profiled one follows, because a unit's gathered parameter made in one
+    # step is freed in the next, and a profiler session cannot see the free of a block made before it started
+    # (the first profiled step reads one unit high); the next profiled step is measured, and one more checks it.
+    step()
+    peak_of(step)
+    if os.environ.get("DETAIL"):
+        # Every rank runs the step (its collectives need all of them); rank 0 tells what its peak holds.
+        from memtrace import live_at_peak, live_bytes
+
+        base = live_bytes()
+        peak, rows = live_at_peak(step)
+        if rank == 0:
+            print(json.dumps({"base": base, "peak_above": peak}), file=sys.stderr)
+            for size, op in rows:
+                print(f"{size:>12} {op}", file=sys.stderr)
+    result = peak_of(step)
+    again = peak_of(step)
+    out[rank] = result["total"]
+    if again["total"] != result["total"]:
+        print(f"rank {rank}: steps differ, {result['total']} then {again['total']}", file=sys.stderr)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main():
+    a = args()
+    import random
+
+    port = random.randint(20000, 40000)
+    with mp.Manager() as manager:
+        out = manager.dict()
+        mp.spawn(worker, args=(a, port, out), nprocs=a.world, join=True)
+        peaks = [out[r] for r in range(a.world)]
+    print(json.dumps({"total": max(peaks), "ranks": peaks}))
+
+
+if __name__ == "__main__":
+    main()
