@@ -16,7 +16,8 @@ run() { # id, world, harness flags, plan keys
     if [[ -n ${ONLY:-} ]]; then echo "$line"; else echo "$line" >>"$out"; fi
   done
 }
-LORA="method=lora&r=16&targets=q,v&dropout=0&adtype=fp32"
+# Under pure bf16 the harness casts PEFT's adapters to bf16 (FSDP1 needs one dtype per flat parameter).
+LORA="method=lora&r=16&targets=q,v&dropout=0&adtype=bf16"
 BF="gc=0&prec=bf16"
 for w in 2 4; do
   run f1-lora-block-w$w "$w" "" "$LORA&$BF&shard=fsdp1&wrap=block"
@@ -30,14 +31,14 @@ done
 run f1-lora-block-ga2-sync-w2 2 "--ga 2 --sync" "$LORA&$BF&shard=fsdp1&wrap=block&ga=2&gsync=1"
 run f1-lora-lorawrap-orig1-w2 2 "--wrap lora" "$LORA&$BF&shard=fsdp1&wrap=lora"
 run f1-lora-lorawrap-orig0-ga2-w2 2 "--wrap lora --orig 0 --ga 2" "$LORA&$BF&shard=fsdp1&wrap=lora&ga=2&gsync=0"
-run f1-lora-block-amp-w2 2 "--amp" "$LORA&gc=0&prec=amp_bf16&shard=fsdp1&wrap=block"
+run f1-lora-block-amp-w2 2 "--amp" "${LORA/bf16/fp32}&gc=0&prec=amp_bf16&shard=fsdp1&wrap=block"
 run f1-lora-block-gc-w2 2 "--gc" "$LORA&gc=1&prec=bf16&shard=fsdp1&wrap=block"
 run f1-full-ga2-sync-w2 2 "--full --ga 2 --sync" "method=full&$BF&shard=fsdp1&ga=2&gsync=1"
 run f1-full-amp-w2 2 "--full --amp" "method=full&gc=0&prec=amp_bf16&shard=fsdp1"
 run f1-full-gc-w2 2 "--full --gc" "method=full&gc=1&prec=bf16&shard=fsdp1"
 run f2-lora-ga2-w2 2 "--fsdp 2 --ga 2" "$LORA&$BF&shard=fsdp2&ga=2&gsync=0"
 run f2-lora-ga2-sync-w2 2 "--fsdp 2 --ga 2 --sync" "$LORA&$BF&shard=fsdp2&ga=2&gsync=1"
-run f2-lora-amp-w2 2 "--fsdp 2 --amp" "$LORA&gc=0&prec=amp_bf16&shard=fsdp2"
+run f2-lora-amp-w2 2 "--fsdp 2 --amp" "${LORA/bf16/fp32}&gc=0&prec=amp_bf16&shard=fsdp2"
 run f2-lora-gc-w2 2 "--fsdp 2 --gc" "$LORA&gc=1&prec=bf16&shard=fsdp2"
 run f2-full-ga2-w2 2 "--fsdp 2 --full --ga 2" "method=full&$BF&shard=fsdp2&ga=2&gsync=0"
 run f2-full-amp-w2 2 "--fsdp 2 --full --amp" "method=full&gc=0&prec=amp_bf16&shard=fsdp2"

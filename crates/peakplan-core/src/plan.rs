@@ -92,6 +92,44 @@ keyword_enum!(
     }
 );
 
+keyword_enum!(
+    /// Which sharding runs across the GPUs (with `zero`, how far it shards): `auto` is what the framework runs
+    /// today (the Trainer through accelerate: FSDP1; litgpt since August 2025 and torchtune: FSDP2).
+    Shard {
+        Auto = "auto",
+        /// `FullyShardedDataParallel`: each unit's parameters in one flat parameter, gathered and sharded whole.
+        Fsdp1 = "fsdp1",
+        /// `fully_shard`: each parameter sharded on its own (DTensor); frozen parameters never get a gradient.
+        Fsdp2 = "fsdp2",
+        /// DeepSpeed ZeRO: partitions cover the optimizer's (trainable) parameters only.
+        Deepspeed = "deepspeed",
+    }
+);
+keyword_enum!(
+    /// FSDP1's units under LoRA: `block` wraps each decoder block, adapters inside (litgpt's Block policy until
+    /// 2025, a plain `transformer_auto_wrap_policy`), so every unit mixes frozen and trainable parameters; `lora`
+    /// is PEFT's `fsdp_auto_wrap_policy` (the Trainer applies it), each adapter in a unit of its own; `auto` is
+    /// what the framework does.
+    Wrap { Auto = "auto", Block = "block", Lora = "lora" }
+);
+keyword_enum!(
+    /// Gradient accumulation across GPUs: `0` accumulates the micro-batches inside `no_sync` (unsharded
+    /// gradients, reduced once per step: the Trainer's and litgpt's default), `1` reduces every micro-batch
+    /// (accelerate's `sync_each_batch`, torchtune's recipes); `auto` is what the framework does.
+    GradSync { Auto = "auto", Accumulate = "0", EachBatch = "1" }
+);
+
+/// The sharding a plan runs once `auto` values are resolved for its framework.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sharding {
+    pub shard: Shard,
+    /// FSDP1 units that mix frozen and trainable parameters (LoRA under `wrap=block`): the whole unit gets a
+    /// gradient.
+    pub mixed_units: bool,
+    /// Gradients are reduced after every micro-batch (no unsharded accumulation).
+    pub sync_each_batch: bool,
+}
+
 impl Framework {
     /// Sets the switches that this framework's recipes use by default (what selecting it on the page does).
     pub fn apply_defaults(self, plan: &mut Plan) {
@@ -304,6 +342,9 @@ pub struct Plan {
     pub moe_experts: MoeExperts,
     pub gpus: u64,
     pub zero: u8,
+    pub shard: Shard,
+    pub wrap: Wrap,
+    pub grad_sync: GradSync,
     pub gpu: GpuId,
     pub framework: Framework,
     pub peft: Peft,
@@ -366,6 +407,9 @@ impl Default for Plan {
             moe_experts: MoeExperts::Fused,
             gpus: 1,
             zero: 0,
+            shard: Shard::Auto,
+            wrap: Wrap::Auto,
+            grad_sync: GradSync::Auto,
             gpu: GpuId::DEFAULT,
             framework: Framework::Hf,
             peft: Peft::Lora,
@@ -412,9 +456,9 @@ pub const DEFAULT_VIRTUAL_TOKENS: u64 = 20;
 /// Every key of the contract's vocabulary, in the order [`Plan::to_query`] writes them.
 pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "ga", "gc", "attn", "loss",
-    "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "moe", "gpus", "zero", "gpu", "fw",
-    "peft", "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff", "qload", "hold", "split",
-    "alloc", "embed",
+    "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "moe", "gpus", "zero", "shard",
+    "wrap", "gsync", "gpu", "fw", "peft", "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff",
+    "qload", "hold", "split", "alloc", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -518,6 +562,32 @@ impl Plan {
         self.framework == Framework::Hf && self.moe_experts == MoeExperts::Fused
     }
 
+    /// The sharding this plan runs, `auto` resolved for its framework: the Trainer goes through accelerate's
+    /// FSDP1 with PEFT's wrap policy and accumulates inside `no_sync`; litgpt (FSDP2 since August 2025, its
+    /// Block policy before) accumulates inside `no_backward_sync`; torchtune's recipes shard with FSDP2 and
+    /// reduce every micro-batch.
+    pub fn sharding(&self) -> Sharding {
+        let fw = self.framework;
+        let shard = match (self.shard, fw) {
+            (Shard::Auto, Framework::Hf | Framework::Webgpu) => Shard::Fsdp1,
+            (Shard::Auto, _) => Shard::Fsdp2,
+            (s, _) => s,
+        };
+        let block = match self.wrap {
+            Wrap::Auto => fw != Framework::Hf,
+            w => w == Wrap::Block,
+        };
+        let sync_each_batch = match self.grad_sync {
+            GradSync::Auto => fw == Framework::Torchtune,
+            g => g == GradSync::EachBatch,
+        };
+        Sharding {
+            shard,
+            mixed_units: shard == Shard::Fsdp1 && block && self.method != Method::Full,
+            sync_each_batch,
+        }
+    }
+
     /// Bits of the plan's GPTQ base: `Some` for a quantized-base plan over a GPTQ checkpoint.
     pub fn gptq_bits(&self) -> Option<u64> {
         self.quant
@@ -568,6 +638,9 @@ impl Plan {
             }
             "gpus" => self.gpus = parse_uint(key, v, 1, MAX_GPUS)?,
             "zero" => self.zero = parse_uint(key, v, 0, 3)? as u8,
+            "shard" => self.shard = keyword(key, v, Shard::from_key, Shard::accepted())?,
+            "wrap" => self.wrap = keyword(key, v, Wrap::from_key, Wrap::accepted())?,
+            "gsync" => self.grad_sync = keyword(key, v, GradSync::from_key, GradSync::accepted())?,
             "gpu" => {
                 let ids = GpuId::all().map(GpuId::id);
                 self.gpu = bundled(key, v, GpuId::parse, ids, "GPU", "peakplan presets")?;
@@ -644,6 +717,9 @@ impl Plan {
             "moe" => self.moe_experts.key().into(),
             "gpus" => self.gpus.to_string(),
             "zero" => self.zero.to_string(),
+            "shard" => self.shard.key().into(),
+            "wrap" => self.wrap.key().into(),
+            "gsync" => self.grad_sync.key().into(),
             "gpu" => self.gpu.id().into(),
             "fw" => self.framework.key().into(),
             "peft" => self.peft.key().into(),
@@ -695,6 +771,9 @@ impl Plan {
             "split" => self.split_layers,
             "alloc" => self.allocator != Alloc::Cached,
             "moe" => self.moe_experts != MoeExperts::Fused,
+            "shard" => self.shard != Shard::Auto,
+            "wrap" => self.wrap != Wrap::Auto,
+            "gsync" => self.grad_sync != GradSync::Auto,
             _ => true,
         }
     }

@@ -16,6 +16,7 @@ mod resident;
 mod result;
 mod saved;
 mod setup;
+mod sharding;
 mod timeline;
 mod trainable;
 mod working;
@@ -55,7 +56,8 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     let acts = activations::activations(&s, &resident);
     let logits = logits::logits(&s);
     let work = working::working(&s, &resident, &acts);
-    let timeline = timeline::timeline(&s, &resident, &acts, &logits, &work);
+    let sharded = sharding::sharded(&s, &resident);
+    let timeline = timeline::timeline(&s, &resident, &acts, &logits, &work, &sharded);
     let transients = Transients {
         loss_block: logits.block,
         buffers: work.dequant_buffer + work.peft_buffers,
@@ -70,7 +72,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         &transients,
         resident.paged_states,
     );
-    let components = components(&resident, &acts, &logits, &work, &reserved);
+    let components = components(&resident, &acts, &logits, &work, &sharded, &reserved);
 
     let mut saturated = false;
     let to_phase = |a: timeline::Live, sat: &mut bool| PhaseMemory {
@@ -99,6 +101,7 @@ fn components(
     a: &activations::Activations,
     l: &logits::Logits,
     w: &working::Working,
+    sh: &sharding::Sharded,
     reserved: &reserved::Reserved,
 ) -> [Count; Kind::COUNT] {
     let mut c = [0.0; Kind::COUNT];
@@ -123,7 +126,15 @@ fn components(
         (Kind::PeftBuffers, w.peft_buffers),
         (Kind::LoadTransient, w.load_transient),
         (Kind::OptimizerTemps, r.optimizer_temps),
-        (Kind::ShardBuffers, w.gather + w.ddp_buckets),
+        (
+            Kind::GatheredWeights,
+            sh.gathered.iter().fold(0.0, |a: Count, &b| a.max(b)),
+        ),
+        (
+            Kind::UnshardedGradients,
+            sh.held_grads_whole.max(sh.unit_grad),
+        ),
+        (Kind::ShardBuffers, w.ddp_buckets),
         (Kind::AllocatorSlack, reserved.allocator_slack),
         (Kind::CudaContext, CUDA_CONTEXT_BYTES as Count),
         (Kind::PagedStates, r.paged_states),

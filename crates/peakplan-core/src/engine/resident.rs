@@ -163,7 +163,12 @@ fn placed_weights(s: &Setup, base: Count, adapter_bytes: Count, constants: Count
     // Buffers (GPT-BigCode's causal mask) are neither sharded nor offloaded: every GPU holds them.
     let buffers = arch.buffer_bytes as Count;
     let (base_weights, adapter_weights) = if params_offloaded {
-        let root = arch.embedding_params() + arch.lm_head_params() + arch.final_norm_params();
+        // torchtune's distributed configs shard the embedding and the head as units of their own, offloaded too.
+        let root = if plan.framework == Framework::Torchtune && plan.gpus > 1 {
+            arch.final_norm_params()
+        } else {
+            arch.embedding_params() + arch.lm_head_params() + arch.final_norm_params()
+        };
         (root as Count * s.d.weight + buffers, 0.0)
     } else {
         (
@@ -190,6 +195,10 @@ fn gradients(s: &Setup, largest_tensor: Count, trainable: Count, param_bytes: Co
     } else if s.plan.cpu_offload {
         // Offloaded: a layer's gradients are reduced and copied out as that layer's backward ends.
         ceil_div(trainable, s.layers) * param_bytes
+    } else if s.d.frozen_grads {
+        // A mixed FSDP1 unit's flat parameter gets a gradient for its frozen weights too.
+        let frozen = s.layers * s.arch.layer_params() as Count * s.d.weight;
+        s.shard_gradients(trainable * param_bytes + frozen)
     } else {
         s.shard_gradients(trainable * param_bytes)
     }

@@ -94,13 +94,17 @@ macro_rules! components {
 
 components! {
     BaseWeights => "base_weights", Weights, "Base weights",
-        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA, 1 B under LLM.int8 or 8-bit GPTQ; the rest in the weight dtype), plus buffers such as GPT-BigCode's causal mask";
+        "parameters x bytes per parameter (4-bit linears at 0.5 B each under QLoRA, 1 B under LLM.int8 or 8-bit GPTQ; the rest in the weight dtype), divided by the GPUs under ZeRO-3 / FSDP full sharding (this GPU's shard), plus buffers such as GPT-BigCode's causal mask";
     QuantConstants => "quant_constants", Weights, "Quantization constants",
         "per 64-weight block: an fp32 absmax (0.5 bit/param), or with double quantization an 8-bit absmax plus an fp32 scale per 256 blocks (0.127 bit/param); LLM.int8: an fp32 absmax per output row; GPTQ: an fp16 scale and a packed zero point per 128 inputs and output, an int32 group index per input";
     AdapterWeights => "adapter_weights", Weights, "Adapter weights",
         "rank x (in + out) per adapted matrix x adapter dtype bytes";
+    GatheredWeights => "gathered_weights", Weights, "Gathered parameters",
+        "sharded parameters gathered whole for compute: FSDP keeps the root unit (embeddings, final norm, LM head; torchtune shards the embedding and head as units of their own) gathered from forward to the end of backward, and gathers one decoder layer at a time in forward, the next one ahead in backward (one when adapters are units of their own); DeepSpeed ZeRO-3 gathers two layers at a time";
     Gradients => "gradients", Gradients, "Gradients",
-        "trainable parameters x gradient dtype bytes (gradients take the dtype of their parameters); in backward a trainable LM head's gradient arrives in shares that autograd sums, up to three vocab x hidden tensors at once";
+        "trainable parameters x gradient dtype bytes (gradients take the dtype of their parameters), divided by the GPUs from ZeRO-2 / FSDP on; an FSDP1 unit mixing frozen and trainable parameters (LoRA under wrap=block) has a gradient for its frozen weights too; in backward a trainable LM head's gradient arrives in shares that autograd sums, up to three vocab x hidden tensors at once";
+    UnshardedGradients => "unsharded_gradients", Gradients, "Whole gradients (accumulation, unit in backward)",
+        "accumulating inside no_sync (gsync=0), every GPU keeps each unit's whole gradient until the step's last micro-batch: the trainable parameters, or every weight of mixed FSDP1 units, not divided by the GPUs; and each unit's whole gradient exists while its backward runs, before the reduce-scatter";
     OptimizerStates => "optimizer_states", Optimizer, "Optimizer states",
         "AdamW: 2 moments per trainable parameter (param dtype; 1 B each for 8-bit); SGD: none; Adafactor: factored row+column second moments";
     MasterWeights => "master_weights", Optimizer, "fp32 master weights",
@@ -132,7 +136,7 @@ components! {
     OptimizerTemps => "optimizer_temps", Other, "Optimizer step temporaries",
         "foreach AdamW allocates one state-sized temporary (the sqrt of the second moment); fused and 8-bit kernels update in place";
     ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
-        "ZeRO-3 gathers the full parameters of two layers at a time (prefetch); DDP keeps gradient buckets the size of the gradients";
+        "DDP keeps gradient buckets the size of the gradients";
     AllocatorSlack => "allocator_slack", Other, "Allocator cache (reserved - allocated)",
         "PyTorch's caching allocator rounds blocks to 2 MiB; warm from earlier steps (alloc=cached) it also keeps about one largest transient block it cannot reuse, which an emptied cache or expandable segments avoid";
     CudaContext => "cuda_context", Other, "CUDA context",

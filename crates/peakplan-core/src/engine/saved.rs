@@ -57,7 +57,7 @@ pub(super) fn layer_saved(
         } else {
             1.0
         },
-        full: plan.method == Method::Full,
+        full: plan.method == Method::Full || d.frozen_grads,
         fused: plan.compile || plan.liger,
         webgpu: plan.framework == Framework::Webgpu,
     };
@@ -107,7 +107,7 @@ fn norms(l: &Layer, bytes: &mut Count) {
     let per_norm = match arch.norm {
         Norm::RmsNorm => 4.0 * n,
         Norm::LayerNorm => 8.0 * n,
-    } + if norms_trainable(l.plan) && !l.fused {
+    } + if (l.full || norms_trainable(l.plan)) && !l.fused {
         norm_product_bytes(arch.norm, arch, d) * n * h
     } else {
         0.0
@@ -217,7 +217,9 @@ fn linear_group(l: &Layer, g: &[LinearInput], bytes: &mut Count) -> [bool; 2] {
                 // Autocast casts the fp32 input separately for each module and keeps each 16-bit copy.
                 *bytes += d.compute * rows * w;
             }
-        } else if adapted(plan, m) {
+        }
+        // A LoRA adapter keeps what it needs beside its base linear's input (which a mixed FSDP1 unit keeps too).
+        if adapted(plan, m) && !parametrized(plan, m) {
             let qkv_dropout =
                 (litgpt_qkv && m.input == LinearInput::AttnNorm).then_some(&mut qkv_dropout_kept);
             adapter_saved(l, m, input, qkv_dropout, &mut shared_saved[routed], bytes);

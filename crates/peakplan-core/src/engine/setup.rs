@@ -4,7 +4,7 @@
 
 use super::count::{ceil_div, Count};
 use crate::arch::{Architecture, Linear, Linears, Target};
-use crate::plan::{Framework, Method, Peft, Plan, Precision, Quant};
+use crate::plan::{Framework, Method, Peft, Plan, Precision, Quant, Shard};
 
 /// Bytes of one element of each kind of tensor a plan keeps, and related dtype facts.
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +25,9 @@ pub(super) struct Dtypes {
     /// An fp32 LoRA base sharded by FSDP under mixed precision: the shards stay fp32, and each layer is gathered
     /// already cast to the compute dtype, so the gathered layer is the 16-bit copy and the activations are 16-bit.
     pub sharded_cast: bool,
+    /// FSDP1 units mixing frozen and trainable parameters: the unit's flat parameter needs a gradient, so autograd
+    /// treats every weight of a layer as trainable (inputs kept, gradients computed), as in full fine-tuning.
+    pub frozen_grads: bool,
 }
 
 impl Dtypes {
@@ -66,6 +69,7 @@ impl Dtypes {
             weight,
             amp,
             sharded_cast,
+            frozen_grads: fsdp_shards(plan) && plan.sharding().mixed_units,
         }
     }
 }
@@ -82,6 +86,8 @@ pub(super) struct Setup<'a> {
     /// The ZeRO stage in effect: one GPU has nothing to shard, except that ZeRO-3 offload still fetches each layer
     /// from CPU memory.
     pub zero: u8,
+    /// FSDP (version 1 or 2) shards the GPUs' parameters or gradients (`zero` 2 or 3 over several GPUs).
+    pub fsdp: bool,
     /// Token positions of one micro-batch (`n`): batch x positions.
     pub tokens: Count,
     pub hidden: Count,
@@ -106,6 +112,7 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
         layers: arch.layers as Count,
         gpus: plan.gpus.max(1) as Count,
         zero,
+        fsdp: fsdp_shards(plan),
         tokens: plan.micro_batch as Count * positions(plan),
         hidden: arch.hidden as Count,
         vocab: arch.vocab as Count,
@@ -116,6 +123,11 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
         },
         head_quantized: plan.method == Method::Qlora && plan.framework == Framework::Litgpt,
     }
+}
+
+/// Whether FSDP (not DeepSpeed) shards this plan: several GPUs, with gradients or parameters sharded.
+fn fsdp_shards(plan: &Plan) -> bool {
+    plan.gpus > 1 && plan.zero >= 2 && plan.sharding().shard != Shard::Deepspeed
 }
 
 impl Setup<'_> {

@@ -8,6 +8,7 @@ use super::count::Count;
 use super::logits::Logits;
 use super::resident::Resident;
 use super::setup::{litgpt_unties, Setup};
+use super::sharding::Sharded;
 use super::working::Working;
 use crate::plan::{Framework, Loss, Method};
 
@@ -43,20 +44,16 @@ pub(super) fn timeline(
     a: &Activations,
     l: &Logits,
     w: &Working,
+    sh: &Sharded,
 ) -> Timeline {
-    let plan = s.plan;
     let kept_in_layers = a.saved + a.layer_weight_copies + a.scores + a.checkpoints;
     let held = Held {
         weights: r.base_weights + r.quant_constants + r.adapter_weights,
         optimizer: r.optimizer_states + r.master_weights,
         other: w.ddp_buckets + r.input_buffers,
-        grads: if plan.grad_accumulation > 1 && !plan.optimizer_in_backward {
-            // With accumulation, the gradients summed so far stay through each later micro-batch's forward and
-            // backward (optimizer-in-backward steps every micro-batch instead).
-            r.gradients
-        } else {
-            0.0
-        },
+        // With accumulation, the gradients summed so far stay through each later micro-batch's forward and
+        // backward (optimizer-in-backward steps every micro-batch instead); whole on every GPU inside `no_sync`.
+        grads: sh.held_grads,
         buffers: w.dequant_buffer + w.peft_buffers,
         kept_in_layers,
         kept_to_head: kept_in_layers + a.head_copies,
@@ -70,13 +67,13 @@ pub(super) fn timeline(
         held.other + w.load_transient,
     ];
     let fwd = [
-        held.weights,
+        held.weights + sh.gathered[0],
         held.grads + head.fused_grad,
         held.optimizer,
         held.kept_to_head + l.forward + a.previous_inputs + l.kv_cache,
-        held.other + held.buffers + w.gather,
+        held.other + held.buffers,
     ];
-    let bwd = backward(s, r, l, w, &held, &head);
+    let bwd = backward(s, r, l, w, sh, &held, &head);
     let opt = [
         held.weights,
         r.gradients,
@@ -105,6 +102,7 @@ fn backward(
     r: &Resident,
     l: &Logits,
     w: &Working,
+    sh: &Sharded,
     held: &Held,
     head: &HeadBackward,
 ) -> Live {
@@ -129,7 +127,7 @@ fn backward(
     };
     let at_head = if head.grads_live > 0.0 {
         [
-            held.weights,
+            held.weights + sh.gathered[1],
             held.grads + head.grads_live,
             held.optimizer,
             held.kept_to_head + head.logits + l.held_output,
@@ -140,7 +138,7 @@ fn backward(
     };
     let moments = [
         [
-            held.weights,
+            held.weights + sh.gathered[1],
             held.grads + head.fused_grad,
             held.optimizer,
             held.kept_to_head + l.backward + l.held_kv,
@@ -148,18 +146,18 @@ fn backward(
         ],
         at_head,
         [
-            held.weights,
-            held.grads + head.grad_in_layers,
+            held.weights + sh.gathered[2],
+            held.grads + head.grad_in_layers + sh.unit_grad,
             held.optimizer,
             held.kept_in_layers + l.held_output,
-            held.other + w.backward_work + held.buffers + w.gather + step_in_bwd,
+            held.other + w.backward_work + held.buffers + step_in_bwd,
         ],
         [
-            held.weights,
+            held.weights + sh.gathered[3],
             r.gradients + head.tied_end,
             held.optimizer,
             l.held_output,
-            held.other + w.grad_flow + held.buffers + w.gather + step_temps_in_bwd,
+            held.other + w.grad_flow + held.buffers + step_temps_in_bwd,
         ],
     ];
     let mut bwd = moments[0];

@@ -1,6 +1,6 @@
 //! Stage 4, working memory: what exists only while something runs. Backward's activation gradients (and one
 //! recomputed layer under checkpointing), QLoRA's dequantized weights and LLM.int8's quantized inputs, PEFT's
-//! dense buffers (DoRA, LoHa, trainable tokens), ZeRO-3's gathered layers and DDP's buckets, and the
+//! dense buffers (DoRA, LoHa, trainable tokens), DDP's buckets, and the
 //! quantization transient at load.
 
 use super::activations::Activations;
@@ -16,8 +16,6 @@ pub(super) struct Working {
     pub backward_work: Count,
     pub dequant_buffer: Count,
     pub peft_buffers: Count,
-    /// ZeRO-3's gathered layers.
-    pub gather: Count,
     pub ddp_buckets: Count,
     pub load_transient: Count,
     /// Weights of the layer's largest linear.
@@ -31,19 +29,6 @@ pub(super) fn working(s: &Setup, resident: &Resident, acts: &Activations) -> Wor
     // Weights of the largest quantized linear of a layer: what one dequantization or one load-time quantization
     // handles.
     let largest_quantized = s.largest_linear(|l| quantizes(l, plan));
-    let gather = if s.zero >= 3 {
-        let layer_bytes = s.arch.layer_params() as Count
-            * if plan.method == Method::Qlora {
-                1.0
-            } else if s.d.sharded_cast {
-                s.d.compute
-            } else {
-                s.d.weight
-            };
-        2.0 * layer_bytes
-    } else {
-        0.0
-    };
     let ddp_buckets = if plan.gpus > 1 && s.zero == 0 {
         resident.trainable * resident.param_bytes
     } else {
@@ -63,7 +48,6 @@ pub(super) fn working(s: &Setup, resident: &Resident, acts: &Activations) -> Wor
         backward_work,
         dequant_buffer: dequant(s, largest_quantized),
         peft_buffers: peft_buffers(s),
-        gather,
         ddp_buckets,
         load_transient,
         largest_linear,

@@ -6,7 +6,8 @@ use super::{source_label, Case, Metric, Outcome};
 use crate::arch::{Architecture, Target};
 use crate::hf::import_config;
 use crate::plan::{
-    Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Targets,
+    Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Shard,
+    Targets,
 };
 use crate::presets::ModelId;
 use serde_json::json;
@@ -596,6 +597,12 @@ fn read_parallelism(run: &Run, plan: &mut Plan) -> Result<(), String> {
     } else {
         0
     };
+    // DeepSpeed's partitions; FSDP's version and wrapping follow the framework unless the row names them.
+    if par.contains("deepspeed") || par.contains("zero-") {
+        plan.shard = Shard::Deepspeed;
+    } else if par.contains("fsdp2") || par.contains("fully_shard") {
+        plan.shard = Shard::Fsdp2;
+    }
     Ok(())
 }
 

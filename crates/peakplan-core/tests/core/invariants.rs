@@ -3,8 +3,8 @@
 //! their order, and every plan survives its own query.
 
 use peakplan_core::plan::{
-    Alloc, Attn, DType, Framework, Loss, Method, MoeExperts, Optimizer, Peft, Plan, Precision,
-    Quant, Targets, TokenTraining, KEYS,
+    Alloc, Attn, DType, Framework, GradSync, Loss, Method, MoeExperts, Optimizer, Peft, Plan,
+    Precision, Quant, Shard, Targets, TokenTraining, Wrap, KEYS,
 };
 use peakplan_core::{estimate, preset_arch, Estimate, GpuId, ModelId};
 use proptest::prelude::*;
@@ -41,6 +41,9 @@ fn values(key: &str) -> BoxedStrategy<String> {
         "fw" => keys(Framework::ALL, Framework::key),
         "peft" => keys(Peft::ALL, Peft::key),
         "alloc" => keys(Alloc::ALL, Alloc::key),
+        "shard" => keys(Shard::ALL, Shard::key),
+        "wrap" => keys(Wrap::ALL, Wrap::key),
+        "gsync" => keys(GradSync::ALL, GradSync::key),
         "r" => int(512),
         "b" => int(64),
         "s" => int(65_536),

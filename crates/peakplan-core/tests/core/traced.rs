@@ -79,3 +79,45 @@ fn cpu_traces_of_real_steps_match_the_engine() {
         );
     }
 }
+
+#[test]
+fn cpu_traces_of_sharded_steps_match_the_engine() {
+    // Each row is one FSDP1 or FSDP2 step (`tools/trace/fsdp_cpu.sh`) on 2 or 4 gloo processes, the largest
+    // rank's peak, at one and two layers.
+    let text = data("traced/fsdp_cpu.csv");
+    let mut peaks = std::collections::BTreeMap::new();
+    let mut report = String::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.splitn(10, ',').collect();
+        let n = |i: usize| f[i].parse::<u64>().unwrap();
+        let arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
+        let e = est_arch(&arch, f[9]);
+        let (traced, predicted) = (n(8) as f64, e.peak_allocated_bytes as f64);
+        report += &format!(
+            "{:<34} traced {:>11} engine {:>11} {:+.2}%\n",
+            f[0],
+            traced,
+            predicted,
+            100.0 * (predicted - traced) / traced
+        );
+        peaks.insert(f[0].to_string(), (traced, predicted));
+    }
+    for (id, (t1, p1)) in peaks.iter().filter(|(id, _)| id.ends_with("-L1")) {
+        let case = id.trim_end_matches("-L1");
+        let Some(&(t2, p2)) = peaks.get(&format!("{case}-L2")) else {
+            continue;
+        };
+        report += &format!(
+            "{case:<34} layer traced {:>11} engine {:>11} {:+.2}%\n",
+            t2 - t1,
+            p2 - p1,
+            100.0 * ((p2 - p1) - (t2 - t1)) / (t2 - t1)
+        );
+    }
+    println!("{report}");
+    let worst = peaks
+        .values()
+        .map(|(t, p)| ((p - t) / t).abs())
+        .fold(0.0, f64::max);
+    assert!(worst < 0.01, "{report}");
+}
