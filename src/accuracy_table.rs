@@ -18,6 +18,30 @@ pub struct Table {
     pub skipped: u64,
     pub points: Vec<ScatterPoint>,
     pub sources: Vec<SourceRow>,
+    /// The peaks of runs on one GPU and on several (`Summary::single_gpu`, `multi_gpu`); `None` in a table
+    /// written before the split, which the page then shows without it.
+    pub split: Option<[GroupRow; 2]>,
+}
+
+/// The headline figures of one group of runs (one GPU, or several).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupRow {
+    pub peaks: u64,
+    pub median_abs_pct: f64,
+    pub within_10_share: f64,
+}
+
+impl Table {
+    /// The sentence that gives single- and multi-GPU runs apart, or nothing without the split.
+    pub fn split_sentence(&self) -> String {
+        let Some([one, several]) = &self.split else {
+            return String::new();
+        };
+        format!(
+            " Runs on one GPU: {:.1}% over {} peaks; runs sharded over several GPUs: {:.1}% over {} peaks, {:.0}% within 10%.",
+            one.median_abs_pct, one.peaks, several.median_abs_pct, several.peaks, several.within_10_share * 100.0
+        )
+    }
 }
 
 /// One publisher's line of the table (`Summary::sources` in the core).
@@ -66,7 +90,18 @@ pub fn parse(text: &str) -> Option<Table> {
             })
         })
         .collect();
+    let group = |k: &str| {
+        let g = v.get(k)?;
+        Some(GroupRow {
+            peaks: g.get("peaks")?.as_u64()?,
+            median_abs_pct: g.get("median_abs_pct")?.as_f64()?,
+            within_10_share: g.get("within_10_share")?.as_f64()?,
+        })
+    };
     Some(Table {
+        split: group("single_gpu")
+            .zip(group("multi_gpu"))
+            .map(|(a, b)| [a, b]),
         median_abs_pct: num("median_abs_pct")?,
         within_10_share: num("within_10_share")?,
         outcomes_right: int("outcomes_right")?,
@@ -117,6 +152,21 @@ mod tests {
         let html = t.sources_html();
         assert!(html.contains("<tr><td>a&lt;b&gt;</td><td class=\"num\">39</td><td class=\"num\">28.0%</td><td class=\"num\">18%</td></tr>"), "{html}");
         assert_eq!(html.matches("<tr>").count(), 2);
+    }
+
+    #[test]
+    fn single_and_multi_gpu_peaks_add_up_and_an_older_table_reads_without_them() {
+        let t = parse(TABLE).unwrap();
+        let [one, several] = t.split.clone().expect("the split");
+        assert_eq!((one.peaks + several.peaks) as usize, t.points.len());
+        let said = t.split_sentence();
+        assert!(
+            said.contains(&format!("over {} peaks", several.peaks)),
+            "{said}"
+        );
+        let older = TABLE.replacen("\"multi_gpu\"", "\"renamed\"", 1);
+        let t = parse(&older).expect("a table without the split still reads");
+        assert_eq!((t.split_sentence(), t.split), (String::new(), None));
     }
 
     #[test]

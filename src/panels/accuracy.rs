@@ -30,8 +30,8 @@ pub fn Accuracy() -> impl IntoView {
             <summary>"How far to trust the number: predictions against measured runs"</summary>
             {move || summary.get().map(|s| view! {
                 <p data-testid="accuracy-median">{format!(
-                    "Over {} measured peaks from published runs (PEFT, litgpt, torchtune, ms-swift, fsdp_qlora, LLaMA-Factory), the median error is {:.1}%, and {:.0}% of runs are within 10%. {} of {} fits, out-of-memory and stated-bound outcomes are right; {} rows are skipped, each with its reason in peakplan validate. Leave headroom.",
-                    s.points.len(), s.median_abs_pct, s.within_10_share * 100.0, s.outcomes_right, s.outcomes_total, s.skipped
+                    "Over {} measured peaks from published runs (PEFT, litgpt, torchtune, ms-swift, fsdp_qlora, LLaMA-Factory), the median error is {:.1}%, and {:.0}% of runs are within 10%. {} of {} fits, out-of-memory and stated-bound outcomes are right; {} rows are skipped, each with its reason in peakplan validate.{} Leave headroom.",
+                    s.points.len(), s.median_abs_pct, s.within_10_share * 100.0, s.outcomes_right, s.outcomes_total, s.skipped, s.split_sentence()
                 )}</p>
             })}
             <p data-testid="accuracy-varlen">"Most points well below the diagonal are runs whose batches vary in length (no packing): PyTorch's caching allocator keeps blocks sized for earlier lengths that a longer batch cannot reuse, so max_memory_reserved and nvidia-smi grow past the step's own memory (ms-swift's runs by about 40 B per logit of the longest batch). Pack sequences, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the allocator select above: expandable), or leave that much more headroom."</p>

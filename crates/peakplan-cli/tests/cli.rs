@@ -270,6 +270,62 @@ fn validate_summarizes_the_bundled_measurements() {
         summary,
         serde_json::to_value(report.summary()).expect("serializable")
     );
+    // Single- and multi-GPU runs are reported apart, beside the whole set's figures (kept as they were).
+    for (key, group) in [
+        ("single_gpu", peakplan_core::validate::Gpus::Single),
+        ("multi_gpu", peakplan_core::validate::Gpus::Multi),
+    ] {
+        let f = report.figures(Some(group));
+        assert_eq!(
+            summary[key]["peaks"].as_u64(),
+            Some(f.peaks as u64),
+            "{key}"
+        );
+        let median = f.median_abs_pct.expect("peaks in both groups");
+        let label = if key == "single_gpu" {
+            "  single GPU: "
+        } else {
+            "  multi-GPU:  "
+        };
+        let line = format!(
+            "{label}{} peaks; median absolute error {median:.1}%; within 10%: {:.0}%; outcomes right: {} of {}\n",
+            f.peaks,
+            f.within_10_share.unwrap_or(0.0) * 100.0,
+            f.outcomes_right,
+            f.outcomes_total
+        );
+        assert!(r.stdout.contains(&line), "{line}\n{}", r.stdout);
+    }
+    assert!(r.stdout.contains("\nmeasured peaks: "), "{}", r.stdout);
+    // The by-source table says which runs each line covers: a publisher of both kinds gets a line for all its
+    // runs, then one for each kind; the others one line marked with their kind.
+    let table = r
+        .stdout
+        .split("\nby source")
+        .nth(1)
+        .expect("a by-source table");
+    assert!(
+        table.lines().next().unwrap_or("").contains("GPUs"),
+        "{table}"
+    );
+    let torchtune = table
+        .lines()
+        .skip_while(|l| !l.starts_with("pytorch/torchtune "))
+        .take(3)
+        .map(|l| {
+            l.split_whitespace()
+                .nth(usize::from(l.starts_with('p')))
+                .unwrap_or("")
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(torchtune, ["all", "1", "2+"], "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("AnswerDotAI/fsdp_qlora")
+                && l.split_whitespace().nth(1) == Some("2+")),
+        "{table}"
+    );
 }
 
 #[test]

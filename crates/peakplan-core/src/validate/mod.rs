@@ -9,7 +9,7 @@ mod report;
 mod row;
 
 pub use csv::parse_csv;
-pub use report::{source_label, Report, SourceSummary, Summary};
+pub use report::{source_label, Figures, GroupSummary, Report, SourceSummary, Summary};
 
 use crate::arch::Architecture;
 use crate::engine::estimate;
@@ -49,12 +49,68 @@ pub enum Outcome {
     AtMost { bytes: u64, metric: Metric },
 }
 
+/// Whether a run used one GPU or several: the report gives each its own figures, since sharding is where the
+/// planner is least sure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Gpus {
+    Single,
+    Multi,
+}
+
+impl Gpus {
+    /// A row's GPU count from its `num_gpus` column: several when it names a number above one; when it names
+    /// none, several if it says "multi" (the papers' aggregate claims) or `parallelism` names a scheme that
+    /// spreads one run over GPUs. A ZeRO-3 run on one GPU (offload) says `num_gpus` 1 and stays single.
+    pub fn of_row(num_gpus: &str, parallelism: &str) -> Gpus {
+        let digits: String = num_gpus
+            .chars()
+            .skip_while(|c| !c.is_ascii_digit())
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let multi = match digits.parse::<u64>() {
+            Ok(n) => n > 1,
+            Err(_) => {
+                let par = parallelism.to_lowercase();
+                num_gpus.to_lowercase().contains("multi")
+                    || [
+                        "fsdp",
+                        "zero",
+                        "deepspeed",
+                        "ddp",
+                        "data parallel",
+                        "tensor",
+                        "pipeline",
+                        "megatron",
+                        "device_map",
+                        "split",
+                    ]
+                    .iter()
+                    .any(|k| par.contains(k))
+            }
+        };
+        if multi {
+            Gpus::Multi
+        } else {
+            Gpus::Single
+        }
+    }
+    /// The short label the CLI's by-source table uses.
+    pub fn label(self) -> &'static str {
+        match self {
+            Gpus::Single => "1",
+            Gpus::Multi => "2+",
+        }
+    }
+}
+
 /// A row turned into something the engine can answer.
 #[derive(Clone, Debug)]
 pub struct Case {
     pub id: String,
     /// Who published the run (see [`source_label`]).
     pub source: String,
+    /// One GPU or several, as the row says (see [`Gpus::of_row`]).
+    pub gpus: Gpus,
     pub arch: Architecture,
     pub plan: Plan,
     pub outcome: Outcome,
@@ -66,6 +122,7 @@ pub struct RowResult {
     pub id: String,
     /// Who published the run (see [`source_label`]).
     pub source: String,
+    pub gpus: Gpus,
     pub query: String,
     /// Predicted bytes of the row's metric (device bytes for outcome rows).
     pub predicted: u64,
@@ -174,6 +231,7 @@ pub fn validate(text: &str) -> Result<Report, String> {
             RowResult {
                 id: case.id,
                 source: case.source,
+                gpus: case.gpus,
                 query: case.plan.to_query(),
                 predicted,
                 outcome: case.outcome,

@@ -1,6 +1,7 @@
-//! The replay's report: every answered row, the skips, and the headline error figures (overall and per publisher).
+//! The replay's report: every answered row, the skips, and the headline error figures (overall and per publisher),
+//! for every run and apart for single- and multi-GPU runs.
 
-use super::{Outcome, RowResult};
+use super::{Gpus, Outcome, RowResult};
 
 /// The whole replay.
 #[derive(Clone, Debug, Default)]
@@ -22,6 +23,33 @@ pub struct Summary {
     pub points: Vec<[u64; 2]>,
     /// The same figures for each publisher's runs, most peaks first.
     pub sources: Vec<SourceSummary>,
+    /// The figures over the runs on one GPU.
+    pub single_gpu: GroupSummary,
+    /// The figures over the runs on several GPUs, where sharding decides the peak.
+    pub multi_gpu: GroupSummary,
+}
+
+/// The headline figures over one group of runs (one GPU, or several), rounded as [`Summary`]'s; medians and
+/// shares are 0 when the group has no peaks.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GroupSummary {
+    pub peaks: usize,
+    pub median_abs_pct: f64,
+    pub within_10_share: f64,
+    pub outcomes_right: usize,
+    pub outcomes_total: usize,
+    /// Each publisher's runs in this group, most peaks first.
+    pub sources: Vec<SourceSummary>,
+}
+
+/// The headline figures over some rows, unrounded; `None` where there is no peak to take them over.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Figures {
+    pub peaks: usize,
+    pub median_abs_pct: Option<f64>,
+    pub within_10_share: Option<f64>,
+    pub outcomes_right: usize,
+    pub outcomes_total: usize,
 }
 
 /// The error over one publisher's measured peaks: how far to trust the planner for runs like theirs.
@@ -73,8 +101,8 @@ impl Report {
     pub fn summary(&self) -> Summary {
         let (outcomes_right, outcomes_total) = self.outcomes();
         Summary {
-            median_abs_pct: (self.median_abs_pct().unwrap_or(0.0) * 10.0).round() / 10.0,
-            within_10_share: (self.within_10_share().unwrap_or(0.0) * 1000.0).round() / 1000.0,
+            median_abs_pct: round_pct(self.median_abs_pct().unwrap_or(0.0)),
+            within_10_share: round_share(self.within_10_share().unwrap_or(0.0)),
             outcomes_right,
             outcomes_total,
             skipped: self.skipped.len(),
@@ -86,22 +114,56 @@ impl Report {
                     Outcome::Fits { .. } | Outcome::AtMost { .. } => None,
                 })
                 .collect(),
-            sources: self
-                .by_source()
-                .into_iter()
-                .map(|mut s| {
-                    s.median_abs_pct = (s.median_abs_pct * 10.0).round() / 10.0;
-                    s.within_10_share = (s.within_10_share * 1000.0).round() / 1000.0;
-                    s
-                })
-                .collect(),
+            sources: rounded(self.by_source()),
+            single_gpu: self.group_summary(Gpus::Single),
+            multi_gpu: self.group_summary(Gpus::Multi),
+        }
+    }
+
+    fn group_summary(&self, gpus: Gpus) -> GroupSummary {
+        let f = self.figures(Some(gpus));
+        GroupSummary {
+            peaks: f.peaks,
+            median_abs_pct: round_pct(f.median_abs_pct.unwrap_or(0.0)),
+            within_10_share: round_share(f.within_10_share.unwrap_or(0.0)),
+            outcomes_right: f.outcomes_right,
+            outcomes_total: f.outcomes_total,
+            sources: rounded(self.by_source_on(Some(gpus))),
+        }
+    }
+
+    /// The rows of one group of runs, or every row.
+    fn rows_on(&self, gpus: Option<Gpus>) -> impl Iterator<Item = &RowResult> {
+        self.rows
+            .iter()
+            .filter(move |r| gpus.is_none_or(|g| r.gpus == g))
+    }
+
+    /// The headline figures over one group of runs (`Some`), or over every run (`None`).
+    pub fn figures(&self, gpus: Option<Gpus>) -> Figures {
+        let errors = sorted_abs_errors(self.rows_on(gpus));
+        let outcomes: Vec<bool> = self
+            .rows_on(gpus)
+            .filter_map(RowResult::outcome_right)
+            .collect();
+        Figures {
+            peaks: errors.len(),
+            median_abs_pct: median_of(&errors),
+            within_10_share: within_10_of(&errors),
+            outcomes_right: outcomes.iter().filter(|x| **x).count(),
+            outcomes_total: outcomes.len(),
         }
     }
 
     /// The headline figures of each publisher's measured peaks, most peaks first (ties by name).
     pub fn by_source(&self) -> Vec<SourceSummary> {
+        self.by_source_on(None)
+    }
+
+    /// [`Report::by_source`] over one group of runs (`Some`), or over every run (`None`).
+    pub fn by_source_on(&self, gpus: Option<Gpus>) -> Vec<SourceSummary> {
         let mut groups: Vec<(String, Vec<f64>)> = Vec::new();
-        for row in &self.rows {
+        for row in self.rows_on(gpus) {
             let Some(e) = row.error_pct() else {
                 continue;
             };
@@ -126,31 +188,48 @@ impl Report {
         out
     }
 
-    fn abs_errors(&self) -> Vec<f64> {
-        let mut e: Vec<f64> = self
-            .rows
-            .iter()
-            .filter_map(RowResult::error_pct)
-            .map(f64::abs)
-            .collect();
-        e.sort_by(f64::total_cmp);
-        e
-    }
     /// Median absolute percentage error over the peak rows.
     pub fn median_abs_pct(&self) -> Option<f64> {
-        median_of(&self.abs_errors())
+        self.figures(None).median_abs_pct
     }
     /// Share of peak rows within 10%.
     pub fn within_10_share(&self) -> Option<f64> {
-        within_10_of(&self.abs_errors())
+        self.figures(None).within_10_share
     }
     /// (right, total) over the outcome rows.
     pub fn outcomes(&self) -> (usize, usize) {
-        let o: Vec<bool> = self
-            .rows
-            .iter()
-            .filter_map(RowResult::outcome_right)
-            .collect();
-        (o.iter().filter(|x| **x).count(), o.len())
+        let f = self.figures(None);
+        (f.outcomes_right, f.outcomes_total)
     }
+}
+
+/// The absolute errors of the peak rows among `rows`, ascending.
+fn sorted_abs_errors<'a>(rows: impl Iterator<Item = &'a RowResult>) -> Vec<f64> {
+    let mut e: Vec<f64> = rows
+        .filter_map(RowResult::error_pct)
+        .map(f64::abs)
+        .collect();
+    e.sort_by(f64::total_cmp);
+    e
+}
+
+/// Percentages to one decimal, as the embedded table shows them.
+fn round_pct(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+/// Shares to a tenth of a percent.
+fn round_share(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn rounded(sources: Vec<SourceSummary>) -> Vec<SourceSummary> {
+    sources
+        .into_iter()
+        .map(|mut s| {
+            s.median_abs_pct = round_pct(s.median_abs_pct);
+            s.within_10_share = round_share(s.within_10_share);
+            s
+        })
+        .collect()
 }

@@ -262,6 +262,7 @@ pub(super) fn map_row(r: &Rec) -> Result<Case, String> {
     Ok(Case {
         id,
         source: source_label(r.get("source")),
+        gpus: super::Gpus::of_row(r.get("num_gpus"), r.get("parallelism")),
         arch,
         plan,
         outcome,
