@@ -3,8 +3,8 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::fmt::Write;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Characters of user text that [`quote`] keeps before cutting.
 pub const QUOTE_CHARS: usize = 40;
@@ -125,7 +125,11 @@ struct Fnv(u64);
 
 impl Hasher for Fnv {
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
         for b in bytes {
             h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
