@@ -13,6 +13,7 @@ TRUNK_VERSION=0.21.14
 WASM_BINDGEN_VERSION=0.2.130   # keep in sync with the exact pin in Cargo.toml
 BINARYEN_VERSION=132
 PLAYWRIGHT_VERSION=1
+TERSER_VERSION=5.51.4      # minifies the wasm-bindgen glue in release builds (scripts/csp.py, the post-build hook)
 
 rustup target list --installed | grep -qx wasm32-unknown-unknown || { say "adding the wasm32 target"; rustup target add wasm32-unknown-unknown; }
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt
@@ -46,12 +47,17 @@ if [[ $(wasm-opt --version 2>/dev/null) != "wasm-opt version $BINARYEN_VERSION"*
   say "installing binaryen@$BINARYEN_VERSION (wasm-opt) globally"
   npm install -g --no-audit --no-fund --silent "binaryen@$BINARYEN_VERSION"
 fi
-if $site_only; then say "site tools ready"; exit 0; fi
 tools="$root/.tools"
 mkdir -p "$tools"
+[[ -f $tools/package.json ]] || echo '{"private":true}' >"$tools/package.json"
+# The release build needs terser: trunk's post-build hook (scripts/csp.py) runs it, and fails without it.
+if [[ $("$tools/node_modules/.bin/terser" --version 2>/dev/null) != "terser $TERSER_VERSION" ]]; then
+  say "installing terser@$TERSER_VERSION into .tools (the release build minifies wasm-bindgen's JS glue with it)"
+  (cd "$tools" && npm install --no-audit --no-fund --silent "terser@$TERSER_VERSION")
+fi
+if $site_only; then say "site tools ready"; exit 0; fi
 if [[ ! -d $tools/node_modules/playwright-core ]]; then
   say "installing playwright-core@$PLAYWRIGHT_VERSION into .tools (it drives Debian's Chromium; no browser download)"
-  [[ -f $tools/package.json ]] || echo '{"private":true}' >"$tools/package.json"
   (cd "$tools" && npm install --no-audit --no-fund --silent "playwright-core@$PLAYWRIGHT_VERSION")
 fi
 say "tools ready"

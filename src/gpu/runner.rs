@@ -10,6 +10,7 @@ use peakplan_core::micro::{
 };
 use std::cell::Cell;
 use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 /// Where a run is, for progress display and tests.
@@ -226,12 +227,20 @@ pub fn measure_model(
     })
 }
 
+/// A future behind a pointer and a vtable, for the run's big stages (opening the device, the run, each step, the
+/// dequantization comparison): each keeps its own poll function instead of being inlined into one state machine
+/// that holds them all, which makes the page's wasm 0.4 KB gzipped smaller (boxing the small helpers, such as
+/// `idle`, or the whole run made it larger). One allocation per stage, next to a GPU step's milliseconds.
+fn boxed<'a, T>(f: impl Future<Output = T> + 'a) -> Pin<Box<dyn Future<Output = T> + 'a>> {
+    Box::pin(f)
+}
+
 async fn run(model: MicroModel, batch: Batch, opts: RunOptions) -> Result<Measurement, GpuError> {
     LEFTOVER.with(|l| l.set(None));
     model.cfg.validate().map_err(GpuError::Limits)?;
-    let gpu = Gpu::open(needs(&model.cfg)).await?;
+    let gpu = boxed(Gpu::open(needs(&model.cfg))).await?;
     gpu.tracker.borrow_mut().set_budget(opts.memory_budget);
-    let result = match run_on(&gpu, &model, &batch, &opts).await {
+    let result = match boxed(run_on(&gpu, &model, &batch, &opts)).await {
         Ok(m) => Ok(m),
         Err(e) => Err(gpu.classify(e).await),
     };
@@ -284,7 +293,7 @@ async fn run_on(
                 });
             }
         };
-        let cap = run_step(&ctx, opts.capture && step == 1, &progress).await?;
+        let cap = boxed(run_step(&ctx, opts.capture && step == 1, &progress)).await?;
         gpu.idle().await?;
         let wall_ms = now_ms() - t0;
         let flops = gpu.flops.get();
@@ -316,7 +325,7 @@ async fn run_on(
         records.push(rec);
     }
     let dequant = if opts.compare_dequant {
-        Some(compare_dequant(&ctx).await?)
+        Some(boxed(compare_dequant(&ctx)).await?)
     } else {
         None
     };

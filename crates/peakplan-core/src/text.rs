@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::Write;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Characters of user text that [`quote`] keeps before cutting.
 pub const QUOTE_CHARS: usize = 40;
@@ -115,6 +116,31 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// FNV-1a, the hash of [`Said`]'s set: std's default (SipHash with `RandomState`) is about 0.6 KB of the page's
+/// WebAssembly, and the set only has to find repeats among messages. Equal hashes are still compared as text, so
+/// a collision never merges two messages; in the browser `RandomState` has no randomness to seed SipHash with
+/// either, so neither hash is harder to collide on purpose there.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Messages for a person, each said once: the first `cap` distinct ones are kept in order, and the others are
 /// only counted, for a closing "… and N more". Repeats are found in constant time, so a file or link with a
 /// hundred thousand entries is read in linear time.
@@ -122,7 +148,7 @@ pub fn count(n: u64) -> String {
 pub struct Said<T = String> {
     shown: Vec<T>,
     /// Every distinct text said, shown or not (as cleaned and clipped).
-    seen: HashSet<String>,
+    seen: HashSet<String, BuildHasherDefault<Fnv>>,
     cap: usize,
     max_chars: usize,
 }
@@ -132,7 +158,7 @@ impl<T> Said<T> {
     pub fn new(cap: usize, max_chars: usize) -> Self {
         Said {
             shown: Vec::new(),
-            seen: HashSet::new(),
+            seen: HashSet::default(),
             cap,
             max_chars,
         }
