@@ -4,7 +4,7 @@ usage: fsdp_step.py WORLD LAYERS BATCH SEQ [--fsdp 1|2] [--full] [--wrap block|l
                     [--sync] [--amp] [--fp32] [--gc] [--targets q_proj,v_proj] [--r R]
                     [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V]
 
-WORLD local processes (torch.multiprocessing, gloo, `device_id=cpu`) each build the same Llama-shaped model, wrap
+WORLD local processes (torch.multiprocessing, gloo, `device_id=cpu`; WORLD 1 runs the model unsharded) each build the same Llama-shaped model, wrap
 it and run the loop the Hugging Face Trainer runs under accelerate: K micro-batches whose forward and backward run
 inside `no_sync()` (FSDP1) or with `set_requires_gradient_sync(False)` (FSDP2) except the last, unless `--sync`
 (accelerate's `sync_each_batch=True`); then a foreach AdamW step and `zero_grad(set_to_none=True)`. One step
@@ -130,7 +130,9 @@ def worker(rank, a, port, out):
     from memtrace import peak_of
 
     model = build(a)
-    model = wrap_fsdp1(a, model) if a.fsdp == 1 else wrap_fsdp2(a, model)
+    # One process runs the same model unsharded: the reference a sharded step is compared with.
+    if a.world > 1:
+        model = wrap_fsdp1(a, model) if a.fsdp == 1 else wrap_fsdp2(a, model)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
@@ -144,9 +146,11 @@ def worker(rank, a, port, out):
         import contextlib
 
         ctx = contextlib.nullcontext()
-        if a.fsdp == 1 and not sync:
+        if a.world == 1:
+            pass
+        elif a.fsdp == 1 and not sync:
             ctx = model.no_sync()
-        if a.fsdp == 2:
+        elif a.fsdp == 2:
             model.set_requires_gradient_sync(sync)
         with ctx:
             outputs = model(**batch)

@@ -130,10 +130,7 @@ fn components(
             Kind::GatheredWeights,
             sh.gathered.iter().fold(0.0, |a: Count, &b| a.max(b)),
         ),
-        (
-            Kind::UnshardedGradients,
-            sh.held_grads_whole.max(sh.unit_grad),
-        ),
+        (Kind::UnshardedGradients, sh.held_grads_whole),
         (Kind::ShardBuffers, w.ddp_buckets),
         (Kind::AllocatorSlack, reserved.allocator_slack),
         (Kind::CudaContext, CUDA_CONTEXT_BYTES as Count),

@@ -103,8 +103,8 @@ components! {
         "sharded parameters gathered whole for compute: FSDP keeps the root unit (embeddings, final norm, LM head; torchtune shards the embedding and head as units of their own) gathered from forward to the end of backward, and gathers one decoder layer at a time in forward, the next one ahead in backward (one when adapters are units of their own); DeepSpeed ZeRO-3 gathers two layers at a time";
     Gradients => "gradients", Gradients, "Gradients",
         "trainable parameters x gradient dtype bytes (gradients take the dtype of their parameters), divided by the GPUs from ZeRO-2 / FSDP on; an FSDP1 unit mixing frozen and trainable parameters (LoRA under wrap=block) has a gradient for its frozen weights too; in backward a trainable LM head's gradient arrives in shares that autograd sums, up to three vocab x hidden tensors at once";
-    UnshardedGradients => "unsharded_gradients", Gradients, "Whole gradients (accumulation, unit in backward)",
-        "accumulating inside no_sync (gsync=0), every GPU keeps each unit's whole gradient until the step's last micro-batch: the trainable parameters, or every weight of mixed FSDP1 units, not divided by the GPUs; and each unit's whole gradient exists while its backward runs, before the reduce-scatter";
+    UnshardedGradients => "unsharded_gradients", Gradients, "Accumulated whole gradients",
+        "accumulating inside no_sync (gsync=0), every GPU keeps each unit's whole gradient until the step's last micro-batch: the trainable parameters, or every weight of mixed FSDP1 units, not divided by the GPUs";
     OptimizerStates => "optimizer_states", Optimizer, "Optimizer states",
         "AdamW: 2 moments per trainable parameter (param dtype; 1 B each for 8-bit); SGD: none; Adafactor: factored row+column second moments";
     MasterWeights => "master_weights", Optimizer, "fp32 master weights",

@@ -31,8 +31,6 @@ pub(super) struct Sharded {
     pub held_grads: Count,
     /// The part of `held_grads` that is whole (unsharded) on every GPU.
     pub held_grads_whole: Count,
-    /// A unit's whole gradient while its backward runs, beside the shards.
-    pub unit_grad: Count,
 }
 
 pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
@@ -63,7 +61,6 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
             gathered: [gather, 0.0, gather, gather],
             held_grads: if accumulating { r.gradients } else { 0.0 },
             held_grads_whole: 0.0,
-            unit_grad: 0.0,
         };
     }
     let root_bytes = if d.amp { d.compute } else { d.weight };
@@ -85,7 +82,12 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
         && plan.method != Method::Full
         && !sharding.mixed_units
         && s.linears.iter().any(|l| adapted(plan, l));
-    let in_layers = if adapter_units { unit } else { 2.0 * unit };
+    // (A one-layer model has no next layer to prefetch.)
+    let in_layers = if adapter_units {
+        unit
+    } else {
+        s.layers.min(2.0) * unit
+    };
     let gathered = match (gathering, plan.framework) {
         (false, _) => [unit, unit, in_layers, 0.0],
         (true, Framework::Torchtune) => [head + unit, head + unit, in_layers, embedding],
@@ -106,6 +108,5 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
         } else {
             0.0
         },
-        unit_grad: whole_grads / s.layers,
     }
 }

