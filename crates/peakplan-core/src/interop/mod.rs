@@ -19,6 +19,7 @@
 //! reader (`fields.rs`) are apart, and so are the tables both directions read: module names (`names.rs`) and the
 //! templates (`template.rs`). No format module uses another's code of the other direction.
 
+mod accelerate;
 mod axolotl;
 mod bnb;
 mod deepspeed;
@@ -28,6 +29,7 @@ mod import;
 mod names;
 mod peft;
 mod python;
+mod sharding;
 mod template;
 mod torchtune;
 mod training_args;
