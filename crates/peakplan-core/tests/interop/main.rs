@@ -8,6 +8,7 @@ mod import;
 mod models;
 mod notes;
 mod python;
+mod sharding;
 
 use peakplan_core::interop::{export, import, ExportFormat, Imported};
 use peakplan_core::plan::Plan;

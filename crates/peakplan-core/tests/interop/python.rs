@@ -70,7 +70,7 @@ fn python_exports_name_the_plan_and_its_prediction() {
         assert!(src.contains("torch.cuda.max_memory_reserved()"), "{q}");
         let deepspeed = p.gpus > 1
             && !p.split_layers
-            && (p.zero == 1 || (p.zero > 1 && sh.shard == peakplan_core::plan::Shard::Deepspeed));
+            && (p.zero == 1 || (p.zero > 1 && sh.shard == Shard::Deepspeed));
         let amp_bf16 = p.precision == Precision::AmpBf16
             || (p.method == Method::Full && p.precision == Precision::Bf16)
             || (deepspeed && p.precision == Precision::Bf16);
