@@ -3,10 +3,11 @@
 //! The export's text is data (`axolotl.yaml.tmpl`); this module works out the values it is filled with.
 
 use super::deepspeed;
-use super::fields::{get, get_set, get_str, has_any, show, Reader};
+use super::fields::{get, get_set, get_str, has_any, is_empty, show, Reader};
 use super::names::{
     axolotl_peft_without_key, embedding_modules, target_module_names, LINEAR_GROUPS,
 };
+use super::sharding;
 use super::template::{render, vars, YAML_BOOLS};
 use super::yaml::scalar_text;
 use super::{float_text, hf_repo, num, preset_of, yaml_header, yaml_items};
@@ -63,7 +64,18 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         Attn::Sdpa => "sdp_attention",
         Attn::Eager => "eager_attention",
     };
+    let launch = sharding::launch(plan);
+    let version = sharding::fsdp_version(launch);
+    let fsdp_version = if version > 0 {
+        num(version)
+    } else {
+        String::new()
+    };
+    let sh = plan.sharding();
     let own = vars!(
+        "fsdp_version" => &fsdp_version,
+        "strategy" => if plan.zero == 3 { "FULL_SHARD" } else { "SHARD_GRAD_OP" },
+        "reshard" => if plan.zero == 3 { "true" } else { "false" },
         "repo" => repo.as_deref().unwrap_or(""),
         "quant" => plan.quant.key(),
         "r" => &r,
@@ -103,6 +115,12 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         "bf16" => bf16,
         "fp16" => fp16,
         "ds" => deepspeed::uses_deepspeed(plan),
+        "fsdp1" => version == 1,
+        "fsdp2" => version == 2,
+        "cpuoff" => plan.cpu_offload,
+        // The Trainer gives LoRA adapters units of their own; a plan of mixed units says what axolotl cannot.
+        "wrap_block" => version == 1 && sh.mixed_units,
+        "gsync1" => version > 0 && sh.sync_each_batch,
         "expandable" => plan.allocator == Alloc::Expandable,
         "emptied" => plan.allocator == Alloc::Emptied,
     );
@@ -121,7 +139,7 @@ const AXOLOTL_NEUTRAL: &[&str] = &[
     "train_on_inputs", "group_by_length", "strict", "seed", "early_stopping_patience", "resume_from_checkpoint",
     "auto_resume_from_checkpoints", "local_rank", "hub_model_id", "hub_strategy", "chat_template", "debug",
     "lora_model_dir", "lora_fan_in_fan_out", "sample_packing", "pad_to_sequence_len",
-    "max_grad_norm", "gradient_checkpointing_kwargs", "tf32", "lora_alpha", "fsdp_config", "plugins",
+    "max_grad_norm", "gradient_checkpointing_kwargs", "tf32", "lora_alpha", "plugins",
     "shuffle_merged_datasets", "dataset_processes", "remove_unused_columns", "ddp_timeout",
     "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "adam_beta1", "adam_beta2", "adam_epsilon",
     "lr_quadratic_warmup", "cosine_min_lr_ratio", "loss_watchdog_threshold", "loss_watchdog_patience",
@@ -143,7 +161,7 @@ const HANDLED: &[&str] = &[
     "xformers_attention", "liger_fused_linear_cross_entropy", "cut_cross_entropy", "unsloth_cross_entropy_loss",
     "optimizer", "bf16", "fp16", "bfloat16", "float16", "deepspeed", "fsdp", "bnb_config_kwargs", "peft_use_dora",
     "peft_use_rslora", "lora_modules_to_save", "torch_compile", "liger_rope", "liger_rms_norm",
-    "liger_glu_activation", "liger_swiglu", "liger_layer_norm", "device_map",
+    "liger_glu_activation", "liger_swiglu", "liger_layer_norm", "device_map", "fsdp_config", "fsdp_version",
 ];
 
 #[inline(never)]
@@ -223,9 +241,7 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
         Some(Value::Object(ds)) => deepspeed::read(r, "deepspeed.", ds),
         _ => {}
     }
-    if let Some(v) = get(map, "fsdp") {
-        r.fsdp("fsdp", v);
-    }
+    read_fsdp(r, map);
     if let Some(v) = get(map, "gradient_accumulation_steps") {
         r.accumulation("gradient_accumulation_steps", v);
     }
@@ -386,4 +402,38 @@ fn read_precision(r: &mut Reader, map: &Map<String, Value>, full: bool) {
         std::slice::from_ref(&also)
     };
     r.fact_also("prec", value, also, field);
+}
+
+/// axolotl's FSDP: the `fsdp` list (strategy, offloading), `fsdp_version` (top level, or inside `fsdp_config`) and
+/// `fsdp_config`. FSDP named without a version is FSDP1, axolotl's original form.
+#[inline(never)]
+fn read_fsdp(r: &mut Reader, map: &Map<String, Value>) {
+    let option = get(map, "fsdp").filter(|v| !is_empty(v));
+    if let Some(v) = option {
+        r.fsdp("fsdp", v);
+    }
+    let mut version = false;
+    if let Some(v) = get_set(map, "fsdp_version") {
+        version = sharding::version(r, "fsdp_version", v);
+    }
+    let said = sharding::read_config_field(r, map, "fsdp_config");
+    let config = get(map, "fsdp_config").is_some_and(|v| !is_empty(v));
+    if !version && !said.version && (option.is_some() || config) {
+        r.fact(
+            "shard",
+            "fsdp1",
+            if option.is_some() {
+                "fsdp"
+            } else {
+                "fsdp_config"
+            },
+        );
+        r.note(
+            "FSDP without fsdp_version is axolotl's FSDP1 (fsdp_version: 2 for FSDP2): shard=fsdp1",
+        );
+    }
+    if (version || said.version) && !said.strategy && option.is_none() {
+        // accelerate's default strategy: FULL_SHARD, resharding after forward.
+        r.fact("zero", "3", "fsdp_config");
+    }
 }

@@ -3,6 +3,7 @@
 
 use super::fields::{cat, get, get_str, is_empty, type_name, Reader};
 use super::num;
+use super::sharding::{launch, Launch};
 use super::template::{fill, vars, Vars, YAML_BOOLS};
 use crate::plan::{Plan, Precision};
 use crate::text::quote;
@@ -18,9 +19,10 @@ pub(crate) fn file_name(plan: &Plan) -> String {
     s
 }
 
-/// Whether the plan shards with DeepSpeed (several GPUs and a ZeRO stage).
+/// Whether the plan shards with DeepSpeed: several data-parallel GPUs and `shard=deepspeed`, or ZeRO-1, which
+/// FSDP has no stage for.
 pub(crate) fn uses_deepspeed(plan: &Plan) -> bool {
-    plan.gpus > 1 && plan.zero > 0 && !plan.split_layers
+    launch(plan) == Launch::DeepSpeed
 }
 
 /// DeepSpeed's `train_batch_size`: micro-batch x data-parallel processes x accumulation, which is how an import
@@ -74,6 +76,8 @@ pub(crate) fn script_vars(plan: &Plan) -> Vars<'static> {
         ;
         "ds" => ds,
         "zero3" => ds && plan.zero == 3,
+        // bitsandbytes stores 4-bit weights in a float dtype so that ZeRO-3 and FSDP can shard them.
+        "quant_storage" => (ds && plan.zero == 3) || matches!(launch(plan), Launch::Fsdp(_)),
         "ds_bf16" => bf16(plan),
         "ds_fp16" => fp16(plan),
     )
@@ -101,6 +105,13 @@ const ZERO_NEUTRAL: &[&str] = &[
 #[inline(never)]
 pub(super) fn read(r: &mut Reader, prefix: &str, map: &Map<String, Value>) {
     let f = |k: &str| cat(prefix, k);
+    // A DeepSpeed config: DeepSpeed runs the sharding, whatever its stage.
+    let ds_field = if prefix.is_empty() {
+        "DeepSpeed config"
+    } else {
+        prefix.trim_end_matches('.')
+    };
+    r.fact("shard", "deepspeed", ds_field);
     let micro_field = f("train_micro_batch_size_per_gpu");
     let micro = get(map, "train_micro_batch_size_per_gpu").and_then(|v| r.uint(&micro_field, v));
     if let Some(b) = micro {
@@ -236,6 +247,7 @@ pub(super) fn read_path(r: &mut Reader, field: &str, path: &str) {
         .and_then(|c| c.to_digit(10))
         .filter(|d| *d <= 3);
     let q = quote(path);
+    r.fact("shard", "deepspeed", field);
     match stage {
         Some(d) => {
             r.fact("zero", &num(u64::from(d)), field);

@@ -487,6 +487,8 @@ impl Reader {
     #[inline(never)]
     pub(super) fn fsdp(&mut self, field: &str, v: &Value) {
         let words: Vec<&str> = match v {
+            // `fsdp=True` (transformers 5): FSDP with its default strategy, FULL_SHARD.
+            Value::Bool(true) => vec!["full_shard"],
             Value::String(s) => s.split_whitespace().collect(),
             Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
             _ => Vec::new(),
@@ -505,7 +507,7 @@ impl Reader {
         }
         self.note(&cat(
             field,
-            ": FSDP sharding is planned as the matching ZeRO stage",
+            ": FSDP's sharding strategy is planned as the matching zero stage (full_shard zero=3, shard_grad_op zero=2)",
         ));
     }
 }

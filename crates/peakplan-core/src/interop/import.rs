@@ -8,8 +8,10 @@
 //! and merges what the files say; the fields themselves are read by [`super::fields`].
 
 use super::fields::{cat, get, get_str, has_any, type_name, Fact, Reader, MAX_FIELD_CHARS};
-use super::{axolotl, bnb, deepspeed, hf_config, peft, table, torchtune, training_args, yaml};
-use crate::plan::{Method, Plan, KEYS};
+use super::{
+    accelerate, axolotl, bnb, deepspeed, hf_config, peft, table, torchtune, training_args, yaml,
+};
+use crate::plan::{Method, Plan, Shard, KEYS};
 use crate::text::{clean, clip, count, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS};
 use serde_json::{Map, Value};
 
@@ -96,6 +98,7 @@ enum Format {
     DeepSpeed,
     Axolotl,
     Torchtune,
+    Accelerate,
 }
 
 impl Format {
@@ -108,6 +111,7 @@ impl Format {
             Format::DeepSpeed => "a DeepSpeed config",
             Format::Axolotl => "an axolotl config",
             Format::Torchtune => "a torchtune config",
+            Format::Accelerate => "an accelerate config",
         }
     }
 }
@@ -138,6 +142,9 @@ fn detect(map: &Map<String, Value>) -> Option<Format> {
             ))
     {
         return Some(Format::HfConfig);
+    }
+    if has_any(map, &["distributed_type", "compute_environment"]) {
+        return Some(Format::Accelerate);
     }
     let torchtune_model = get(map, "model")
         .and_then(Value::as_object)
@@ -233,7 +240,7 @@ fn read_file(name: &str, text: &str) -> Result<Reader, ImportError> {
     let Some(format) = detect(map) else {
         let keys: Vec<&str> = map.keys().take(6).map(String::as_str).collect();
         return Err(fail(cat(
-            "is not a training config peakplan reads (a PEFT adapter_config.json, a bitsandbytes or GPTQ quantization_config or config.json, TrainingArguments JSON, a DeepSpeed JSON, an axolotl YAML or a peakplan torchtune override); its keys start with ",
+            "is not a training config peakplan reads (a PEFT adapter_config.json, a bitsandbytes or GPTQ quantization_config or config.json, TrainingArguments JSON, a DeepSpeed JSON, an accelerate config, an axolotl YAML or a torchtune config); its keys start with ",
             &quote(&keys.join(", ")),
         )));
     };
@@ -250,7 +257,8 @@ fn read_file(name: &str, text: &str) -> Result<Reader, ImportError> {
         Format::TrainingArgs => training_args::read(&mut r, map),
         Format::DeepSpeed => deepspeed::read(&mut r, "", map),
         Format::Axolotl => axolotl::read(&mut r, map),
-        Format::Torchtune => torchtune::read(&mut r, map),
+        Format::Torchtune => torchtune::read(&mut r, map, body),
+        Format::Accelerate => accelerate::read(&mut r, map),
     }
     Ok(r)
 }
@@ -266,7 +274,10 @@ fn read_plan_comment(r: &mut Reader, q: &str) {
         r.note(&n);
     }
     for k in plan_keys() {
-        if *k == "embed" || !applied.contains(k) {
+        // The line leaves out the sharding keys at `auto`: they are said all the same, so that a file that only
+        // restates what `auto` runs keeps them `auto`.
+        let implied = matches!(*k, "shard" | "wrap" | "gsync");
+        if *k == "embed" || !(applied.contains(k) || implied) {
             continue;
         }
         if let Some(v) = parsed.plan.get(k) {
@@ -334,7 +345,7 @@ fn merge(base: &Plan, readers: &mut [Reader]) -> Imported {
                     continue;
                 }
                 let p = set_by[i];
-                if cur == f.value || f.also.contains(&cur) {
+                if cur == f.value || f.also.contains(&cur) || same_sharding(&plan, f) {
                     continue;
                 }
                 if !p.also.contains(&f.value) {
@@ -369,7 +380,7 @@ fn merge(base: &Plan, readers: &mut [Reader]) -> Imported {
         "vt" => plan.method != Method::Full && plan.peft.uses_virtual_tokens(),
         "quant" | "dq" | "upcast" | "qsave" | "moe" => plan.method == Method::Qlora,
         "chunk" => plan.loss == crate::plan::Loss::Chunked,
-        "zero" => plan.gpus > 1,
+        "zero" | "shard" | "wrap" | "gsync" => plan.gpus > 1,
         _ => true,
     };
     let mut kept = String::new();
@@ -397,4 +408,22 @@ fn merge(base: &Plan, readers: &mut [Reader]) -> Imported {
         notes,
         carried,
     }
+}
+
+/// Whether a fact about a sharding key leaves the sharding the plan runs as it is (`shard=fsdp1` from a file over
+/// `shard=auto` under the Trainer, which runs FSDP1; any of them where FSDP shards nothing, as under ZeRO-1, whose
+/// only runner is DeepSpeed): the plan keeps its own value.
+#[inline(never)]
+fn same_sharding(plan: &Plan, f: &Fact) -> bool {
+    if !matches!(f.key, "shard" | "wrap" | "gsync") {
+        return false;
+    }
+    let mut p = plan.clone();
+    if p.set(f.key, &f.value).is_err() {
+        return false;
+    }
+    let fsdp = |p: &Plan| {
+        p.gpus > 1 && !p.split_layers && p.zero >= 2 && p.sharding().shard != Shard::Deepspeed
+    };
+    (!fsdp(plan) && !fsdp(&p)) || p.sharding() == plan.sharding()
 }

@@ -2,8 +2,8 @@
 //!
 //! Pure string work, no I/O: [`export`] writes a transformers + PEFT + bitsandbytes script, an axolotl YAML,
 //! a torchtune config override or a DeepSpeed JSON for a plan; [`import`] reads PEFT `adapter_config.json`,
-//! bitsandbytes `quantization_config` (alone or inside a `config.json`), `TrainingArguments` JSON, axolotl YAML,
-//! DeepSpeed JSON and peakplan's own torchtune override back into a [`Plan`], listing every field it does not
+//! bitsandbytes `quantization_config` (alone or inside a `config.json`), `TrainingArguments` JSON, accelerate's config
+//! YAML, axolotl YAML, DeepSpeed JSON and torchtune configs back into a [`Plan`], listing every field it does not
 //! model instead of dropping it.
 //!
 //! This code ships in the web page, and peakplan-core is built at opt-level 3 (for the engine), which inlines and
@@ -14,11 +14,13 @@
 //!
 //! One module per format, each reading and writing its own keys: `peft.rs` (`adapter_config.json`, and the
 //! adapter of the Python script), `bnb.rs` (`quantization_config`, bitsandbytes or GPTQ), `hf_config.rs` (a
-//! model's `config.json`), `training_args.rs`, `deepspeed.rs`, `axolotl.rs`, `torchtune.rs` and `python.rs` (the
-//! script). The importer's driver (`import.rs`: format detection, the plan line, merging) and the shared field
+//! model's `config.json`), `training_args.rs`, `deepspeed.rs`, `accelerate.rs` (import only), `axolotl.rs`,
+//! `torchtune.rs` and `python.rs` (the script); `sharding.rs` holds what several of them share about the sharding
+//! keys (the launch a plan resolves to, the `fsdp_config` reader). The importer's driver (`import.rs`: format detection, the plan line, merging) and the shared field
 //! reader (`fields.rs`) are apart, and so are the tables both directions read: module names (`names.rs`) and the
 //! templates (`template.rs`). No format module uses another's code of the other direction.
 
+mod accelerate;
 mod axolotl;
 mod bnb;
 mod deepspeed;
@@ -28,6 +30,7 @@ mod import;
 mod names;
 mod peft;
 mod python;
+mod sharding;
 mod template;
 mod torchtune;
 mod training_args;

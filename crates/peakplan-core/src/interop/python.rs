@@ -6,13 +6,16 @@
 //! ([`training_args`]) and the DeepSpeed config ([`deepspeed`]).
 
 use super::deepspeed::{self, uses_deepspeed};
+use super::sharding::{launch, Launch};
 use super::template::{render, vars, Vars, PY_BOOLS};
 use super::yaml::json_str;
 use super::{bnb, hf_repo, method_label, num, peft, preset_of, table, training_args};
 use crate::arch::Architecture;
 use crate::engine::{estimate, hf_attention, Estimate};
 use crate::model_type::ModelType;
-use crate::plan::{Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Plan, Precision};
+use crate::plan::{
+    Alloc, Attn, DType, Framework, GradSync, Loss, Method, Optimizer, Plan, Precision, Wrap,
+};
 use crate::presets::ModelId;
 
 const SCRIPT: &str = include_str!("script.py.tmpl");
@@ -368,6 +371,15 @@ fn splits_layers(plan: &Plan) -> bool {
 fn prediction(plan: &Plan, arch: &Architecture) -> Estimate {
     // The script runs the Hugging Face stack: its prediction is the `fw=hf` one.
     let mut hf_plan = plan.clone();
+    // It runs the plan's sharding as resolved for the plan's framework, with the Trainer's wrap policy for LoRA.
+    let sh = plan.sharding();
+    hf_plan.shard = sh.shard;
+    hf_plan.wrap = Wrap::Lora;
+    hf_plan.grad_sync = if sh.sync_each_batch {
+        GradSync::EachBatch
+    } else {
+        GradSync::Accumulate
+    };
     hf_plan.framework = Framework::Hf;
     hf_plan.optimizer_in_backward = false;
     hf_plan.offload_activations = false;
@@ -460,6 +472,7 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "positions" => matches!(model_type, "gpt2" | "gpt_bigcode"),
         "oib" => plan.optimizer_in_backward,
         "aoff" => plan.offload_activations,
+        "wrap_block" => matches!(launch(plan), Launch::Fsdp(_)) && plan.sharding().mixed_units,
         "expandable" => plan.allocator == Alloc::Expandable,
         "emptied" => plan.allocator == Alloc::Emptied,
     )
@@ -472,7 +485,7 @@ fn run_vars(plan: &Plan) -> Vars<'static> {
     vars!(
         "device_map" => if split {
             "device_map=\"auto\", "
-        } else if ds && plan.zero == 3 {
+        } else if (ds && plan.zero == 3) || matches!(launch(plan), Launch::Fsdp(_)) {
             ""
         } else {
             "device_map={\"\": LOCAL_RANK}, "

@@ -9,7 +9,8 @@ use super::template::{render, vars, YAML_BOOLS};
 use super::{float_text, num, preset_of, table, yaml_header, yaml_items};
 use crate::arch::{Architecture, Target};
 use crate::plan::{
-    Alloc, Attn, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, TokenTraining,
+    Alloc, Attn, Framework, GradSync, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Shard,
+    TokenTraining, Wrap,
 };
 use crate::presets::ModelId;
 use crate::text::quote;
@@ -68,6 +69,10 @@ fn torchtune_plan(plan: &Plan) -> Plan {
     if p.precision != Precision::Fp32 {
         p.precision = Precision::Bf16;
     }
+    // Its distributed recipes shard with FSDP2 and reduce every micro-batch: what `auto` resolves to here.
+    p.shard = Shard::Auto;
+    p.wrap = Wrap::Auto;
+    p.grad_sync = GradSync::Auto;
     p.adapter_dtype = if p.precision == Precision::Fp32 {
         crate::plan::DType::Fp32
     } else {
@@ -100,6 +105,7 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
     let original_precision = plan.precision;
     let original_quant = plan.quant;
     let original_loss = plan.loss;
+    let original_sharding = plan.sharding();
     let tp = torchtune_plan(plan);
     let plan = &tp;
     let distributed = plan.gpus > 1;
@@ -141,8 +147,18 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
     } else {
         original_precision.key()
     };
+    let distributed_fsdp = distributed && plan.zero >= 2;
+    let sharding = plan.sharding();
+    // What the plan said that torchtune's recipes do otherwise (FSDP1 or DeepSpeed; accumulation in no_sync).
+    let shard_note = if distributed_fsdp && original_sharding.shard != sharding.shard {
+        original_sharding.shard.key()
+    } else {
+        ""
+    };
     let own = vars!(
         "recipe" => recipe,
+        "shard_note" => shard_note,
+        "reshard" => if plan.zero == 3 { "true" } else { "false" },
         "attn_note" => if plan.attn == Attn::Sdpa { "" } else { plan.attn.key() },
         "builder" => &builder,
         "attn_items" => &attn_items,
@@ -167,7 +183,10 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         },
         "tt_note" => &tt,
         ;
-        "not_zero3" => plan.zero != 3,
+        "not_zero3" => plan.zero < 2,
+        "fsdp_zero" => distributed_fsdp,
+        "cpuoff" => plan.cpu_offload,
+        "gsync_note" => distributed && original_sharding.sync_each_batch != sharding.sync_each_batch,
         "oib" => plan.optimizer_in_backward,
         "aoff" => plan.offload_activations,
         "adapter" => adapter,
@@ -200,12 +219,59 @@ const TORCHTUNE_NEUTRAL: &[&str] = &[
 #[rustfmt::skip]
 const HANDLED: &[&str] = &[
     "gradient_accumulation_steps", "model", "tokenizer", "batch_size", "enable_activation_checkpointing", "dtype",
-    "optimizer", "loss", "compile", "optimizer_in_bwd", "enable_activation_offloading",
+    "optimizer", "loss", "compile", "optimizer_in_bwd", "enable_activation_offloading", "fsdp_cpu_offload",
+    "fsdp_reshard_after_forward",
 ];
 
+/// torchtune's distributed recipes, which shard with FSDP2 (`fully_shard`) and reduce every micro-batch's
+/// gradients (no `no_sync`): `recipes/full_finetune_distributed.py`, `recipes/lora_finetune_distributed.py` and
+/// the others built the same way.
+const DISTRIBUTED_RECIPES: &[&str] = &[
+    "full_finetune_distributed",
+    "lora_finetune_distributed",
+    "qat_distributed",
+    "qat_lora_finetune_distributed",
+    "lora_dpo_distributed",
+    "full_dpo_distributed",
+    "knowledge_distillation_distributed",
+];
+
+/// The sharding of a distributed recipe, named in the file (its launch line, `tune run --nproc_per_node N
+/// lora_finetune_distributed`, or the override's `# Recipe:` line) or implied by its FSDP keys.
 #[inline(never)]
-pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
+fn read_recipe(r: &mut Reader, map: &Map<String, Value>, body: &str) {
+    let named = table(DISTRIBUTED_RECIPES)
+        .iter()
+        .find(|name| body.contains(**name));
+    let field = match named {
+        Some(name) => {
+            let mut f = String::from("recipe ");
+            f.push_str(name);
+            f
+        }
+        None if has_any(map, &["fsdp_cpu_offload", "fsdp_reshard_after_forward"]) => {
+            String::from("fsdp_cpu_offload")
+        }
+        None => return,
+    };
+    r.fact("shard", "fsdp2", &field);
+    r.fact("gsync", "1", &field);
+    if let Some(b) = r.flag_in(map, "", "fsdp_cpu_offload") {
+        r.fact_bool("cpuoff", b, "fsdp_cpu_offload");
+    }
+    if let Some(b) = r.flag_in(map, "", "fsdp_reshard_after_forward") {
+        r.fact(
+            "zero",
+            if b { "3" } else { "2" },
+            "fsdp_reshard_after_forward",
+        );
+    }
+}
+
+#[inline(never)]
+pub(super) fn read(r: &mut Reader, map: &Map<String, Value>, body: &str) {
     r.fact("fw", "torchtune", "torchtune config");
+    read_recipe(r, map, body);
     if let Some(Value::Object(m)) = get(map, "model") {
         read_model(r, m);
     }

@@ -3,9 +3,10 @@
 //! `SFTConfig`), with its DeepSpeed config or FSDP setting.
 
 use super::deepspeed::{self, uses_deepspeed};
-use super::fields::{get, get_set, Reader};
+use super::fields::{get, get_set, is_empty, Reader};
 use super::num;
 use super::python::compute_dtype;
+use super::sharding;
 use super::template::{vars, Vars};
 use crate::plan::{DType, Loss, Method, Plan, Precision};
 use serde_json::{Map, Value};
@@ -26,10 +27,38 @@ pub(crate) fn script_vars(plan: &Plan) -> Vars<'static> {
         amp_fp16 = compute == DType::Fp16;
     }
     let fused = plan.loss == Loss::Fused;
+    let launch = sharding::launch(plan);
+    let version = sharding::fsdp_version(launch);
+    // TrainingArguments(fsdp=...): the strategy, auto-wrapping, and parameter offloading.
+    let mut fsdp = String::from(if plan.zero == 3 {
+        "full_shard auto_wrap"
+    } else {
+        "shard_grad_op auto_wrap"
+    });
+    if plan.cpu_offload {
+        fsdp.push_str(" offload");
+    }
+    let reshard = if version == 2 {
+        if plan.zero == 3 {
+            ", \"reshard_after_forward\": True"
+        } else {
+            ", \"reshard_after_forward\": False"
+        }
+    } else {
+        ""
+    };
+    let multi = matches!(
+        launch,
+        sharding::Launch::Ddp | sharding::Launch::DeepSpeed | sharding::Launch::Fsdp(_)
+    );
     vars!(
         "opt" => plan.optimizer.key(),
         "ga" => num(plan.grad_accumulation),
+        "fsdp_option" => if version > 0 { fsdp } else { String::new() },
+        "fsdp_version" => num(version),
+        "reshard" => reshard,
         ;
+        "sync_each_batch" => multi && plan.sharding().sync_each_batch,
         "gc" => plan.grad_checkpointing,
         "bf16" => amp_bf16,
         "fp16" => amp_fp16,
@@ -54,7 +83,7 @@ const TRAINING_ARGS_NEUTRAL: &[&str] = &[
     "local_rank", "ddp_backend", "tpu_num_cores", "tpu_metrics_debug", "debug", "dataloader_drop_last",
     "eval_steps", "dataloader_num_workers", "dataloader_prefetch_factor", "past_index", "run_name", "disable_tqdm",
     "remove_unused_columns", "label_names", "load_best_model_at_end", "metric_for_best_model", "greater_is_better",
-    "ignore_data_skip", "accelerator_config", "label_smoothing_factor", "group_by_length", "length_column_name",
+    "ignore_data_skip", "label_smoothing_factor", "group_by_length", "length_column_name",
     "report_to", "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "ddp_broadcast_buffers",
     "dataloader_pin_memory", "dataloader_persistent_workers", "skip_memory_metrics", "use_legacy_prediction_loop",
     "push_to_hub", "resume_from_checkpoint", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo",
@@ -63,7 +92,7 @@ const TRAINING_ARGS_NEUTRAL: &[&str] = &[
     "torch_compile_backend", "torch_compile_mode", "include_tokens_per_second", "include_num_input_tokens_seen",
     "neftune_noise_alpha", "optim_args", "optim_target_modules", "batch_eval_metrics", "eval_on_start",
     "eval_use_gather_object", "average_tokens_across_devices", "restore_callback_states_from_checkpoint",
-    "dispatch_batches", "split_batches", "mp_parameters", "fsdp_config", "fsdp_min_num_params",
+    "dispatch_batches", "split_batches", "mp_parameters", "fsdp_min_num_params",
     "fsdp_transformer_layer_cls_to_wrap", "no_cuda", "use_cpu", "use_mps_device", "sharded_ddp",
     "push_to_hub_model_id", "push_to_hub_organization", "push_to_hub_token", "torch_empty_cache_steps", "project",
     "trackio_space_id", "liger_kernel_config", "parallelism_config", "dataset_text_field", "packing",
@@ -77,6 +106,7 @@ const TRAINING_ARGS_NEUTRAL: &[&str] = &[
 const HANDLED: &[&str] = &[
     "gradient_accumulation_steps", "per_device_train_batch_size", "gradient_checkpointing", "bf16", "fp16", "optim",
     "max_seq_length", "max_length", "deepspeed", "fsdp", "use_liger_kernel", "loss_type", "torch_compile",
+    "fsdp_config", "accelerator_config",
 ];
 
 #[inline(never)]
@@ -112,8 +142,18 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
         Some(Value::String(p)) if !p.is_empty() => deepspeed::read_path(r, "deepspeed", p),
         _ => {}
     }
+    let fsdp_on = get(map, "fsdp").is_some_and(|v| !is_empty(v));
     if let Some(v) = get(map, "fsdp") {
         r.fsdp("fsdp", v);
+    }
+    let said = sharding::read_config_field(r, map, "fsdp_config");
+    if fsdp_on && !said.version {
+        r.note("fsdp_config names no version: the Trainer runs FSDP1 under transformers 4 and FSDP2 under transformers 5; shard unchanged");
+    }
+    match get(map, "accelerator_config") {
+        Some(Value::Object(a)) => sharding::read_accelerator_config(r, "accelerator_config", a),
+        Some(v) if !is_empty(v) => r.neutral("accelerator_config"),
+        _ => {}
     }
     if get(map, "use_liger_kernel").and_then(Value::as_bool) == Some(true) {
         // Liger's defaults: every kernel on, the fused linear cross-entropy among them.

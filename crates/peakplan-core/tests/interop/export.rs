@@ -3,7 +3,7 @@
 
 use crate::{exported, import_one, plan, without_plan_line, PLANS};
 use peakplan_core::interop::{import, yaml, ExportFormat};
-use peakplan_core::plan::{Method, Peft, Plan, Precision, TokenTraining};
+use peakplan_core::plan::{Method, Peft, Plan, Precision, Shard, TokenTraining};
 use peakplan_core::preset_arch;
 use serde_json::Value;
 
@@ -147,7 +147,11 @@ fn deepspeed_exports_parse_and_round_trip_with_axolotl() {
             (p.zero, p.micro_batch, processes),
             "{q}"
         );
-        if p.gpus > 1 && !p.split_layers {
+        // An axolotl file names its DeepSpeed file only where the plan runs DeepSpeed (shard=deepspeed, or ZeRO-1).
+        let deepspeed = p.gpus > 1
+            && !p.split_layers
+            && (p.zero == 1 || (p.zero > 1 && p.sharding().shard == Shard::Deepspeed));
+        if deepspeed {
             let (_, axo) = exported(q, ExportFormat::Axolotl);
             let both = import(&[("axolotl.yaml", &axo), ("ds_config.json", &ds)]).unwrap();
             assert_eq!(both.plan.to_query(), p.to_query(), "{q}: {:?}", both.notes);

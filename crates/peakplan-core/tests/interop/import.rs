@@ -83,7 +83,7 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
     );
     check(
         &one("training_args.json"),
-        "b=8&ga=4&gc=1&prec=amp_bf16&opt=adamw_8bit&s=1024&zero=2&compile=0",
+        "b=8&ga=4&gc=1&prec=amp_bf16&opt=adamw_8bit&s=1024&zero=2&shard=deepspeed&compile=0",
         &["auto_find_batch_size"],
     );
     let axo = one("axolotl_qlora.yaml");
@@ -99,12 +99,12 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
     );
     check(
         &one("deepspeed_zero3.json"),
-        "zero=3&cpuoff=1",
+        "zero=3&shard=deepspeed&cpuoff=1",
         &["optimizer"],
     );
     check(
         &one("deepspeed_zero2_4gpu.json"),
-        "zero=2&b=2&ga=8&gpus=4&prec=amp_bf16",
+        "zero=2&shard=deepspeed&b=2&ga=8&gpus=4&prec=amp_bf16",
         &[],
     );
     check(

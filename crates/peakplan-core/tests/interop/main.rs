@@ -8,6 +8,7 @@ mod import;
 mod models;
 mod notes;
 mod python;
+mod sharding;
 
 use peakplan_core::interop::{export, import, ExportFormat, Imported};
 use peakplan_core::plan::Plan;
@@ -48,6 +49,12 @@ const PLANS: &[&str] = &[
     "model=mistral-7b&method=qlora&quant=gptq8&r=16&targets=all-linear&gc=0&b=1&s=512",
     "model=llama-3.2-3b&method=lora&peft=ia3&targets=k,v,down&b=4&s=768&prec=bf16&gc=0&alloc=emptied",
     "model=llama-3.1-8b&method=qlora&b=2&s=4096&alloc=expandable",
+    "model=llama-2-13b&method=lora&gpus=4&zero=3&shard=deepspeed&ga=4",
+    "model=llama-2-7b&method=qlora&gpus=2&zero=2&shard=fsdp2&gsync=1&ga=4",
+    "model=mistral-7b&method=lora&gpus=2&zero=3&wrap=block&ga=2",
+    "model=llama-3.1-8b&method=full&gpus=8&zero=1&prec=bf16",
+    "model=llama-2-7b&method=lora&fw=litgpt&gpus=4&zero=3&cpuoff=1",
+    "model=llama-2-7b&method=lora&fw=torchtune&gpus=2&zero=2&shard=fsdp1&gsync=0&prec=bf16",
 ];
 
 fn plan(q: &str) -> Plan {

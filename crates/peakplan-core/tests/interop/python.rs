@@ -2,7 +2,7 @@
 
 use crate::{constant, exported, py, py_compile, PLANS};
 use peakplan_core::interop::ExportFormat;
-use peakplan_core::plan::{Alloc, Method, Peft, Plan, Precision, TokenTraining};
+use peakplan_core::plan::{Alloc, Method, Peft, Plan, Precision, Shard, TokenTraining};
 use peakplan_core::{estimate, preset_arch, Target};
 
 /// Each plan's query, the plan, and its script.
@@ -41,6 +41,15 @@ fn python_exports_name_the_plan_and_its_prediction() {
         };
         assert_eq!(c("ATTN_IMPLEMENTATION"), format!("\"{attn}\""), "{q}");
         let mut hf = p.clone();
+        // The script runs the plan's sharding as resolved, with the Trainer's wrap policy (PEFT's) for LoRA.
+        let sh = p.sharding();
+        hf.shard = sh.shard;
+        hf.wrap = peakplan_core::plan::Wrap::Lora;
+        hf.grad_sync = if sh.sync_each_batch {
+            peakplan_core::plan::GradSync::EachBatch
+        } else {
+            peakplan_core::plan::GradSync::Accumulate
+        };
         hf.framework = peakplan_core::plan::Framework::Hf;
         // The Trainer has neither of torchtune's optimizer-in-backward or activation offloading.
         hf.optimizer_in_backward = false;
@@ -59,9 +68,12 @@ fn python_exports_name_the_plan_and_its_prediction() {
         );
         assert!(src.contains("torch.cuda.max_memory_allocated()"), "{q}");
         assert!(src.contains("torch.cuda.max_memory_reserved()"), "{q}");
+        let deepspeed = p.gpus > 1
+            && !p.split_layers
+            && (p.zero == 1 || (p.zero > 1 && sh.shard == Shard::Deepspeed));
         let amp_bf16 = p.precision == Precision::AmpBf16
             || (p.method == Method::Full && p.precision == Precision::Bf16)
-            || (p.gpus > 1 && p.zero > 0 && p.precision == Precision::Bf16);
+            || (deepspeed && p.precision == Precision::Bf16);
         assert_eq!(c("BF16"), py(amp_bf16), "{q}");
     }
 }
@@ -288,7 +300,9 @@ fn python_exports_write_the_planned_run() {
             p.allocator == Alloc::Emptied,
             "{q}: emptied"
         );
-        if p.gpus > 1 && p.zero > 0 && !p.split_layers {
+        let data_parallel = p.gpus > 1 && !p.split_layers;
+        let shard = p.sharding().shard;
+        if data_parallel && (p.zero == 1 || (p.zero > 1 && shard == Shard::Deepspeed)) {
             assert!(
                 src.contains(&format!("\"stage\": {},", p.zero)),
                 "{q}: DeepSpeed stage"
@@ -296,5 +310,44 @@ fn python_exports_write_the_planned_run() {
         } else {
             assert!(src.contains("DEEPSPEED = None"), "{q}");
         }
+        let fsdp = data_parallel && p.zero > 1 && shard != Shard::Deepspeed;
+        assert_eq!(
+            konst(q, &src, "FSDP") != "\"\"",
+            fsdp,
+            "{q}: FSDP only where the plan runs it"
+        );
     }
+}
+
+/// The script's sharding, read back: its `TrainingArguments` (`fsdp`, `fsdp_config`, `accelerator_config`) as a
+/// `TrainingArguments` JSON import to the plan's zero, shard, gsync and cpuoff.
+#[test]
+fn python_exports_round_trip_their_sharding() {
+    let mut fsdp_plans = 0;
+    for (q, p, src) in scripts() {
+        let fsdp = konst(q, &src, "FSDP");
+        if fsdp == "\"\"" {
+            continue;
+        }
+        fsdp_plans += 1;
+        let config = konst(q, &src, "FSDP_CONFIG")
+            .replace("True", "true")
+            .replace("False", "false");
+        let sync = konst(q, &src, "SYNC_EACH_BATCH") == "True";
+        let args = format!(
+            r#"{{"per_device_train_batch_size": {}, "fsdp": {fsdp}, "fsdp_config": {config}, "accelerator_config": {{"gradient_accumulation_kwargs": {{"sync_each_batch": {sync}}}}}}}"#,
+            p.micro_batch
+        );
+        let back = crate::import_one("training_args.json", &args);
+        let (got, want) = (back.plan.sharding(), p.sharding());
+        assert_eq!(got.shard, want.shard, "{q}: {args} {:?}", back.notes);
+        assert_eq!(got.sync_each_batch, want.sync_each_batch, "{q}: {args}");
+        assert_eq!(
+            (back.plan.zero, back.plan.cpu_offload),
+            (p.zero, p.cpu_offload),
+            "{q}: {args}"
+        );
+        assert!(back.unsupported.is_empty(), "{q}: {:?}", back.unsupported);
+    }
+    assert!(fsdp_plans >= 5, "{fsdp_plans} FSDP plans");
 }
