@@ -96,6 +96,9 @@ pub(crate) fn KeySelect(
     /// What the choice means, shown as a tooltip so the option texts can stay short.
     #[prop(optional)]
     hint: Option<&'static str>,
+    /// `data-testid` of the select, where a test names it (else `select-KEY`).
+    #[prop(optional)]
+    testid: Option<&'static str>,
 ) -> impl IntoView {
     let c = ctx();
     let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
@@ -108,7 +111,7 @@ pub(crate) fn KeySelect(
             <label for=id.clone()>{label}</label>
             <select
                 id=id
-                data-testid=format!("select-{key}")
+                data-testid=testid.map_or_else(|| format!("select-{key}"), str::to_string)
                 disabled=move || disabled.get().is_some()
                 on:change=move |ev| c.set_text(key, &event_target_value(&ev))
                 prop:value=move || value.get()

@@ -125,7 +125,7 @@ pub(crate) fn ComponentTable() -> impl IntoView {
                             .map(|k| {
                                 let b = comp.selected.component(*k);
                                 view! {
-                                    <tr>
+                                    <tr data-testid=format!("component-{}", k.key()) data-bytes=b.to_string()>
                                         <td>{k.label()}</td>
                                         <td>{k.category().label()}</td>
                                         <td class="num" title=b.to_string()>{format_bytes(b)}</td>

@@ -549,6 +549,47 @@ await test('a plan on 32 GPUs says per GPU and how it is sharded, in the answer,
   assert(!(await page.locator('[data-testid="verdict"]').innerText()).includes('per GPU'), 'one GPU said per GPU');
 });
 
+await test('an FSDP1 LoRA plan on 2 GPUs shows gathered and whole gradients per GPU; reducing every micro-batch lowers the peak', async page => {
+  const q = '?model=llama-3.1-8b&method=lora&gpus=2&zero=3&shard=fsdp1&wrap=block&ga=4&gsync=0&gpu=rtx-4090';
+  await page.goto(base + q);
+  await ready(page);
+  const verdict = await page.locator('[data-testid="verdict"]').innerText();
+  assert(/needs [\d.]+ GiB per GPU \(2 GPUs with ZeRO-3\)/.test(verdict), `verdict: ${verdict}`);
+  assert(await page.locator('[data-testid="gpus"]').inputValue() === '2', 'the gpus control does not read 2');
+  for (const [id, v] of [['shard', 'fsdp1'], ['wrap', 'block'], ['gsync', '0']]) {
+    const sel = page.locator(`[data-testid="${id}"]`);
+    assert(await sel.inputValue() === v && !(await sel.isDisabled()), `${id} is not an enabled ${v}`);
+  }
+  // Each row names its component and shows its figure; the whole accumulation gradients are not divided by the GPUs.
+  const row = async (key, label) => {
+    const r = page.locator(`[data-testid="component-${key}"]`);
+    const text = await r.innerText();
+    assert(text.includes(label) && /\d+(\.\d+)? [KMGT]i?B/.test(text), `${key} row: ${text}`);
+    return Number(await r.getAttribute('data-bytes'));
+  };
+  const gathered = await row('gathered_weights', 'Gathered parameters');
+  const whole = await row('unsharded_gradients', 'Whole gradients');
+  const shards = await row('gradients', 'Gradients');
+  assert(gathered > 0 && whole > shards, `gathered ${gathered}, whole ${whole}, sharded ${shards}`);
+  const peak = await bytes(page, 'value-peak');
+  await page.locator('[data-testid="chart"]').screenshot({ path: path.join(out, 'fsdp-chart-1280.png') });
+  await page.screenshot({ path: path.join(out, 'fsdp-1280.png'), fullPage: true });
+  await page.selectOption('[data-testid="gsync"]', '1');
+  await page.waitForFunction(p => Number(document.querySelector('[data-testid="value-peak"]').dataset.bytes) < p, peak, { timeout: 5000 });
+  assert(await row('unsharded_gradients', 'Whole gradients') < whole, 'the whole gradients did not shrink');
+  await page.waitForFunction(() => /[?&]gsync=1(&|$)/.test(location.search), null, { timeout: 5000 });
+  // The sharding keys only apply across GPUs, the wrap policy only to FSDP1.
+  await page.selectOption('[data-testid="shard"]', 'fsdp2');
+  await page.waitForFunction(() => document.querySelector('[data-testid="wrap"]').disabled, null, { timeout: 5000 });
+  await page.setViewportSize({ width: 390, height: 900 });
+  await page.goto(base + q); await ready(page); await page.waitForTimeout(300);
+  await page.locator('[data-testid="chart"]').screenshot({ path: path.join(out, 'fsdp-chart-390.png') });
+  await page.screenshot({ path: path.join(out, 'fsdp-390.png'), fullPage: true });
+  await page.goto(base + q.replace('gpus=2', 'gpus=1')); await ready(page);
+  for (const id of ['shard', 'wrap', 'gsync'])
+    assert(await page.locator(`[data-testid="${id}"]`).isDisabled(), `${id} is enabled on one GPU`);
+});
+
 // The rows of a canvas column painted in one of the chart's category colours (light theme): [top, bottom, gaps].
 const barColumn = (page, slot, slots) => page.locator('[data-testid="chart"]').evaluate((c, [slot, slots]) => {
   const cats = [[46, 104, 196], [232, 137, 30], [143, 73, 189], [32, 150, 110], [140, 146, 158]];

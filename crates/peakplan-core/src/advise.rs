@@ -3,7 +3,7 @@
 use crate::arch::Architecture;
 use crate::engine::estimate;
 use crate::plan::{
-    Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining, MAX_GRAD_ACCUMULATION,
+    Alloc, Attn, DType, Loss, Method, Optimizer, Plan, Shard, TokenTraining, MAX_GRAD_ACCUMULATION,
 };
 use crate::solve;
 use serde::Serialize;
@@ -139,13 +139,15 @@ fn batch_change(plan: &Plan, b: u64, label: String) -> Change {
 }
 
 /// The single changes worth trying on this plan (each changes one key; none is a no-op), in the order they are
-/// listed: kernels and the allocator, the optimizer, the method and its precision, then capacity.
+/// listed: kernels and the allocator, the optimizer, the method and its precision, capacity, then how FSDP
+/// shards and accumulates.
 pub fn candidates(plan: &Plan) -> Vec<Change> {
     let mut c = Vec::new();
     kernel_changes(plan, &mut c);
     optimizer_changes(plan, &mut c);
     method_changes(plan, &mut c);
     capacity_changes(plan, &mut c);
+    sharding_changes(plan, &mut c);
     c
 }
 
@@ -383,6 +385,42 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
             format!("Halve the sequence length to {s}"),
             Cost::Quality,
             "longer documents get cut",
+        ));
+    }
+}
+
+/// FSDP's gradients: accumulation outside `no_sync`, and units that do not mix frozen and trainable weights.
+/// Only where FSDP shards gradients (several GPUs, stage 2 or 3); DeepSpeed's partitions hold neither.
+fn sharding_changes(plan: &Plan, c: &mut Vec<Change>) {
+    let sharding = plan.sharding();
+    if plan.gpus < 2 || plan.zero < 2 || plan.split_layers || sharding.shard == Shard::Deepspeed {
+        return;
+    }
+    if plan.grad_accumulation > 1 && !sharding.sync_each_batch && !plan.optimizer_in_backward {
+        c.push(change(
+            "gsync",
+            "1",
+            "Reduce gradients every micro-batch",
+            Cost::Speed,
+            "under no_sync every GPU keeps whole gradients until the last micro-batch; \
+             reducing each one keeps only shards, with more communication",
+        ));
+    }
+    if sharding.mixed_units {
+        c.push(change(
+            "wrap",
+            "lora",
+            "Wrap LoRA layers apart (PEFT's fsdp_auto_wrap_policy)",
+            Cost::Free,
+            "a block wrapped with its adapters gives its frozen weights gradients too; \
+             adapters in units of their own leave them none",
+        ));
+        c.push(change(
+            "shard",
+            "fsdp2",
+            "Shard with FSDP2 (fully_shard)",
+            Cost::Free,
+            "each parameter sharded on its own: frozen weights get no gradients, however wrapped",
         ));
     }
 }

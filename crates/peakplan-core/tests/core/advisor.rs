@@ -85,3 +85,67 @@ fn the_micro_batch_card_keeps_the_effective_batch_and_says_when_it_still_does_no
         assert_eq!((b.query().as_str(), b.cost_text), (want, cost), "{q}");
     }
 }
+
+#[test]
+fn sharding_cards_appear_where_fsdp_holds_whole_or_frozen_gradients() {
+    // Llama 3.1 8B LoRA on two 24 GB cards: which of the sharding cards (gsync=1, wrap=lora, shard=fsdp2) the
+    // advisor lists, each only when it lowers the peak.
+    let base = "model=llama-3.1-8b&method=lora&gpu=rtx-4090";
+    for (q, want) in [
+        // FSDP1 with blocks wrapped with their adapters, accumulating inside no_sync: all three.
+        (
+            "zero=3&gpus=2&shard=fsdp1&wrap=block&ga=4&gsync=0",
+            &["gsync=1", "wrap=lora", "shard=fsdp2"][..],
+        ),
+        // One GPU: nothing is sharded, no card.
+        ("zero=3&gpus=1&shard=fsdp1&wrap=block&ga=4&gsync=0", &[]),
+        // No accumulation: no no_sync gradients to spare, the mixed units remain.
+        (
+            "zero=3&gpus=2&shard=fsdp1&wrap=block&ga=1",
+            &["wrap=lora", "shard=fsdp2"],
+        ),
+        // The Trainer's own FSDP1 (PEFT's wrap policy): only the accumulation.
+        ("zero=3&gpus=2&fw=hf&ga=4", &["gsync=1"]),
+        // torchtune's FSDP2 reduces every micro-batch already.
+        ("zero=3&gpus=2&fw=torchtune&ga=4", &[]),
+        // DeepSpeed partitions only trainable gradients and has no no_sync.
+        ("zero=3&gpus=2&shard=deepspeed&ga=4&gsync=0", &[]),
+        // Stage 1 does not shard gradients.
+        ("gpus=2&zero=1&shard=fsdp1&wrap=block&ga=4", &[]),
+    ] {
+        let p = plan(&format!("{base}&{q}"));
+        let cap = presets::gpu("rtx-4090").unwrap().capacity_bytes;
+        let advice = peakplan_core::advise::advise(preset_arch(&p), &p, Some(cap));
+        let mut got: Vec<String> = advice
+            .levers
+            .iter()
+            .map(|l| l.changes[0].query())
+            .filter(|c| {
+                ["gsync=", "wrap=", "shard="]
+                    .iter()
+                    .any(|k| c.starts_with(k))
+            })
+            .collect();
+        let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{q}");
+    }
+}
+
+#[test]
+fn each_sharding_card_names_its_mechanism() {
+    let p =
+        plan("model=llama-3.1-8b&method=lora&gpus=2&zero=3&shard=fsdp1&wrap=block&ga=4&gsync=0");
+    for (key, words) in [
+        ("gsync", "whole gradients"),
+        ("wrap", "frozen weights gradients"),
+        ("shard", "frozen weights get no gradients"),
+    ] {
+        let ch = peakplan_core::advise::candidates(&p)
+            .into_iter()
+            .find(|c| c.key == key)
+            .unwrap_or_else(|| panic!("no {key} card"));
+        assert!(ch.cost_text.contains(words), "{key}: {}", ch.cost_text);
+    }
+}
