@@ -19,7 +19,8 @@ run() { # id, world, harness flags, plan keys
 }
 # Under pure bf16 the harness casts PEFT's adapters to bf16 (FSDP1 needs one dtype per flat parameter).
 LORA="method=lora&r=16&targets=q,v&dropout=0&adtype=bf16"
-AMP_LORA="method=lora&r=16&targets=q,v&dropout=0&adtype=fp32"
+# `--amp` builds the model in fp32 and lets FSDP's policy gather it in bf16: an fp32 LoRA base (`upcast=1`).
+AMP_LORA="method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&upcast=1"
 BF="gc=0&prec=bf16"
 
 # A 32,000-token vocabulary: the loss's backward is the peak, with the root unit and the prefetched last layer.
@@ -33,7 +34,6 @@ for w in 2 4; do
   run f2-lora-w$w "$w" "--fsdp 2" "$LORA&$BF&shard=fsdp2"
   run f2-full-w$w "$w" "--fsdp 2 --full" "method=full&$BF&shard=fsdp2"
 done
-run f1-lora-block-ga2-sync-w2 2 "--ga 2 --sync" "$LORA&$BF&shard=fsdp1&wrap=block&ga=2&gsync=1"
 run f1-lora-lorawrap-orig1-w2 2 "--wrap lora" "$LORA&$BF&shard=fsdp1&wrap=lora"
 run f1-lora-lorawrap-orig0-ga2-w2 2 "--wrap lora --orig 0 --ga 2" "$LORA&$BF&shard=fsdp1&wrap=lora&ga=2&gsync=0"
 run f1-lora-block-amp-w2 2 "--amp" "$AMP_LORA&gc=0&prec=amp_bf16&shard=fsdp1&wrap=block"

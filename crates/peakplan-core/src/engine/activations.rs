@@ -161,7 +161,7 @@ fn weight_copies(s: &Setup, resident: &Resident, head_trainable: bool) -> Weight
                 (sum + w, max.max(w), factors + f)
             },
         );
-    let factor_casts = if d.adapter != d.compute {
+    let factor_casts = if d.adapter_compute != d.compute {
         d.compute * factors
     } else {
         0.0

@@ -319,7 +319,7 @@ fn adapter_saved(
     } else if plan.dropout > 0.0 {
         // Dropout keeps a 1-byte mask and its output, per adapted module.
         *bytes += rows * w + ad * rows * w;
-    } else if d.adapter != d.residual && !plan.compile {
+    } else if d.adapter_compute != d.residual && !plan.compile {
         // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit.
         *bytes += ad * rows * w;
     } else {

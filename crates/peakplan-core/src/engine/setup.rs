@@ -15,6 +15,9 @@ pub(super) struct Dtypes {
     pub residual: Count,
     /// Adapter dtype bytes.
     pub adapter: Count,
+    /// The dtype adapters compute in: FSDP's mixed-precision policy gathers them in the compute dtype like every
+    /// other parameter, so nothing casts their input or their weights (traced: FSDP1 with fp32 adapters).
+    pub adapter_compute: Count,
     /// Base weight bytes for non-quantized tensors.
     pub weight: Count,
     /// The MLP's gate/up outputs and its products: the compute dtype, except that bitsandbytes' 4-bit linear
@@ -66,6 +69,11 @@ impl Dtypes {
             residual,
             mlp,
             adapter: plan.adapter_dtype.bytes() as Count,
+            adapter_compute: if amp && fsdp_shards(plan) {
+                compute
+            } else {
+                plan.adapter_dtype.bytes() as Count
+            },
             weight,
             amp,
             sharded_cast,
@@ -155,9 +163,12 @@ impl Setup<'_> {
             .map(|l| l.in_features as Count * l.out_features as Count)
             .fold(0.0, Count::max)
     }
-    /// Bytes a GPU holds of `v` bytes of optimizer state (sharded from ZeRO-1 on).
+    /// Bytes a GPU holds of `v` bytes of optimizer state (sharded from ZeRO-1 on). Mixed FSDP1 units shard
+    /// the flat parameter, not the trainable parameters: each GPU steps the adapters that fall in its contiguous
+    /// chunk, so the fullest GPU can hold them all (traced: q and v adapters all on rank 0, whose peak is the
+    /// step's).
     pub fn shard_optimizer(&self, v: Count) -> Count {
-        if self.zero >= 1 {
+        if self.zero >= 1 && !self.d.frozen_grads {
             ceil_div(v, self.gpus)
         } else {
             v

@@ -102,6 +102,7 @@ fn cpu_traces_of_sharded_steps_match_the_engine() {
         );
     }
     let mut report = String::new();
+    let mut failures = Vec::new();
     let mut worst: f64 = 0.0;
     for (id, &(traced, predicted, full)) in &peaks {
         let (base, layers) = id.rsplit_once("-L").unwrap();
@@ -120,7 +121,9 @@ fn cpu_traces_of_sharded_steps_match_the_engine() {
             "{id:<34} traced {traced:>11} engine {predicted:>11} {:+.2}%\n",
             100.0 * err
         );
-        assert!(err.abs() < bound, "{id}: {:+.2}%", 100.0 * err);
+        if err.abs() >= bound {
+            failures.push(format!("{id}: {:+.2}%", 100.0 * err));
+        }
         if bound == 0.01 {
             worst = worst.max(err.abs());
         }
@@ -138,12 +141,11 @@ fn cpu_traces_of_sharded_steps_match_the_engine() {
             p2 - p1,
             100.0 * err
         );
-        assert!(
-            err.abs() < 0.005,
-            "{case}: one layer {:+.2}%\n{report}",
-            100.0 * err
-        );
+        if err.abs() >= 0.005 {
+            failures.push(format!("{case}: one layer {:+.2}%", 100.0 * err));
+        }
     }
     println!("{report}worst {:.2}%", 100.0 * worst);
+    assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
     assert!(peaks.len() >= 48, "{} traced rows", peaks.len());
 }
