@@ -42,6 +42,7 @@ def args():
     ap.add_argument("b", type=int)
     ap.add_argument("s", type=int)
     ap.add_argument("--fsdp", type=int, default=1, choices=(1, 2))
+    ap.add_argument("--ds", type=int, default=0, choices=(0, 2, 3), help="DeepSpeed ZeRO stage instead of FSDP")
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--wrap", default="block", choices=("block", "lora"))
     ap.add_argument("--orig", type=int, default=1, choices=(0, 1))
@@ -123,19 +124,45 @@ def wrap_fsdp2(a, model):
     return model
 
 
+def wrap_deepspeed(a, model):
+    """DeepSpeed's engine on its CPU accelerator over gloo; bf16 (its fp32 master partitions of the trainable
+    parameters come with it), AdamW from torch, the Trainer's "auto" bucket sizes (hidden^2, 0.9 hidden^2 and
+    10 hidden)."""
+    import deepspeed
+
+    h = a.hidden
+    zero = {"stage": a.ds, "reduce_bucket_size": h * h}
+    if a.ds == 3:
+        zero.update(stage3_prefetch_bucket_size=int(0.9 * h * h), stage3_param_persistence_threshold=10 * h)
+    conf = {"train_micro_batch_size_per_gpu": a.b, "gradient_accumulation_steps": a.ga, "bf16": {"enabled": True},
+            "zero_optimization": zero, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
+    params = [p for p in model.parameters() if p.requires_grad]
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=conf)
+    return engine
+
+
 def worker(rank, a, port, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=a.world)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
+                      WORLD_SIZE=str(a.world))
+    if a.ds:
+        os.environ["DS_ACCELERATOR"] = "cpu"
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend="gloo")
+    else:
+        dist.init_process_group("gloo", rank=rank, world_size=a.world)
     torch.set_num_threads(1)
     from memtrace import peak_of
 
     model = build(a)
     # One process runs the same model unsharded: the reference a sharded step is compared with.
-    if a.world > 1:
+    if a.ds:
+        model = wrap_deepspeed(a, model)
+    elif a.world > 1:
         model = wrap_fsdp1(a, model) if a.fsdp == 1 else wrap_fsdp2(a, model)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    opt = None if a.ds else torch.optim.AdamW(params, lr=1e-4, foreach=True)
     gen = torch.Generator().manual_seed(1 + rank)
     batches = []
     for _ in range(a.ga):
@@ -159,6 +186,15 @@ def worker(rank, a, port, out):
             loss.backward()
 
     def step():
+        if a.ds:
+            # The engine scales the loss, accumulates, and steps at the accumulation boundary.
+            for batch in batches:
+                outputs = model(**batch)
+                loss = outputs["loss"]
+                del outputs
+                model.backward(loss)
+                model.step()
+            return
         for i, batch in enumerate(batches):
             micro(batch, a.sync or i == len(batches) - 1)
         opt.step()
@@ -168,7 +204,9 @@ def worker(rank, a, port, out):
     # A step makes the optimizer states; a profiled one follows, because a unit's gathered parameter made in one
     # step is freed in the next, and a profiler session cannot see the free of a block made before it started
     # (the first profiled step reads one unit high); the next profiled step is measured, and one more checks it.
-    step()
+    # DeepSpeed's ZeRO-3 records the order parameters are used in its first steps and prefetches by it after.
+    for _ in range(3 if a.ds else 1):
+        step()
     peak_of(step)
     if os.environ.get("DETAIL"):
         # Every rank runs the step (its collectives need all of them); rank 0 tells what its peak holds.
