@@ -46,6 +46,12 @@ run f2-lora-amp-w2 2 "--fsdp 2 --amp" "$AMP_LORA&gc=0&prec=amp_bf16&shard=fsdp2"
 run f2-lora-gc-w2 2 "--fsdp 2 --gc" "$LORA&gc=1&prec=bf16&shard=fsdp2"
 run f2-full-ga2-w2 2 "--fsdp 2 --full --ga 2" "method=full&$BF&shard=fsdp2&ga=2&gsync=0"
 
+# QLoRA as the Trainer shards it: bitsandbytes NF4 stored in bf16 (`bnb_4bit_quant_storage`), PEFT's wrap policy.
+QLORA="method=qlora&quant=nf4&dq=0&upcast=0&qsave=0&r=16&targets=q,v&dropout=0&adtype=bf16"
+run f1-qlora-lorawrap-orig0-w2 2 "--qlora --wrap lora --orig 0" "$QLORA&$BF&shard=fsdp1&wrap=lora"
+run f1-qlora-lorawrap-orig0-ga2-w2 2 "--qlora --wrap lora --orig 0 --ga 2" "$QLORA&$BF&shard=fsdp1&wrap=lora&ga=2&gsync=0"
+run f1-qlora-lorawrap-orig0-w4 4 "--qlora --wrap lora --orig 0" "$QLORA&$BF&shard=fsdp1&wrap=lora"
+
 # Not replayed: a full fine-tune under FSDP's mixed precision (fp32 shards as the master weights, gradients
 # reduced in fp32). Traced at 615 MB (FSDP1) and 562 MB (FSDP2) where the engine says 538 MB, one layer at
 # 38.0 MB and 25.3 MB where it says 36.7 MB; not modelled yet:

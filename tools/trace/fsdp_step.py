@@ -44,6 +44,8 @@ def args():
     ap.add_argument("--fsdp", type=int, default=1, choices=(1, 2))
     ap.add_argument("--ds", type=int, default=0, choices=(0, 2, 3), help="DeepSpeed ZeRO stage instead of FSDP")
     ap.add_argument("--full", action="store_true")
+    ap.add_argument("--qlora", action="store_true", help="a bitsandbytes NF4 base stored in bf16 (quant_storage), "
+                    "as the Trainer shards QLoRA")
     ap.add_argument("--wrap", default="block", choices=("block", "lora"))
     ap.add_argument("--orig", type=int, default=1, choices=(0, 1))
     ap.add_argument("--ga", type=int, default=1)
@@ -69,7 +71,15 @@ def build(a):
                       num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
                       max_position_embeddings=4096, tie_word_embeddings=False)
     cfg._attn_implementation = "sdpa"
-    model = LlamaForCausalLM(cfg).to(torch.float32 if a.fp32 or a.amp else torch.bfloat16)
+    if a.qlora:
+        from transformers import BitsAndBytesConfig
+
+        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
+                                   bnb_4bit_quant_storage=torch.bfloat16)
+        model = LlamaForCausalLM.from_pretrained(a.saved, quantization_config=quant, dtype=torch.bfloat16,
+                                                 device_map="cpu", attn_implementation="sdpa")
+    else:
+        model = LlamaForCausalLM(cfg).to(torch.float32 if a.fp32 or a.amp else torch.bfloat16)
     model.config.use_cache = False
     if not a.full:
         from peft import LoraConfig, get_peft_model
@@ -232,6 +242,19 @@ def main():
     import random
 
     port = random.randint(20000, 40000)
+    a.saved = None
+    if a.qlora:
+        # The 16-bit checkpoint every rank quantizes at load, written once before the ranks start.
+        import tempfile
+
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(0)
+        cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
+                          num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
+                          max_position_embeddings=4096, tie_word_embeddings=False)
+        a.saved = tempfile.mkdtemp()
+        LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(a.saved)
     with mp.Manager() as manager:
         out = manager.dict()
         mp.spawn(worker, args=(a, port, out), nprocs=a.world, join=True)

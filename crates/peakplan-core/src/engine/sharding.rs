@@ -19,7 +19,7 @@
 
 use super::count::Count;
 use super::resident::Resident;
-use super::setup::{adapted, Setup};
+use super::setup::{adapted, quantizes, Setup};
 use crate::plan::{Framework, Method, Shard};
 
 /// Gathered parameters and gradients of a sharded step, moment by moment.
@@ -45,7 +45,19 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
     } else {
         d.weight
     };
-    let layer = layer_params * gathered_bytes;
+    // FSDP gathers QLoRA's 4-bit weights as they are stored (packed two to a byte in a 16-bit `quant_storage`)
+    // and the layer's other parameters (norms) in their dtype (traced: FSDP1 over bitsandbytes on CPU).
+    let layer = if plan.method == Method::Qlora && s.fsdp && plan.gptq_bits().is_none() {
+        let packed: Count = s
+            .linears
+            .iter()
+            .filter(|l| quantizes(l, plan))
+            .map(|l| (l.in_features * l.out_features * l.copies) as Count)
+            .sum();
+        packed / 2.0 + (layer_params - packed) * d.weight
+    } else {
+        layer_params * gathered_bytes
+    };
     // Whole trainable gradients of the layers: every weight of a mixed unit, else the trainable parameters.
     let whole_grads = if d.frozen_grads {
         s.layers * layer_params * d.weight + r.trainable * r.param_bytes
