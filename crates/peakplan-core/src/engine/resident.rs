@@ -6,7 +6,7 @@
 use super::count::{ceil_div, Count};
 use super::setup::{quantizes, total_params, Setup};
 use super::trainable::{trainable_tensors, vera_projections, Shapes};
-use crate::plan::{Framework, Method, Optimizer, Plan, Quant};
+use crate::plan::{Framework, Method, Optimizer, Plan, Quant, Shard};
 
 /// bitsandbytes 4-bit block size (weights per absmax).
 const QUANT_BLOCK: Count = 64.0;
@@ -163,8 +163,11 @@ fn placed_weights(s: &Setup, base: Count, adapter_bytes: Count, constants: Count
     // Buffers (GPT-BigCode's causal mask) are neither sharded nor offloaded: every GPU holds them.
     let buffers = arch.buffer_bytes as Count;
     let (base_weights, adapter_weights) = if params_offloaded {
-        // torchtune's distributed configs shard the embedding and the head as units of their own, offloaded too.
-        let root = if plan.framework == Framework::Torchtune && plan.gpus > 1 {
+        // torchtune's FSDP2 configs shard the embedding and the head as units of their own, offloaded too.
+        let root = if plan.framework == Framework::Torchtune
+            && plan.gpus > 1
+            && plan.sharding().shard == Shard::Fsdp2
+        {
             arch.final_norm_params()
         } else {
             arch.embedding_params() + arch.lm_head_params() + arch.final_norm_params()

@@ -84,7 +84,7 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
     // Offloading parameters leaves the root unit gathered on the GPU, where the weights count it already.
     let gathering = s.zero >= 3 && !plan.cpu_offload;
     let unit = if s.zero >= 3 { layer } else { 0.0 };
-    // torchtune's distributed configs shard the embedding and the output projection as units of their own
+    // torchtune's FSDP2 configs shard the embedding and the output projection as units of their own
     // (`custom_sharded_layers`): the head is gathered from the loss to the end of its backward, the embedding
     // for its own forward and backward; the root keeps the final norm.
     // In the layers' backward the running unit and the prefetched next one are gathered; FSDP1 prefetches in
@@ -100,10 +100,11 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
     } else {
         s.layers.min(2.0) * unit
     };
-    let gathered = match (gathering, plan.framework) {
+    let own_units = plan.framework == Framework::Torchtune && sharding.shard == Shard::Fsdp2;
+    let gathered = match (gathering, own_units) {
         (false, _) => [unit, unit, in_layers, 0.0],
-        (true, Framework::Torchtune) => [head + unit, head + unit, in_layers, embedding],
-        (true, _) => {
+        (true, true) => [head + unit, head + unit, in_layers, embedding],
+        (true, false) => {
             let root = embedding + head + norm;
             [root + unit, root + unit, root + in_layers, root]
         }

@@ -7,7 +7,7 @@ use crate::arch::{Architecture, Target};
 use crate::hf::import_config;
 use crate::plan::{
     Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Shard,
-    Targets,
+    Targets, Wrap,
 };
 use crate::presets::ModelId;
 use serde_json::json;
@@ -603,6 +603,14 @@ fn read_parallelism(run: &Run, plan: &mut Plan) -> Result<(), String> {
         plan.shard = Shard::Deepspeed;
     } else if par.contains("fsdp2") || par.contains("fully_shard") {
         plan.shard = Shard::Fsdp2;
+    } else if run.framework == Framework::Torchtune
+        && !run.year_month.is_empty()
+        && run.year_month < "2024-09"
+    {
+        // torchtune's distributed recipes ran FSDP1 until its 0.3 release (September 2024), adapters wrapped
+        // in units of their own (`lora_fsdp_wrap_policy`).
+        plan.shard = Shard::Fsdp1;
+        plan.wrap = Wrap::Lora;
     }
     Ok(())
 }
