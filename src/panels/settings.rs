@@ -131,9 +131,9 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             <KeySelect label="Layers split across GPUs" key="split" options=vec![("0", "no"), ("1", "yes (device_map)")] disabled=no_split
                 hint="device_map=\"auto\" puts a slice of the layers on each GPU, and they run one after another: no data parallelism, no sharding. The last GPU also holds the head and the logits."/>
             <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=not_sharded/>
-            <KeySelect label="Sharding" key="shard" testid="shard" options=vec![("auto", "framework's own (HF: FSDP1, else FSDP2)"), ("fsdp1", "FSDP1"), ("fsdp2", "FSDP2"), ("deepspeed", "DeepSpeed")] disabled=not_sharded/>
-            <KeySelect label="FSDP1 units" key="wrap" testid="wrap" options=vec![("auto", "framework's own (HF: PEFT's, else blocks)"), ("block", "decoder blocks, adapters inside (mixed units)"), ("lora", "adapters in units of their own (PEFT)")] disabled=not_fsdp1_peft/>
-            <KeySelect label="Gradient sync" key="gsync" testid="gsync" options=vec![("auto", "framework's own (torchtune: every batch)"), ("0", "accumulate inside no_sync (whole gradients)"), ("1", "reduce every micro-batch")] disabled=not_sharded/>
+            <KeySelect label="Sharding" key="shard" testid="shard" options=vec![("auto", "auto (HF: FSDP1, else FSDP2)"), ("fsdp1", "FSDP1"), ("fsdp2", "FSDP2"), ("deepspeed", "DeepSpeed")] disabled=not_sharded/>
+            <KeySelect label="FSDP1 units" key="wrap" testid="wrap" options=vec![("auto", "auto (HF: PEFT's, else blocks)"), ("block", "blocks with adapters (mixed)"), ("lora", "adapters apart (PEFT)")] disabled=not_fsdp1_peft/>
+            <KeySelect label="Gradient sync" key="gsync" testid="gsync" options=vec![("auto", "auto (torchtune: each batch)"), ("0", "no_sync (whole gradients)"), ("1", "every micro-batch")] disabled=not_sharded/>
             <KeySelect label="CPU offload" key="cpuoff" options=vec![("0", "off"), ("1", "on")]
                 hint="Optimizer states (and the weights at stage 3) wait in CPU memory."/>
         </div>
