@@ -130,7 +130,10 @@ mod tests {
         let p =
             Plan::parse_query("model=llama-3.1-70b&method=full&gpus=32&zero=3&gpu=h100-80gb").plan;
         let mut c = Computed::new(preset_arch(&p), &p);
-        assert!(c.chart.title.contains("per GPU") && c.chart.title.contains("32 GPUs with ZeRO-3"));
+        assert!(
+            c.chart.title.contains("per GPU")
+                && c.chart.title.contains("32 GPUs, FSDP1 full shard")
+        );
         let mut after = p.clone();
         after.grad_checkpointing = true;
         c.add_preview(

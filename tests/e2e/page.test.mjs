@@ -536,14 +536,14 @@ await test('a plan on 32 GPUs says per GPU and how it is sharded, in the answer,
   await page.goto(base + q);
   await ready(page);
   const verdict = await page.locator('[data-testid="verdict"]').innerText();
-  assert(/needs [\d.]+ GiB per GPU \(32 GPUs with ZeRO-3\) of the/.test(verdict), `verdict: ${verdict}`);
-  assert((await page.locator('.figures-head').innerText()).includes('per GPU (32 GPUs with ZeRO-3)'), 'figures do not say per GPU');
+  assert(/needs [\d.]+ GiB per GPU \(32 GPUs, FSDP1 full shard\) of the/.test(verdict), `verdict: ${verdict}`);
+  assert((await page.locator('.figures-head').innerText()).includes('per GPU (32 GPUs, FSDP1 full shard)'), 'figures do not say per GPU');
   const [dl] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid="download-svg"]')]);
   const file = path.join(out, 'chart-32.svg'); await dl.saveAs(file);
   assert(fs.readFileSync(file, 'utf8').includes('memory per GPU at the peak'), 'the chart title does not say per GPU');
   await page.goto(base + q + '&embed=1');
   const caption = await page.locator('[data-testid="embed-caption"]').innerText();
-  assert(caption.includes('per GPU (32 GPUs with ZeRO-3)'), `caption: ${caption}`);
+  assert(caption.includes('per GPU (32 GPUs, FSDP1 full shard)'), `caption: ${caption}`);
   await page.goto(base + '?model=llama-2-7b&method=qlora');
   await ready(page);
   assert(!(await page.locator('[data-testid="verdict"]').innerText()).includes('per GPU'), 'one GPU said per GPU');
@@ -554,7 +554,7 @@ await test('an FSDP1 LoRA plan on 2 GPUs shows gathered and whole gradients per 
   await page.goto(base + q);
   await ready(page);
   const verdict = await page.locator('[data-testid="verdict"]').innerText();
-  assert(/needs [\d.]+ GiB per GPU \(2 GPUs with ZeRO-3\)/.test(verdict), `verdict: ${verdict}`);
+  assert(/needs [\d.]+ GiB per GPU \(2 GPUs, FSDP1 full shard\)/.test(verdict), `verdict: ${verdict}`);
   assert(await page.locator('[data-testid="gpus"]').inputValue() === '2', 'the gpus control does not read 2');
   for (const [id, v] of [['shard', 'fsdp1'], ['wrap', 'block'], ['gsync', '0']]) {
     const sel = page.locator(`[data-testid="${id}"]`);

@@ -133,7 +133,7 @@ fn svg_is_the_chart_with_its_four_categories() {
 #[test]
 fn a_plan_on_several_gpus_is_said_per_gpu_in_the_table_the_svg_and_the_advice() {
     let q = "model=llama-3.1-70b&method=full&prec=amp_bf16&gpus=32&zero=3&gpu=h100-80gb";
-    let said = " per GPU (32 GPUs with ZeRO-3)";
+    let said = " per GPU (32 GPUs, FSDP1 full shard)";
     let table = peakplan(&["estimate", "--query", q]).stdout;
     assert!(
         table.contains(&format!("Full on h100-80gb{said}")),
@@ -141,7 +141,9 @@ fn a_plan_on_several_gpus_is_said_per_gpu_in_the_table_the_svg_and_the_advice() 
     );
     assert!(table.contains(&format!("fits{said}")), "{table}");
     let svg = peakplan(&["estimate", "--query", q, "--format", "svg"]).stdout;
-    assert!(svg.contains("memory per GPU at the peak") && svg.contains("32 GPUs with ZeRO-3"));
+    assert!(
+        svg.contains("memory per GPU at the peak") && svg.contains("32 GPUs, FSDP1 full shard")
+    );
     let advice = peakplan(&["advise", "--query", q]).stdout;
     assert!(advice.contains(said), "{advice}");
     // One GPU: no per-GPU words anywhere.

@@ -1,6 +1,7 @@
 //! Formatting shared by every front end: bytes in binary units (GiB), as `nvidia-smi` and PyTorch report them,
 //! counts, and the words for a plan spread over several GPUs.
 
+use crate::plan::Shard;
 use crate::Plan;
 
 /// Formats bytes in binary units with three significant figures: `13.5 GiB`, `512 MiB`, `0 B`.
@@ -58,7 +59,23 @@ pub fn gpu_spread(plan: &Plan) -> Option<String> {
     } else if plan.zero == 0 {
         format!("{n} GPUs, each with a full copy (DDP){offload}")
     } else {
-        format!("{n} GPUs with ZeRO-{}{offload}", plan.zero)
+        // FSDP has no stage of its own that shards the optimizer alone: a stage-1 plan is DeepSpeed's.
+        match (plan.sharding().shard, plan.zero) {
+            (Shard::Fsdp1 | Shard::Fsdp2, 2 | 3) => {
+                let v = if plan.sharding().shard == Shard::Fsdp1 {
+                    1
+                } else {
+                    2
+                };
+                let how = if plan.zero == 3 {
+                    "full shard"
+                } else {
+                    "grad-op shard"
+                };
+                format!("{n} GPUs, FSDP{v} {how}{offload}")
+            }
+            _ => format!("{n} GPUs with ZeRO-{}{offload}", plan.zero),
+        }
     })
 }
 
@@ -89,7 +106,19 @@ mod tests {
     fn several_gpus_are_named_with_their_sharding_and_one_gpu_is_not() {
         let says = |q: &str| per_gpu(&Plan::parse_query(q).plan);
         assert_eq!(says("gpus=1&zero=3"), "");
-        assert_eq!(says("gpus=32&zero=3"), " per GPU (32 GPUs with ZeRO-3)");
+        assert_eq!(
+            says("gpus=32&zero=3"),
+            " per GPU (32 GPUs, FSDP1 full shard)"
+        );
+        assert_eq!(
+            says("gpus=32&zero=3&fw=torchtune"),
+            " per GPU (32 GPUs, FSDP2 full shard)"
+        );
+        assert_eq!(
+            says("gpus=32&zero=3&shard=deepspeed"),
+            " per GPU (32 GPUs with ZeRO-3)"
+        );
+        assert_eq!(says("gpus=2&zero=1"), " per GPU (2 GPUs with ZeRO-1)");
         assert_eq!(
             says("gpus=3&split=1"),
             " per GPU (layers split over 3 GPUs)"
@@ -100,12 +129,12 @@ mod tests {
         );
         assert_eq!(
             says("gpus=8&zero=2&cpuoff=1"),
-            " per GPU (8 GPUs with ZeRO-2 and CPU offload)"
+            " per GPU (8 GPUs, FSDP1 grad-op shard and CPU offload)"
         );
         let p = Plan::parse_query("gpus=32&zero=3&b=2&s=4096").plan;
         assert_eq!(
             chart_title("Llama 3.1 70B", &p),
-            "Llama 3.1 70B: nvidia-smi memory per GPU at the peak of one step (b=2, s=4096; 32 GPUs with ZeRO-3)"
+            "Llama 3.1 70B: nvidia-smi memory per GPU at the peak of one step (b=2, s=4096; 32 GPUs, FSDP1 full shard)"
         );
         assert_eq!(
             chart_title("Llama 3.1 70B", &Plan::default()),
