@@ -3,7 +3,7 @@
 use crate::arch::Architecture;
 use crate::engine::estimate;
 use crate::plan::{
-    Alloc, Attn, DType, Loss, Method, Optimizer, Plan, Shard, TokenTraining, MAX_GRAD_ACCUMULATION,
+    Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining, MAX_GRAD_ACCUMULATION,
 };
 use crate::solve;
 use serde::Serialize;
@@ -392,10 +392,10 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
 /// FSDP's gradients: accumulation outside `no_sync`, and units that do not mix frozen and trainable weights.
 /// Only where FSDP shards gradients (several GPUs, stage 2 or 3); DeepSpeed's partitions hold neither.
 fn sharding_changes(plan: &Plan, c: &mut Vec<Change>) {
-    let sharding = plan.sharding();
-    if plan.gpus < 2 || plan.zero < 2 || plan.split_layers || sharding.shard == Shard::Deepspeed {
+    if !plan.sharded_by_fsdp() {
         return;
     }
+    let sharding = plan.sharding();
     if plan.grad_accumulation > 1 && !sharding.sync_each_batch && !plan.optimizer_in_backward {
         c.push(change(
             "gsync",

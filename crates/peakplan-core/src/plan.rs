@@ -588,6 +588,15 @@ impl Plan {
         }
     }
 
+    /// Whether FSDP shards this plan: several GPUs in data parallel (no layer split), gradients or parameters
+    /// sharded (`zero` 2 or 3), not by DeepSpeed.
+    pub fn sharded_by_fsdp(&self) -> bool {
+        self.gpus > 1
+            && !self.split_layers
+            && self.zero >= 2
+            && self.sharding().shard != Shard::Deepspeed
+    }
+
     /// Bits of the plan's GPTQ base: `Some` for a quantized-base plan over a GPTQ checkpoint.
     pub fn gptq_bits(&self) -> Option<u64> {
         self.quant

@@ -61,12 +61,8 @@ pub fn gpu_spread(plan: &Plan) -> Option<String> {
     } else {
         // FSDP has no stage of its own that shards the optimizer alone: a stage-1 plan is DeepSpeed's.
         match (plan.sharding().shard, plan.zero) {
-            (Shard::Fsdp1 | Shard::Fsdp2, 2 | 3) => {
-                let v = if plan.sharding().shard == Shard::Fsdp1 {
-                    1
-                } else {
-                    2
-                };
+            (shard @ (Shard::Fsdp1 | Shard::Fsdp2), 2 | 3) => {
+                let v = if shard == Shard::Fsdp1 { 1 } else { 2 };
                 let how = if plan.zero == 3 {
                     "full shard"
                 } else {

@@ -6,7 +6,7 @@
 use super::count::{ceil_div, Count};
 use super::setup::{quantizes, total_params, Setup};
 use super::trainable::{trainable_tensors, vera_projections, Shapes};
-use crate::plan::{Framework, Method, Optimizer, Plan, Quant, Shard};
+use crate::plan::{Framework, Method, Optimizer, Plan, Quant};
 
 /// bitsandbytes 4-bit block size (weights per absmax).
 const QUANT_BLOCK: Count = 64.0;
@@ -38,6 +38,9 @@ pub(super) struct Resident {
     pub largest_tensor: Count,
     /// Bytes of one trainable parameter (and of its gradient).
     pub param_bytes: Count,
+    /// Every gradient whole, before sharding: the trainable parameters', and under mixed FSDP1 units every
+    /// layer weight's too (the unit's flat parameter gets a gradient for its frozen weights).
+    pub whole_gradients: Count,
     /// Parameters of one layer's quantized linears (all copies).
     pub quantized_layer_weights: Count,
 }
@@ -62,7 +65,13 @@ pub(super) fn resident(s: &Setup) -> Resident {
         .sum();
     let (base, constants) = base_weights(s, quantized_layer_weights);
     let weights = placed_weights(s, base, adapter_bytes, constants);
-    let gradients = gradients(s, largest_tensor, trainable, param_bytes);
+    let whole_gradients = trainable * param_bytes
+        + if s.d.frozen_grads {
+            s.layers * s.arch.layer_params() as Count * s.d.weight
+        } else {
+            0.0
+        };
+    let gradients = gradients(s, largest_tensor, trainable, param_bytes, whole_gradients);
     let optimizer = optimizer(s, &tensors, largest_tensor, trainable, param_bytes);
     Resident {
         base_weights: weights[0],
@@ -77,6 +86,7 @@ pub(super) fn resident(s: &Setup) -> Resident {
         trainable,
         largest_tensor,
         param_bytes,
+        whole_gradients,
         quantized_layer_weights,
     }
 }
@@ -163,11 +173,7 @@ fn placed_weights(s: &Setup, base: Count, adapter_bytes: Count, constants: Count
     // Buffers (GPT-BigCode's causal mask) are neither sharded nor offloaded: every GPU holds them.
     let buffers = arch.buffer_bytes as Count;
     let (base_weights, adapter_weights) = if params_offloaded {
-        // torchtune's FSDP2 configs shard the embedding and the head as units of their own, offloaded too.
-        let root = if plan.framework == Framework::Torchtune
-            && plan.gpus > 1
-            && plan.sharding().shard == Shard::Fsdp2
-        {
+        let root = if s.embedding_and_head_apart() {
             arch.final_norm_params()
         } else {
             arch.embedding_params() + arch.lm_head_params() + arch.final_norm_params()
@@ -191,19 +197,21 @@ fn placed_weights(s: &Setup, base: Count, adapter_bytes: Count, constants: Count
 }
 
 /// Gradients: same dtype as their parameters.
-fn gradients(s: &Setup, largest_tensor: Count, trainable: Count, param_bytes: Count) -> Count {
+fn gradients(
+    s: &Setup,
+    largest_tensor: Count,
+    trainable: Count,
+    param_bytes: Count,
+    whole_gradients: Count,
+) -> Count {
     if s.plan.optimizer_in_backward {
         // Under optimizer-in-backward a gradient lives only until its parameter has stepped: one at a time.
         largest_tensor * param_bytes
     } else if s.plan.cpu_offload {
         // Offloaded: a layer's gradients are reduced and copied out as that layer's backward ends.
         ceil_div(trainable, s.layers) * param_bytes
-    } else if s.d.frozen_grads {
-        // A mixed FSDP1 unit's flat parameter gets a gradient for its frozen weights too.
-        let frozen = s.layers * s.arch.layer_params() as Count * s.d.weight;
-        s.shard_gradients(trainable * param_bytes + frozen)
     } else {
-        s.shard_gradients(trainable * param_bytes)
+        s.shard_gradients(whole_gradients)
     }
 }
 

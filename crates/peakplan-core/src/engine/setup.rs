@@ -4,7 +4,7 @@
 
 use super::count::{ceil_div, Count};
 use crate::arch::{Architecture, Linear, Linears, Target};
-use crate::plan::{Framework, Method, Peft, Plan, Precision, Quant, Shard};
+use crate::plan::{Framework, Method, Peft, Plan, Precision, Quant, Shard, Sharding};
 
 /// Bytes of one element of each kind of tensor a plan keeps, and related dtype facts.
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +34,7 @@ pub(super) struct Dtypes {
 }
 
 impl Dtypes {
-    fn of(plan: &Plan) -> Dtypes {
+    fn of(plan: &Plan, fsdp: bool, sharding: Sharding) -> Dtypes {
         let compute = plan.precision.compute_bytes() as Count;
         let amp = plan.precision.is_amp();
         let weight: Count = match plan.method {
@@ -69,7 +69,7 @@ impl Dtypes {
             residual,
             mlp,
             adapter: plan.adapter_dtype.bytes() as Count,
-            adapter_compute: if amp && fsdp_shards(plan) {
+            adapter_compute: if amp && fsdp {
                 compute
             } else {
                 plan.adapter_dtype.bytes() as Count
@@ -77,7 +77,7 @@ impl Dtypes {
             weight,
             amp,
             sharded_cast,
-            frozen_grads: fsdp_shards(plan) && plan.sharding().mixed_units,
+            frozen_grads: fsdp && sharding.mixed_units,
         }
     }
 }
@@ -96,6 +96,8 @@ pub(super) struct Setup<'a> {
     pub zero: u8,
     /// FSDP (version 1 or 2) shards the GPUs' parameters or gradients (`zero` 2 or 3 over several GPUs).
     pub fsdp: bool,
+    /// The sharding the plan runs, `auto` resolved for its framework.
+    pub sharding: Sharding,
     /// Token positions of one micro-batch (`n`): batch x positions.
     pub tokens: Count,
     pub hidden: Count,
@@ -112,15 +114,17 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
     } else {
         0
     };
+    let (fsdp, sharding) = (plan.sharded_by_fsdp(), plan.sharding());
     Setup {
         arch,
         plan,
-        d: Dtypes::of(plan),
+        d: Dtypes::of(plan, fsdp, sharding),
         linears: arch.layer_linears(),
         layers: arch.layers as Count,
         gpus: plan.gpus.max(1) as Count,
         zero,
-        fsdp: fsdp_shards(plan),
+        fsdp,
+        sharding,
         tokens: plan.micro_batch as Count * positions(plan),
         hidden: arch.hidden as Count,
         vocab: arch.vocab as Count,
@@ -133,12 +137,14 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
     }
 }
 
-/// Whether FSDP (not DeepSpeed) shards this plan: several GPUs, with gradients or parameters sharded.
-fn fsdp_shards(plan: &Plan) -> bool {
-    plan.gpus > 1 && plan.zero >= 2 && plan.sharding().shard != Shard::Deepspeed
-}
-
 impl Setup<'_> {
+    /// torchtune's FSDP2 configs shard the embedding and the output projection as units of their own
+    /// (`custom_sharded_layers`), gathered (or offloaded) apart from the root unit, which keeps the final norm.
+    pub fn embedding_and_head_apart(&self) -> bool {
+        self.gpus > 1.0
+            && self.plan.framework == Framework::Torchtune
+            && self.sharding.shard == Shard::Fsdp2
+    }
     /// Bytes a GPU holds of `v` bytes of parameters (sharded from ZeRO-3 on).
     pub fn shard_weights(&self, v: Count) -> Count {
         if self.zero >= 3 {

@@ -19,8 +19,8 @@
 
 use super::count::Count;
 use super::resident::Resident;
-use super::setup::{adapted, quantizes, Setup};
-use crate::plan::{Framework, Method, Shard};
+use super::setup::{adapted, Setup};
+use crate::plan::{Method, Shard};
 
 /// Gathered parameters and gradients of a sharded step, moment by moment.
 pub(super) struct Sharded {
@@ -34,39 +34,25 @@ pub(super) struct Sharded {
 }
 
 pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
-    let (arch, plan, d) = (s.arch, s.plan, s.d);
+    let (arch, plan, d, sharding) = (s.arch, s.plan, s.d, s.sharding);
     let layer_params = arch.layer_params() as Count;
-    // A gathered layer is in the dtype it computes in: QLoRA's packed 4-bit bytes, a mixed-precision policy's
-    // 16-bit copy of fp32 shards, or the weights' own dtype.
-    let gathered_bytes = if plan.method == Method::Qlora {
-        1.0
+    // A gathered layer is in the dtype it computes in: a mixed-precision policy's 16-bit copy of fp32 shards, or
+    // the weights' own dtype. FSDP gathers QLoRA's 4-bit weights as they are stored (packed two to a byte in a
+    // 16-bit `quant_storage`) and the layer's other parameters (norms) in their dtype (traced: FSDP1 over
+    // bitsandbytes on CPU); DeepSpeed's are counted at a byte each.
+    let layer = if plan.method == Method::Qlora {
+        if s.fsdp && plan.gptq_bits().is_none() {
+            let packed = r.quantized_layer_weights;
+            packed / 2.0 + (layer_params - packed) * d.weight
+        } else {
+            layer_params
+        }
     } else if d.sharded_cast || (d.amp && s.fsdp) {
-        d.compute
+        layer_params * d.compute
     } else {
-        d.weight
-    };
-    // FSDP gathers QLoRA's 4-bit weights as they are stored (packed two to a byte in a 16-bit `quant_storage`)
-    // and the layer's other parameters (norms) in their dtype (traced: FSDP1 over bitsandbytes on CPU).
-    let layer = if plan.method == Method::Qlora && s.fsdp && plan.gptq_bits().is_none() {
-        let packed: Count = s
-            .linears
-            .iter()
-            .filter(|l| quantizes(l, plan))
-            .map(|l| (l.in_features * l.out_features * l.copies) as Count)
-            .sum();
-        packed / 2.0 + (layer_params - packed) * d.weight
-    } else {
-        layer_params * gathered_bytes
-    };
-    // Whole trainable gradients of the layers: every weight of a mixed unit, else the trainable parameters.
-    let whole_grads = if d.frozen_grads {
-        s.layers * layer_params * d.weight + r.trainable * r.param_bytes
-    } else {
-        r.trainable * r.param_bytes
+        layer_params * d.weight
     };
     let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
-    let sharding = plan.sharding();
-    let sync_each_batch = sharding.sync_each_batch;
     if !s.fsdp {
         let gather = if s.zero >= 3 { 2.0 * layer } else { 0.0 };
         return Sharded {
@@ -84,9 +70,6 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
     // Offloading parameters leaves the root unit gathered on the GPU, where the weights count it already.
     let gathering = s.zero >= 3 && !plan.cpu_offload;
     let unit = if s.zero >= 3 { layer } else { 0.0 };
-    // torchtune's FSDP2 configs shard the embedding and the output projection as units of their own
-    // (`custom_sharded_layers`): the head is gathered from the loss to the end of its backward, the embedding
-    // for its own forward and backward; the root keeps the final norm.
     // In the layers' backward the running unit and the prefetched next one are gathered; FSDP1 prefetches in
     // the order units ran, so where adapters are units of their own (PEFT's wrap policy) the next unit is the
     // previous layer's last adapter, and its own layer waits until that adapter's backward.
@@ -100,8 +83,9 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
     } else {
         s.layers.min(2.0) * unit
     };
-    let own_units = plan.framework == Framework::Torchtune && sharding.shard == Shard::Fsdp2;
-    let gathered = match (gathering, own_units) {
+    // With the embedding and the head units of their own, the head is gathered from the loss to the end of its
+    // backward, the embedding for its own forward and backward.
+    let gathered = match (gathering, s.embedding_and_head_apart()) {
         (false, _) => [unit, unit, in_layers, 0.0],
         (true, true) => [head + unit, head + unit, in_layers, embedding],
         (true, false) => {
@@ -109,17 +93,18 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
             [root + unit, root + unit, root + in_layers, root]
         }
     };
+    // Inside `no_sync` every gradient stays whole; reduced every micro-batch, each GPU holds its shards.
+    let held_grads_whole = if accumulating && !sharding.sync_each_batch {
+        r.whole_gradients
+    } else {
+        0.0
+    };
     Sharded {
         gathered,
-        held_grads: match (accumulating, sync_each_batch) {
-            (false, _) => 0.0,
+        held_grads: match (accumulating, sharding.sync_each_batch) {
             (true, true) => r.gradients,
-            (true, false) => whole_grads,
+            _ => held_grads_whole,
         },
-        held_grads_whole: if accumulating && !sync_each_batch {
-            whole_grads
-        } else {
-            0.0
-        },
+        held_grads_whole,
     }
 }

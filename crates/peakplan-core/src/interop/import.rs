@@ -11,7 +11,7 @@ use super::fields::{cat, get, get_str, has_any, type_name, Fact, Reader, MAX_FIE
 use super::{
     accelerate, axolotl, bnb, deepspeed, hf_config, peft, table, torchtune, training_args, yaml,
 };
-use crate::plan::{Method, Plan, Shard, KEYS};
+use crate::plan::{Method, Plan, KEYS};
 use crate::text::{clean, clip, count, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS};
 use serde_json::{Map, Value};
 
@@ -422,8 +422,5 @@ fn same_sharding(plan: &Plan, f: &Fact) -> bool {
     if p.set(f.key, &f.value).is_err() {
         return false;
     }
-    let fsdp = |p: &Plan| {
-        p.gpus > 1 && !p.split_layers && p.zero >= 2 && p.sharding().shard != Shard::Deepspeed
-    };
-    (!fsdp(plan) && !fsdp(&p)) || p.sharding() == plan.sharding()
+    (!plan.sharded_by_fsdp() && !p.sharded_by_fsdp()) || p.sharding() == plan.sharding()
 }
