@@ -55,22 +55,27 @@ def args():
     ap.add_argument("--gc", action="store_true")
     ap.add_argument("--targets", default="q_proj,v_proj")
     ap.add_argument("--r", type=int, default=16)
-    ap.add_argument("--hidden", type=int, default=512)
-    ap.add_argument("--inter", type=int, default=1376)
-    ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--kv", type=int, default=8)
+    from memtrace import shape_args
+
+    shape_args(ap)
     return ap.parse_args()
 
 
-def build(a):
-    from transformers import LlamaConfig, LlamaForCausalLM
+def llama_config(a):
+    """The Llama-shaped model every rank builds: untied head, SDPA attention."""
+    from transformers import LlamaConfig
 
-    torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
                       num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
                       max_position_embeddings=4096, tie_word_embeddings=False)
     cfg._attn_implementation = "sdpa"
+    return cfg
+
+
+def build(a):
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
     if a.qlora:
         from transformers import BitsAndBytesConfig
 
@@ -79,7 +84,7 @@ def build(a):
         model = LlamaForCausalLM.from_pretrained(a.saved, quantization_config=quant, dtype=torch.bfloat16,
                                                  device_map="cpu", attn_implementation="sdpa")
     else:
-        model = LlamaForCausalLM(cfg).to(torch.float32 if a.fp32 or a.amp else torch.bfloat16)
+        model = LlamaForCausalLM(llama_config(a)).to(torch.float32 if a.fp32 or a.amp else torch.bfloat16)
     model.config.use_cache = False
     if not a.full:
         from peft import LoraConfig, get_peft_model
@@ -247,14 +252,11 @@ def main():
         # The 16-bit checkpoint every rank quantizes at load, written once before the ranks start.
         import tempfile
 
-        from transformers import LlamaConfig, LlamaForCausalLM
+        from transformers import LlamaForCausalLM
 
         torch.manual_seed(0)
-        cfg = LlamaConfig(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.inter,
-                          num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv,
-                          max_position_embeddings=4096, tie_word_embeddings=False)
         a.saved = tempfile.mkdtemp()
-        LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(a.saved)
+        LlamaForCausalLM(llama_config(a)).to(torch.bfloat16).save_pretrained(a.saved)
     with mp.Manager() as manager:
         out = manager.dict()
         mp.spawn(worker, args=(a, port, out), nprocs=a.world, join=True)

@@ -19,7 +19,7 @@ import argparse
 import json
 
 import torch
-from memtrace import report
+from memtrace import report, shape_args
 from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 ap = argparse.ArgumentParser()
@@ -35,11 +35,7 @@ ap.add_argument("--target-params", help="PEFT target_parameters, e.g. mlp.expert
 ap.add_argument("--amp", action="store_true", help="run forward under bf16 autocast")
 ap.add_argument("--fp32", action="store_true", help="fp32 weights (bf16 otherwise)")
 ap.add_argument("--r", type=int, default=16)
-ap.add_argument("--hidden", type=int, default=512)
-ap.add_argument("--inter", type=int, default=1376)
-ap.add_argument("--vocab", type=int, default=32000)
-ap.add_argument("--heads", type=int, default=8)
-ap.add_argument("--kv", type=int, default=8)
+shape_args(ap)
 ap.add_argument("--tied", action="store_true")
 ap.add_argument("--qlora", action="store_true", help="bitsandbytes NF4 base loaded by from_pretrained")
 ap.add_argument("--upcast", action="store_true", help="QLoRA: prepare_model_for_kbit_training")

@@ -1,4 +1,4 @@
-"""The measurement both harnesses share: a step's peak allocated bytes on CPU.
+"""The measurement the harnesses share: a step's peak allocated bytes on CPU (and the Llama shape's arguments).
 
 `peak_of(step)` runs `step` once under torch's profiler and returns the bytes live before it (every tensor storage
 the garbage collector can reach: weights, adapters, optimizer states) plus the highest running sum of the
@@ -11,6 +11,15 @@ import json
 import torch
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
+
+
+def shape_args(ap):
+    """The Llama-shaped model's size arguments, with the defaults every traced table starts from."""
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--inter", type=int, default=1376)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--kv", type=int, default=8)
 
 
 def live_bytes():
