@@ -88,28 +88,21 @@ pub(super) fn read_config(r: &mut Reader, field: &str, map: &Map<String, Value>)
             "version" => said.version |= version(r, &f, v),
             "sharding_strategy" => said.strategy |= strategy(r, &f, v),
             "reshard_after_forward" => {
-                said.strategy |= match v {
-                    Value::Bool(b) => {
-                        // FSDP2's switch: resharding after forward is FULL_SHARD, keeping the layers is SHARD_GRAD_OP.
-                        r.fact("zero", if *b { "3" } else { "2" }, &f);
+                let reshards = match v {
+                    Value::Bool(b) => Some(*b),
+                    Value::String(s) if s.eq_ignore_ascii_case("true") => Some(true),
+                    Value::String(s) if s.eq_ignore_ascii_case("false") => Some(false),
+                    _ => None,
+                };
+                said.strategy |= match reshards {
+                    // FSDP2's switch: resharding after forward is FULL_SHARD, keeping the layers is SHARD_GRAD_OP.
+                    Some(b) => {
+                        r.fact("zero", if b { "3" } else { "2" }, &f);
                         true
                     }
-                    Value::String(s)
-                        if s.eq_ignore_ascii_case("true") || s.eq_ignore_ascii_case("false") =>
-                    {
-                        r.fact(
-                            "zero",
-                            if s.eq_ignore_ascii_case("true") {
-                                "3"
-                            } else {
-                                "2"
-                            },
-                            &f,
-                        );
-                        true
-                    }
-                    _ => strategy(r, &f, v),
-                }
+                    // FSDP1's accelerate configs put a strategy name here.
+                    None => strategy(r, &f, v),
+                };
             }
             "offload_params" | "cpu_offload" => {
                 if let Some(b) = r.flag(&f, v) {
@@ -149,37 +142,35 @@ pub(super) fn version(r: &mut Reader, field: &str, v: &Value) -> bool {
     true
 }
 
+/// FSDP1's sharding strategies in `ShardingStrategy`'s order (numbered from 1), each with the ZeRO stage it shards
+/// like.
+const STRATEGIES: [(&str, &str); 5] = [
+    ("FULL_SHARD", "3"),
+    ("SHARD_GRAD_OP", "2"),
+    ("NO_SHARD", "0"),
+    ("HYBRID_SHARD", "3"),
+    ("HYBRID_SHARD_ZERO2", "2"),
+];
+
 /// A sharding strategy, by name or number, as the ZeRO stage it shards like; true when it was read.
 #[inline(never)]
 fn strategy(r: &mut Reader, field: &str, v: &Value) -> bool {
-    let name = match v {
-        Value::Number(n) => match n.as_u64() {
-            Some(1) => "FULL_SHARD",
-            Some(2) => "SHARD_GRAD_OP",
-            Some(3) => "NO_SHARD",
-            Some(4) => "HYBRID_SHARD",
-            Some(5) => "HYBRID_SHARD_ZERO2",
-            _ => "",
-        },
-        Value::String(s) => s.trim(),
-        _ => "",
+    let (number, name) = match v {
+        Value::Number(n) => (n.as_u64(), String::new()),
+        Value::String(s) => (s.trim().parse().ok(), s.trim().to_ascii_uppercase()),
+        _ => (None, String::new()),
     };
-    let upper = name.to_ascii_uppercase();
-    let zero = match upper.as_str() {
-        "FULL_SHARD" | "1" => "3",
-        "SHARD_GRAD_OP" | "2" => "2",
-        "NO_SHARD" | "3" => "0",
-        "HYBRID_SHARD" | "4" => "3",
-        "HYBRID_SHARD_ZERO2" | "5" => "2",
-        _ => {
-            r.note_fmt(format_args!(
-                "{field} must be FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1 to 5), got {}; zero unchanged",
-                show(v)
-            ));
-            return false;
-        }
+    let Some(i) =
+        (0..STRATEGIES.len()).find(|&i| number == Some(i as u64 + 1) || name == STRATEGIES[i].0)
+    else {
+        r.note_fmt(format_args!(
+            "{field} must be FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2 (or 1 to 5), got {}; zero unchanged",
+            show(v)
+        ));
+        return false;
     };
-    if upper.starts_with("HYBRID") || upper == "4" || upper == "5" {
+    let zero = STRATEGIES[i].1;
+    if STRATEGIES[i].0.starts_with("HYBRID") {
         r.note_fmt(format_args!(
             "{field} = {}: shards within each node and replicates across nodes; planned as zero={zero} over the GPUs of one node",
             show(v)

@@ -142,6 +142,14 @@ const CASES: &[Case] = &[
         &["distributed_type: XLA"],
         "distributed_type = `XLA` is not one peakplan models",
     ),
+    // A strategy by its number as text: HYBRID_SHARD_ZERO2, noted as one node's sharding.
+    (
+        "accelerate.yaml",
+        "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_sharding_strategy: \"5\"\n",
+        "gpus=2&zero=2&shard=fsdp1",
+        &[],
+        "planned as zero=2 over the GPUs of one node",
+    ),
     (
         "accelerate.yaml",
         "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n  fsdp_offload_params: maybe\n",
