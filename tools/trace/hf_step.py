@@ -1,13 +1,17 @@
 """Trace the allocations of one Hugging Face + PEFT training step on CPU.
 
 usage: hf_step.py LAYERS BATCH SEQ [--full] [--qlora [--upcast] [--dq]] [--gc] [--targets q_proj,v_proj] [--target-params P,Q]
-                  [--dropout P] [--amp] [--fp32]
+                  [--dropout P] [--amp] [--fp32] [--peft METHOD] [--vt N] [--adtype fp32|bf16]
+                  [--mts embed_tokens,lm_head] [--tokens N] [--opt OPTIMIZER] [--ga N]
                   [--r R] [--hidden H] [--inter I] [--heads N] [--kv N] [--vocab V] [--tied]
                   [--preset config.json | --config config.json] [--json cfg.json]
 
-A Llama-shaped model of LAYERS layers runs the step the Trainer runs (forward, `del outputs`, backward, a
-foreach AdamW step, `zero_grad(set_to_none=True)`) twice; the second is measured (memtrace.report). Prints one
-JSON line.
+A Llama-shaped model of LAYERS layers runs the step the Trainer runs (forward, `del outputs`, backward, once per
+micro-batch with `--ga`; the optimizer's step, foreach AdamW unless `--opt` names another of the Trainer's `optim`
+values; `zero_grad(set_to_none=True)`) twice; the second is measured (memtrace.report). Prints one JSON line.
+`--peft` picks PEFT's method (LoRA unless told: rslora, dora, lorafa, ia3, vera, loha, oft, ln, prompt, prefix);
+`--mts` lists PEFT's `modules_to_save`, `--tokens N` trains N rows of the embedding (`trainable_token_indices`);
+`--adtype bf16` keeps adapters in the model's dtype (`autocast_adapter_dtype=False`).
 
 Two CPU artifacts to keep in mind when comparing with peakplan, which models CUDA:
 - CPU dropout is not fused: it keeps its mask in the input's dtype (4 B for fp32), not CUDA's 1-byte mask.
@@ -43,7 +47,64 @@ ap.add_argument("--dq", action="store_true", help="QLoRA: double quantization")
 ap.add_argument("--preset", help="a config.json (../shared/models/*.json) whose family to build, scaled down")
 ap.add_argument("--config", help="a config.json built as it is, but with LAYERS layers (nested text_config too)")
 ap.add_argument("--json")
+ap.add_argument("--peft", default="lora")
+ap.add_argument("--vt", type=int, default=20, help="prompt/prefix tuning: virtual tokens")
+ap.add_argument("--adtype", default="fp32", choices=["fp32", "bf16"])
+ap.add_argument("--mts", help="PEFT modules_to_save, e.g. embed_tokens,lm_head")
+ap.add_argument("--tokens", type=int, help="PEFT trainable_token_indices: the first N rows of embed_tokens")
+ap.add_argument("--opt", default="adamw_torch",
+                choices=["adamw_torch", "adamw_torch_fused", "sgd", "adafactor", "adamw_8bit"])
+ap.add_argument("--ga", type=int, default=1, help="micro-batches accumulated before the optimizer's step")
 a = ap.parse_args()
+
+
+
+def peft_config(a):
+    """PEFT's config for `--peft`, over `--targets` (the methods' own defaults where they need other modules)."""
+    from peft import (IA3Config, LNTuningConfig, LoHaConfig, LoraConfig, OFTConfig, PrefixTuningConfig,
+                      PromptTuningConfig, VeraConfig)
+    targets = a.targets.split(",")
+    extra = {"modules_to_save": a.mts.split(",")} if a.mts else {}
+    if a.peft in ("lora", "rslora", "dora", "lorafa"):
+        if a.target_params:
+            extra["target_parameters"] = a.target_params.split(",")
+        if a.tokens:
+            extra["trainable_token_indices"] = {"embed_tokens": list(range(a.tokens))}
+        return LoraConfig(r=a.r, lora_alpha=2 * a.r, lora_dropout=a.dropout, target_modules=targets,
+                          use_rslora=a.peft == "rslora", use_dora=a.peft == "dora", task_type="CAUSAL_LM", **extra)
+    if a.peft == "ia3":
+        ff = [t for t in targets if t in ("down_proj", "gate_proj", "up_proj")]
+        return IA3Config(target_modules=targets, feedforward_modules=ff, task_type="CAUSAL_LM", **extra)
+    if a.peft == "vera":
+        return VeraConfig(r=a.r, target_modules=targets, vera_dropout=a.dropout, task_type="CAUSAL_LM", **extra)
+    if a.peft == "loha":
+        return LoHaConfig(r=a.r, alpha=2 * a.r, target_modules=targets, rank_dropout=0.0, module_dropout=0.0,
+                          task_type="CAUSAL_LM", **extra)
+    if a.peft == "oft":
+        return OFTConfig(r=a.r, oft_block_size=0, target_modules=targets, task_type="CAUSAL_LM", **extra)
+    if a.peft == "ln":
+        return LNTuningConfig(task_type="CAUSAL_LM", **extra)
+    if a.peft == "prompt":
+        return PromptTuningConfig(num_virtual_tokens=a.vt, task_type="CAUSAL_LM")
+    if a.peft == "prefix":
+        return PrefixTuningConfig(num_virtual_tokens=a.vt, task_type="CAUSAL_LM")
+    raise SystemExit(f"--peft {a.peft}: not one of PEFT's methods this harness builds")
+
+
+def optimizer(name, params):
+    """The optimizer `TrainingArguments(optim=name)` builds (Trainer.get_optimizer_cls_and_kwargs)."""
+    if name == "adamw_torch":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    if name == "adamw_torch_fused":
+        return torch.optim.AdamW(params, lr=1e-4, fused=True)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-4)
+    if name == "adafactor":
+        from transformers.optimization import Adafactor
+        return Adafactor(params, lr=1e-4, scale_parameter=False, relative_step=False)
+    import bitsandbytes as bnb
+    return bnb.optim.AdamW(params, lr=1e-4, optim_bits=8)
+
 
 torch.manual_seed(0)
 if a.preset:
@@ -140,30 +201,32 @@ if a.qlora:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=a.gc,
                                                 gradient_checkpointing_kwargs={"use_reentrant": False})
 model.config.use_cache = False
+from peft import get_peft_model
 if not a.full:
-    from peft import LoraConfig, get_peft_model
-    extra = {"target_parameters": a.target_params.split(",")} if a.target_params else {}
-    pc = LoraConfig(r=a.r, lora_alpha=2 * a.r, lora_dropout=a.dropout, target_modules=a.targets.split(","),
-                    task_type="CAUSAL_LM", **extra)
-    model = get_peft_model(model, pc)
+    model = get_peft_model(model, peft_config(a), autocast_adapter_dtype=a.adtype == "fp32")
 if a.gc and not (a.qlora and a.upcast):
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if not a.full:
         model.enable_input_require_grads()
 model.train()
-params = [p for p in model.parameters() if p.requires_grad]
-opt = torch.optim.AdamW(params, lr=1e-4, foreach=True)
+if a.peft == "lorafa":
+    from peft.optimizers import create_lorafa_optimizer
+    opt = create_lorafa_optimizer(model, r=a.r, lora_alpha=2 * a.r, lr=1e-4)
+else:
+    opt = optimizer(a.opt, [p for p in model.parameters() if p.requires_grad])
 ids = torch.randint(0, a.vocab, (a.b, a.s))
 batch = {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)}
 
 
 def step():
-    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if a.amp else torch.autocast("cpu", enabled=False)
-    with ctx:
-        outputs = model(**batch)
-        loss = outputs["loss"]
-    del outputs
-    loss.backward()
+    for _ in range(a.ga):
+        ctx = torch.autocast("cpu", dtype=torch.bfloat16) if a.amp else torch.autocast("cpu", enabled=False)
+        with ctx:
+            outputs = model(**batch)
+            loss = outputs["loss"] / a.ga
+        del outputs
+        loss.backward()
+        del loss
     opt.step()
     model.zero_grad(set_to_none=True)
 
