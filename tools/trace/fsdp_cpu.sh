@@ -72,3 +72,6 @@ run wide-f2-full-w2 2 "--fsdp 2 --full" "method=full&$BF&shard=fsdp2"
 run wide-f1-lora-block-ga2-w2 2 "--ga 2" "$LORA&$BF&shard=fsdp1&wrap=block&ga=2&gsync=0"
 run wide-f2-lora-ga2-w2 2 "--fsdp 2 --ga 2" "$LORA&$BF&shard=fsdp2&ga=2&gsync=0"
 run wide-f1-lora-block-w4 4 "" "$LORA&$BF&shard=fsdp1&wrap=block"
+
+# The coverage table follows the data (ONLY= leaves the data alone).
+if [[ -z ${ONLY:-} ]]; then "$here/coverage.sh"; fi

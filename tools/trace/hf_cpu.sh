@@ -108,3 +108,6 @@ FB=4 FS=512 runf gptoss-full-t2048 gpt-oss-20b "--full" "attn=eager&$FULL"
 # linears too, and text-only training never runs the tower. gemma3-scaled.json is built as it is.
 BUILD=--config runf gemma3mm-qlora "$here/gemma3-scaled.json" "--qlora" "attn=flash&method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32&r=16&targets=q,v&prec=bf16&upcast=0&dq=0&gc=0"
 BUILD=--config runf gemma3mm-qlora-upcast "$here/gemma3-scaled.json" "--qlora --upcast --amp" "attn=flash&$QLU&gc=0"
+
+# The coverage table follows the data.
+"$here/coverage.sh"

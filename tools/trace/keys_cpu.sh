@@ -45,3 +45,6 @@ run full-sgd "--full --opt sgd" "method=full&opt=sgd&prec=bf16"
 run full-adafactor "--full --opt adafactor" "method=full&opt=adafactor&prec=bf16"
 run full-adamw8bit "--full --opt adamw_8bit" "method=full&opt=adamw_8bit&prec=bf16"
 run lora-adamw8bit "--opt adamw_8bit $ALL --r 64" "method=lora&targets=all-linear&${L/adamw_torch/adamw_8bit}"
+
+# The coverage table follows the data (ONLY= leaves the data alone).
+if [[ -z ${ONLY:-} ]]; then "$here/coverage.sh"; fi

@@ -15,3 +15,6 @@ run() { # id, harness flags, plan keys
 run tt-full-chunked "--chunked" "method=full&loss=chunked"
 run tt-lora-qv "--lora 16" "method=lora&r=16&targets=q,v&dropout=0&adtype=bf16&loss=standard"
 run tt-lora-qv-mlp-chunked "--lora 16 --mlp --chunked" "method=lora&r=16&targets=q,v,gate,up,down&dropout=0&adtype=bf16&loss=chunked"
+
+# The coverage table follows the data.
+"$here/coverage.sh"
