@@ -61,8 +61,14 @@ def peak_of(step):
 
 
 def report(step):
-    """Prints the peak of a steady step as JSON: one step first, so optimizer states exist as in every later one."""
+    """Prints the peak of a steady step as JSON: one step first, so optimizer states exist as in every later one.
+    With DETAIL=1 in the environment, what the peak holds goes to stderr first (`live_at_peak`)."""
     step()
+    if __import__("os").environ.get("DETAIL"):
+        import sys
+        peak, rows = live_at_peak(step)
+        for size, op in rows:
+            print(f"{size:>12} {op}", file=sys.stderr)
     print(json.dumps(peak_of(step)))
 
 

@@ -5,7 +5,9 @@
 
 use super::count::{ceil_div, Count};
 use super::resident::Resident;
-use super::saved::{layer_saved, norm_product_bytes, norms_trainable, LayerSaved};
+use super::saved::{
+    first_layer_input_frozen, layer_saved, norm_product_bytes, norms_trainable, LayerSaved,
+};
 use super::setup::{
     a_shared_with_gate, bnb_saves_input, key_positions, parametrized, parametrized_gate_up,
 };
@@ -36,7 +38,13 @@ pub(super) struct Activations {
 pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
     let (arch, plan, n, h) = (s.arch, s.plan, s.tokens, s.hidden);
     let layers = s.layers;
-    let layer = layer_saved(arch, plan, s.d, &s.linears, n);
+    let layer = layer_saved(arch, plan, s.d, &s.linears, n, false);
+    // The first layer keeps less where its input needs no gradient (unless offloaded: then two layers count).
+    let first_spared = if first_layer_input_frozen(plan, s.d) && !plan.offload_activations {
+        layer.bytes - layer_saved(arch, plan, s.d, &s.linears, n, true).bytes
+    } else {
+        0.0
+    };
     let previous_inputs = previous_inputs(s, layer);
     // Eager attention with a padding-capable mask builds one 4D causal mask per forward.
     let mask = if plan.attn == Attn::Eager && plan.framework != Framework::Webgpu {
@@ -81,7 +89,7 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
         )
     } else {
         (
-            kept_layers * layer.bytes + final_norm + head_input,
+            kept_layers * layer.bytes - first_spared + final_norm + head_input,
             kept_layers * layer.scores + mask,
             0.0,
         )
@@ -121,7 +129,7 @@ fn previous_inputs(s: &Setup, layer: LayerSaved) -> Count {
     } else {
         s.d.compute * s.tokens * s.arch.q_dim() as Count
     };
-    let kept_without = layer_saved(s.arch, &without, s.d, &s.linears, s.tokens).bytes;
+    let kept_without = layer_saved(s.arch, &without, s.d, &s.linears, s.tokens, false).bytes;
     s.layers * (layer.bytes - kept_without + attn_out)
 }
 

@@ -36,8 +36,10 @@ pub(super) struct Resident {
     pub trainable: Count,
     /// Elements of the largest trainable tensor.
     pub largest_tensor: Count,
-    /// Bytes of one trainable parameter (and of its gradient).
+    /// Bytes of one trainable parameter (and of its gradient), copies of model tensors aside.
     pub param_bytes: Count,
+    /// The trainable tensors' bytes (and their gradients'), copies of model tensors in the weight dtype.
+    pub trainable_bytes: Count,
     /// Every gradient whole, before sharding: the trainable parameters', and under mixed FSDP1 units every
     /// layer weight's too (the unit's flat parameter gets a gradient for its frozen weights).
     pub whole_gradients: Count,
@@ -50,12 +52,14 @@ pub(super) fn resident(s: &Setup) -> Resident {
     let tensors = trainable_tensors(s.arch, plan, &s.linears);
     let trainable = tensors.params();
     let largest_tensor = tensors.largest();
-    let (adapter_bytes, param_bytes) = match plan.method {
-        Method::Full => (0.0, s.d.weight),
-        _ => (
-            trainable * s.d.adapter + vera_projections(s.arch, plan, &s.linears) * s.d.adapter,
-            s.d.adapter,
-        ),
+    let param_bytes = match plan.method {
+        Method::Full => s.d.weight,
+        _ => s.d.adapter,
+    };
+    let trainable_bytes = tensors.bytes(param_bytes, s.d.weight);
+    let adapter_bytes = match plan.method {
+        Method::Full => 0.0,
+        _ => trainable_bytes + vera_projections(s.arch, plan, &s.linears) * s.d.adapter,
     };
     let quantized_layer_weights: Count = s
         .linears
@@ -65,13 +69,19 @@ pub(super) fn resident(s: &Setup) -> Resident {
         .sum();
     let (base, constants) = base_weights(s, quantized_layer_weights);
     let weights = placed_weights(s, base, adapter_bytes, constants);
-    let whole_gradients = trainable * param_bytes
+    let whole_gradients = trainable_bytes
         + if s.d.frozen_grads {
             s.layers * s.arch.layer_params() as Count * s.d.weight
         } else {
             0.0
         };
-    let gradients = gradients(s, largest_tensor, trainable, param_bytes, whole_gradients);
+    let gradients = gradients(
+        s,
+        largest_tensor,
+        trainable_bytes,
+        param_bytes,
+        whole_gradients,
+    );
     let optimizer = optimizer(s, &tensors, largest_tensor, trainable, param_bytes);
     Resident {
         base_weights: weights[0],
@@ -86,6 +96,7 @@ pub(super) fn resident(s: &Setup) -> Resident {
         trainable,
         largest_tensor,
         param_bytes,
+        trainable_bytes,
         whole_gradients,
         quantized_layer_weights,
     }
@@ -200,7 +211,7 @@ fn placed_weights(s: &Setup, base: Count, adapter_bytes: Count, constants: Count
 fn gradients(
     s: &Setup,
     largest_tensor: Count,
-    trainable: Count,
+    trainable_bytes: Count,
     param_bytes: Count,
     whole_gradients: Count,
 ) -> Count {
@@ -209,7 +220,7 @@ fn gradients(
         largest_tensor * param_bytes
     } else if s.plan.cpu_offload {
         // Offloaded: a layer's gradients are reduced and copied out as that layer's backward ends.
-        ceil_div(trainable, s.layers) * param_bytes
+        ceil_div(trainable_bytes, s.layers * param_bytes) * param_bytes
     } else {
         s.shard_gradients(whole_gradients)
     }
@@ -234,7 +245,7 @@ fn optimizer(
     let full_amp = s.d.amp && plan.method == Method::Full;
     let state_bytes = if full_amp { 4.0 } else { param_bytes };
     let master = if full_amp { 4.0 * trainable } else { 0.0 };
-    let states = optimizer_states(plan.optimizer, tensors, state_bytes);
+    let states = optimizer_states(plan.optimizer, tensors, state_bytes, s.d.weight);
     let paged = matches!(
         plan.optimizer,
         Optimizer::PagedAdamw8bit | Optimizer::PagedAdamw32bit
@@ -252,8 +263,19 @@ fn optimizer(
         // Stepping one parameter at a time in backward, foreach has one tensor to batch.
         Optimizer::AdamwTorch if plan.optimizer_in_backward => largest_tensor * state_bytes,
         // foreach AdamW's one state-sized temporary.
-        Optimizer::AdamwTorch => s.shard_optimizer(trainable) * state_bytes,
-        Optimizer::Adafactor => 2.0 * 4.0 * largest_tensor,
+        Optimizer::AdamwTorch => s.shard_optimizer(tensors.bytes(state_bytes, s.d.weight)),
+        // transformers' Adafactor steps one parameter at a time in fp32: the update, and beside it one more
+        // update-sized tensor at a time (the squared gradient, the factored estimate that replaces it, the negated
+        // update); a 16-bit parameter's gradient and the parameter itself are first copied to fp32 (traced on
+        // CPU: 16 B per element of the largest tensor for a bf16 full fine-tune).
+        Optimizer::Adafactor => {
+            let copies = if tensors.largest_bytes(param_bytes, s.d.weight) < 4.0 {
+                2.0
+            } else {
+                0.0
+            };
+            (2.0 + copies) * 4.0 * largest_tensor
+        }
         _ => 0.0,
     };
     OptimizerMemory {
@@ -264,14 +286,22 @@ fn optimizer(
     }
 }
 
-/// The optimizer's states over every trainable tensor, before sharding.
-fn optimizer_states(optimizer: Optimizer, tensors: &Shapes, state_bytes: Count) -> Count {
+/// The optimizer's states over every trainable tensor, before sharding: AdamW's in each parameter's dtype
+/// (`state_bytes`, a copy of a model tensor's `weight_bytes`).
+fn optimizer_states(
+    optimizer: Optimizer,
+    tensors: &Shapes,
+    state_bytes: Count,
+    weight_bytes: Count,
+) -> Count {
     let mut states: Count = 0.0;
     for t in tensors.iter() {
         let numel = t.rows * t.cols;
         states += t.count
             * match optimizer {
-                Optimizer::AdamwTorch | Optimizer::AdamwTorchFused => 2.0 * state_bytes * numel,
+                Optimizer::AdamwTorch | Optimizer::AdamwTorchFused => {
+                    2.0 * t.bytes(state_bytes, weight_bytes) * numel
+                }
                 Optimizer::PagedAdamw32bit => 8.0 * numel,
                 Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => {
                     if numel < OPT8_MIN_NUMEL {
@@ -281,12 +311,13 @@ fn optimizer_states(optimizer: Optimizer, tensors: &Shapes, state_bytes: Count) 
                     }
                 }
                 Optimizer::Sgd => 0.0,
-                // Factored second moment for matrices (row and column vectors), a full one for vectors.
+                // Factored second moment for matrices (row and column vectors), a full one for vectors; in
+                // fp32 whatever the parameter's dtype (transformers keeps them in the fp32 gradient's dtype).
                 Optimizer::Adafactor => {
                     if t.rows > 1.0 && t.cols > 1.0 {
-                        state_bytes * (t.rows + t.cols)
+                        4.0 * (t.rows + t.cols)
                     } else {
-                        state_bytes * numel
+                        4.0 * numel
                     }
                 }
             };

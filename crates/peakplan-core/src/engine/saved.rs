@@ -8,7 +8,7 @@ use super::setup::{
 };
 use super::trainable::oft_blocks;
 use crate::arch::{Architecture, Linear, LinearInput, Mlp, Norm, QkNorm};
-use crate::plan::{Attn, Framework, Method, Peft, Plan, Quant};
+use crate::plan::{Attn, Framework, Method, Peft, Plan, Quant, TokenTraining};
 
 /// Bytes one layer keeps for backward: the s^2 attention scores apart from the rest.
 #[derive(Clone, Copy)]
@@ -33,15 +33,66 @@ struct Layer<'a> {
     /// Norms fused by torch.compile or Liger rebuild what unfused ones keep.
     fused: bool,
     webgpu: bool,
+    /// The first layer of a plan whose embedding output needs no gradient (see [`first_layer_input_frozen`]).
+    input_frozen: bool,
 }
 
-/// Per-layer activation bytes that a layer saves for backward, split into the s^2 attention part and the rest.
+impl Layer<'_> {
+    /// Whether autograd needs the gradient of what a linear reading `input` reads. In a layer whose input is
+    /// frozen nothing does until the first adapted module: q, k and v's inputs never, o's when attention is
+    /// adapted, the MLP's once anything before it is.
+    fn input_needs_grad(&self, input: LinearInput) -> bool {
+        if !self.input_frozen {
+            return true;
+        }
+        let parallel = self.arch.norms_per_layer == 1;
+        let adapted_reading = |inputs: &[LinearInput]| {
+            self.linears
+                .iter()
+                .any(|m| inputs.contains(&m.input) && adapted(self.plan, m))
+        };
+        let layer_input: &[LinearInput] = if parallel {
+            &[LinearInput::AttnNorm, LinearInput::MlpNorm]
+        } else {
+            &[LinearInput::AttnNorm]
+        };
+        // Prefix tuning's trainable keys and values reach the attention output.
+        let attention = adapted_reading(layer_input) || self.plan.peft == Peft::Prefix;
+        match input {
+            LinearInput::AttnNorm => false,
+            LinearInput::MlpNorm if parallel => false,
+            LinearInput::AttnOut => attention,
+            LinearInput::MlpNorm => attention || adapted_reading(&[LinearInput::AttnOut]),
+            LinearInput::MlpInner | LinearInput::SharedInner => {
+                attention || adapted_reading(&[LinearInput::AttnOut, LinearInput::MlpNorm])
+            }
+        }
+    }
+}
+
+/// Whether the first layer's input needs no gradient: an adapter plan's frozen embedding feeds it, so what
+/// the layer keeps only for its input's gradient is not kept there (traced on CPU: layer 0's q, k and v keep no
+/// dropout mask, no LoHa dense update and no OFT rotation, where o, gate, up, down and every later layer's
+/// do). Trained embeddings (trainable tokens, prompt tuning), trained norms, mixed FSDP1 units (every weight
+/// gets a gradient) and checkpointing (PEFT makes the embedding output require grad for it) need one.
+pub(super) fn first_layer_input_frozen(plan: &Plan, d: Dtypes) -> bool {
+    plan.method != Method::Full
+        && !d.frozen_grads
+        && plan.tokens == TokenTraining::Frozen
+        && !matches!(plan.peft, Peft::Ln | Peft::Prompt)
+        && !plan.grad_checkpointing
+        && plan.framework != Framework::Webgpu
+}
+
+/// Per-layer activation bytes that a layer saves for backward, split into the s^2 attention part and the rest;
+/// `input_frozen` for a first layer whose input needs no gradient.
 pub(super) fn layer_saved(
     arch: &Architecture,
     plan: &Plan,
     d: Dtypes,
     linears: &[Linear],
     tokens: Count,
+    input_frozen: bool,
 ) -> LayerSaved {
     let layer = Layer {
         arch,
@@ -60,6 +111,7 @@ pub(super) fn layer_saved(
         full: plan.method == Method::Full || d.frozen_grads,
         fused: plan.compile || plan.liger,
         webgpu: plan.framework == Framework::Webgpu,
+        input_frozen,
     };
     let mut bytes: Count = 0.0;
     norms(&layer, &mut bytes);
@@ -267,8 +319,13 @@ fn litgpt_qkv_saved(
     let ad = if l.d.amp { l.d.compute } else { l.d.adapter };
     if !*dropout_kept {
         *dropout_kept = true;
+        let mask = if l.input_needs_grad(m.input) {
+            rows * w
+        } else {
+            0.0
+        };
         *bytes += if l.plan.dropout > 0.0 {
-            rows * w + ad * rows * w
+            mask + ad * rows * w
         } else {
             ad * rows * w
         };
@@ -289,6 +346,13 @@ fn adapter_saved(
     let (plan, d) = (l.plan, l.d);
     let Input { rows, w } = input;
     let ad = if d.amp { d.compute } else { d.adapter };
+    // Dropout keeps its 1-byte mask for its input's gradient, which a frozen first layer's q, k, v never need.
+    let input_grad = l.input_needs_grad(m.input);
+    let mask = if plan.dropout > 0.0 && input_grad {
+        rows * w
+    } else {
+        0.0
+    };
     match plan.peft {
         // (IA)^3 multiplies the output by its vector (the input, for the feed-forward `down`), and the product
         // keeps the other factor for the vector's gradient. PEFT first casts a feed-forward input to the vector's
@@ -304,21 +368,22 @@ fn adapter_saved(
         // VeRA's projections are frozen, so neither keeps its input: lambda_d keeps A·x (rank-wide) and lambda_b
         // keeps B's output (output-wide) for their gradients; dropout keeps only its mask.
         Peft::Vera => {
-            if plan.dropout > 0.0 {
-                *bytes += rows * w;
-            }
-            *bytes += ad * rows * (plan.rank as Count + m.out_features as Count);
+            *bytes += mask + ad * rows * (plan.rank as Count + m.out_features as Count);
+            return;
+        }
+        // LoRA-FA (PEFT's `create_lorafa_optimizer`) freezes A, so nothing keeps A's input (traced on CPU: two
+        // fp32 input casts a layer fewer than LoRA's on q and v); B keeps A's rank-wide output.
+        Peft::Lorafa => {
+            *bytes += mask + ad * rows * plan.rank as Count;
             return;
         }
         _ => {}
     }
-    // LoRA-FA (PEFT's optimizer-based implementation) drops A's gradient and optimizer state, but the input is
-    // still kept: PEFT's MetaMathQA run measures the same peak as LoRA less A's states.
     if let Some(dropout_kept) = qkv_dropout {
         litgpt_qkv_saved(l, m, input, dropout_kept, bytes);
     } else if plan.dropout > 0.0 {
-        // Dropout keeps a 1-byte mask and its output, per adapted module.
-        *bytes += rows * w + ad * rows * w;
+        // Dropout keeps its mask and its output, per adapted module.
+        *bytes += mask + ad * rows * w;
     } else if d.adapter_compute != d.residual && !plan.compile {
         // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit.
         *bytes += ad * rows * w;
@@ -328,13 +393,17 @@ fn adapter_saved(
     *bytes += match plan.peft {
         // LoHa builds the dense update (B1 A1) ⊙ (B2 A2) in the adapter dtype each forward, and the linear that
         // applies it keeps it for the input's gradient until this layer's backward.
-        Peft::Loha => {
+        Peft::Loha if input_grad => {
             d.adapter * m.in_features as Count * m.out_features as Count * m.copies as Count
         }
-        // OFT rotates the input it keeps (counted above) by a block-diagonal matrix built per forward.
+        Peft::Loha => 0.0,
+        // OFT (PEFT 0.17 on) builds each block's rotation by Cayley-Neumann's series (5 terms): the skew-symmetric
+        // generator Q and the products Q^2 and Q^3 are kept for the generator's gradient, the rotation R for the
+        // input's (the input it rotates is counted above).
         Peft::Oft => {
             let (blocks, b) = oft_blocks(plan.rank as Count, w);
-            d.adapter * blocks * b * b * m.copies as Count
+            let kept = if input_grad { 4.0 } else { 3.0 };
+            kept * d.adapter * blocks * b * b * m.copies as Count
         }
         // lora_B keeps lora_A's rank-wide output.
         _ => ad * rows * plan.rank as Count,
@@ -384,9 +453,17 @@ fn attention(l: &Layer, bytes: &mut Count) -> Count {
                 + if arch.attn_logit_softcap { c } else { 0.0 };
             per * heads * n * key_positions(plan)
         }
+        // Prefix tuning hands SDPA a boolean mask (the causal one widened by the virtual tokens), which SDPA
+        // turns into an additive one in the compute dtype at every call and keeps for backward: batch x seq x
+        // key positions a layer, broadcast over heads (traced on CPU: `aten::where`, one per layer). Flash
+        // kernels take no mask; without a prefix transformers passes none (`is_causal`).
         Attn::Sdpa | Attn::Flash => {
             *bytes += c * n * q + 4.0 * n * heads;
-            0.0
+            if plan.attn == Attn::Sdpa && prefix_tokens(plan) > 0.0 && !l.webgpu {
+                c * n * key_positions(plan)
+            } else {
+                0.0
+            }
         }
     }
 }

@@ -15,6 +15,20 @@ pub(super) struct TensorShape {
     pub cols: Count,
     /// How many such tensors.
     pub count: Count,
+    /// Held in the model's weight dtype rather than the trainable dtype: PEFT's `modules_to_save` deep-copies
+    /// the module as it is, and its adapter-dtype cast leaves the copy alone (traced on CPU: peft 0.21.2).
+    pub in_weight_dtype: bool,
+}
+
+impl TensorShape {
+    /// Bytes per element: the trainable dtype's, or the weight dtype's for a copy of a model tensor.
+    pub fn bytes(&self, trainable_bytes: Count, weight_bytes: Count) -> Count {
+        if self.in_weight_dtype {
+            weight_bytes
+        } else {
+            trainable_bytes
+        }
+    }
 }
 
 /// A fixed-capacity list of trainable tensor shapes (no allocation on the hot path).
@@ -29,6 +43,7 @@ impl Shapes {
             rows: 0.0,
             cols: 0.0,
             count: 0.0,
+            in_weight_dtype: false,
         };
         Shapes {
             items: [empty; 24],
@@ -37,9 +52,21 @@ impl Shapes {
     }
     /// Adds `count` tensors of `rows` x `cols`.
     fn push(&mut self, rows: Count, cols: Count, count: Count) {
+        self.push_shape(rows, cols, count, false);
+    }
+    /// Adds a copy of a model tensor, kept in the model's weight dtype.
+    fn push_copy(&mut self, rows: Count, cols: Count) {
+        self.push_shape(rows, cols, 1.0, true);
+    }
+    fn push_shape(&mut self, rows: Count, cols: Count, count: Count, in_weight_dtype: bool) {
         // At most 8 linears x (weight + bias) + 6 other tensors: 22 < 24.
         if self.len < self.items.len() {
-            self.items[self.len] = TensorShape { rows, cols, count };
+            self.items[self.len] = TensorShape {
+                rows,
+                cols,
+                count,
+                in_weight_dtype,
+            };
             self.len += 1;
         }
     }
@@ -47,8 +74,26 @@ impl Shapes {
     pub fn params(&self) -> Count {
         self.iter().map(|t| t.rows * t.cols * t.count).sum()
     }
+    /// Bytes of all the shapes: `trainable_bytes` per parameter, `weight_bytes` for copies of model tensors.
+    pub fn bytes(&self, trainable_bytes: Count, weight_bytes: Count) -> Count {
+        self.iter()
+            .map(|t| t.rows * t.cols * t.count * t.bytes(trainable_bytes, weight_bytes))
+            .sum()
+    }
     pub fn iter(&self) -> impl Iterator<Item = &TensorShape> {
         self.items[..self.len].iter()
+    }
+    /// Bytes per element of the largest one tensor (see [`TensorShape::bytes`]).
+    pub fn largest_bytes(&self, trainable_bytes: Count, weight_bytes: Count) -> Count {
+        self.iter()
+            .fold((0.0, trainable_bytes), |(n, b), t| {
+                if t.rows * t.cols > n {
+                    (t.rows * t.cols, t.bytes(trainable_bytes, weight_bytes))
+                } else {
+                    (n, b)
+                }
+            })
+            .1
     }
     /// Elements of the largest one tensor.
     pub fn largest(&self) -> Count {
@@ -214,11 +259,11 @@ fn push_tokens(t: &mut Shapes, arch: &Architecture, plan: &Plan) {
         TokenTraining::Frozen => {}
         // PEFT keeps a trainable delta for just these rows.
         TokenTraining::Rows(rows) => t.push((rows as Count).min(vocab), hidden, 1.0),
-        // modules_to_save: a trainable copy of the embedding (and of an untied head).
+        // modules_to_save: a trainable copy of the embedding (and of an untied head), in the model's dtype.
         TokenTraining::All => {
-            t.push(vocab, hidden, 1.0);
+            t.push_copy(vocab, hidden);
             if !arch.tied_embeddings {
-                t.push(vocab, hidden, 1.0);
+                t.push_copy(vocab, hidden);
             }
         }
     }

@@ -30,7 +30,7 @@ pub(super) fn working(s: &Setup, resident: &Resident, acts: &Activations) -> Wor
     // handles.
     let largest_quantized = s.largest_linear(|l| quantizes(l, plan));
     let ddp_buckets = if plan.gpus > 1 && s.zero == 0 {
-        resident.trainable * resident.param_bytes
+        resident.trainable_bytes
     } else {
         0.0
     };

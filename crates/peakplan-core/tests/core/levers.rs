@@ -21,6 +21,11 @@ fn run(extra: &str) -> Estimate {
     estimate(&tiny(), &plan(extra))
 }
 
+/// The tiny model with a second layer, whose input (the first layer's output) needs a gradient.
+fn two_layers() -> Architecture {
+    Architecture::llama("tiny", 2, 64, 128, 4, 4, 100)
+}
+
 /// A q,v LoRA of rank 2 over 8 tokens in bf16 with the plan defaults otherwise, for multi-layer models.
 fn layered_plan(extra: &str) -> Plan {
     Plan::parse_query(&format!(
@@ -50,6 +55,45 @@ fn trainable_tokens_train_only_their_rows_but_rebuild_the_embedding() {
     let all = run("tt=all");
     assert_eq!(all.trainable_params, 512 + 6_400 + 6_400);
     assert_eq!(saved(&all) - saved(&run("")), 1_024);
+    // PEFT deep-copies those modules as they are: in the model's bf16 beside fp32 adapters, their gradients and
+    // Adam states in bf16 too (traced on CPU, peft 0.21.2).
+    let fp32 = run("tt=all&adtype=fp32");
+    assert_eq!(fp32.component(Kind::AdapterWeights), 512 * 4 + 12_800 * 2);
+    assert_eq!(
+        fp32.component(Kind::OptimizerStates),
+        2 * (512 * 4 + 12_800 * 2)
+    );
+}
+
+#[test]
+fn the_first_layer_keeps_nothing_for_its_frozen_input() {
+    // An adapter plan's first layer reads the frozen embedding: dropout keeps its 1-byte mask only where the
+    // input needs a gradient. Dropout's output (2 B x n x 64 = 1,024 B per module) replaces the shared input
+    // (1,024 B) in every layer; from the second layer on, q and v keep their masks too (n x 64 = 512 B each).
+    let two = |q: &str| saved(&estimate(&two_layers(), &plan(q)));
+    assert_eq!(saved(&run("dropout=0.1")) - saved(&run("")), 1_024);
+    assert_eq!(two("dropout=0.1") - two(""), 1_024 + 2_048);
+    // Checkpointing makes the embedding's output require a gradient (PEFT's enable_input_require_grads), and
+    // trainable tokens and full fine-tuning train the embedding: every layer alike.
+    assert_eq!(
+        saved(&run("dropout=0.1&tt=10")) - saved(&run("tt=10")),
+        2_048
+    );
+}
+
+#[test]
+fn adafactor_steps_in_fp32_one_parameter_at_a_time() {
+    // Full fine-tuning's largest tensors are the MLP's (I x h = 8,192): a bf16 parameter's gradient and the
+    // parameter are copied to fp32, beside the update and one more update-sized tensor: 16 B each. The factored
+    // second moments are fp32 whatever the parameter's dtype.
+    let e = run("method=full&opt=adafactor");
+    assert_eq!(e.component(Kind::OptimizerTemps), 16 * 8_192);
+    let fp32 = run("method=full&opt=adafactor&prec=fp32");
+    assert_eq!(fp32.component(Kind::OptimizerTemps), 8 * 8_192);
+    assert_eq!(
+        e.component(Kind::OptimizerStates),
+        fp32.component(Kind::OptimizerStates)
+    );
 }
 
 #[test]
@@ -84,10 +128,11 @@ fn rslora_costs_exactly_what_lora_costs() {
 #[test]
 fn lora_fa_freezes_a_without_its_gradient_or_state() {
     // Only the B matrices train: 2 x 64 x 2 = 256. A's gradient and Adam states go (256 x (4 + 8) B with fp32
-    // adapters = 3,072 B), the saved activations stay (PEFT's implementation keeps the input).
+    // adapters = 3,072 B), and so does what A's gradient needs: LoRA's fp32 cast of each module's input
+    // (4 B x n x 64 = 2,048 B, q and v; traced on CPU, peft 0.21.2's create_lorafa_optimizer).
     let (fa, lora) = (run("peft=lorafa&adtype=fp32"), run("adtype=fp32"));
     assert_eq!(fa.trainable_params, 256);
-    assert_eq!(saved(&fa), saved(&lora));
+    assert_eq!(saved(&lora) - saved(&fa), 4_096);
     let state = |e: &Estimate| e.component(Kind::Gradients) + e.component(Kind::OptimizerStates);
     assert_eq!(state(&lora) - state(&fa), 3_072);
 }
@@ -123,8 +168,11 @@ fn loha_keeps_its_dense_update_until_backward() {
     // Two (A, B) pairs per module: 2 x (2 x 64 + 64 x 2) = 512 values, twice.
     let e = run("peft=loha");
     assert_eq!(e.trainable_params, 1_024);
-    // The dense 64 x 64 update in bf16 (8,192 B) per module replaces the two rank outputs (64 B).
-    assert_eq!(saved(&e) - saved(&run("")), 16_384 - 64);
+    // The dense 64 x 64 update in bf16 (8,192 B) per module is kept for the input's gradient, which this one
+    // (first) layer's q and v do not need: only the two rank outputs (64 B) go. A second layer keeps both.
+    assert_eq!(saved(&e) - saved(&run("")), -64);
+    let two = |q: &str| saved(&estimate(&two_layers(), &plan(q)));
+    assert_eq!(two("peft=loha") - two(""), 16_384 - 2 * 64);
     // Its two dense factors are in flight while it is built: 2 x 8,192 B.
     assert_eq!(e.component(Kind::PeftBuffers), 16_384);
 }
@@ -134,9 +182,11 @@ fn oft_rotates_the_input_in_blocks() {
     // r = 2 blocks of 32: each block's generator has 32 x 31 / 2 = 496 values; 992 per module, twice.
     let e = run("peft=oft");
     assert_eq!(e.trainable_params, 1_984);
-    // The input is kept as under LoRA; the block-diagonal rotation (2 x 32 x 32 x 2 B = 4,096 B) replaces the
-    // rank outputs, per module.
-    assert_eq!(saved(&e) - saved(&run("")), 8_192 - 64);
+    // The input is kept as under LoRA; Cayley-Neumann's generator Q, Q^2 and Q^3 (each 2 x 32 x 32 x 2 B =
+    // 4,096 B) replace the rank outputs, per module, and in layers whose input needs a gradient the rotation R too.
+    assert_eq!(saved(&e) - saved(&run("")), 2 * 3 * 4_096 - 64);
+    let two = |q: &str| saved(&estimate(&two_layers(), &plan(q)));
+    assert_eq!(two("peft=oft") - two(""), 2 * 7 * 4_096 - 2 * 64);
 }
 
 #[test]
@@ -606,11 +656,11 @@ fn litgpt_unties_the_head_keeps_fp32_logits_and_fuses_qkv_dropout() {
     let logits = |q: &str| run(&format!("fw=litgpt&{q}")).component(Kind::Logits);
     assert_eq!(logits(""), 8_000);
     assert_eq!(logits("method=full"), 9_600);
-    // One dropout over the fused q|k|v input (mask n x 64 + output 2 B x n x 64 = 1,536 B) instead of one per
-    // adapted module (2 x 1,536 B), plus the adapted outputs zero-padded for the concatenation
-    // (2 B x n x (64 + 64) = 2,048 B).
+    // One dropout over the fused q|k|v input (its output, 2 B x n x 64 = 1,024 B; this first layer's input
+    // needs no gradient, so no mask) instead of one per adapted module (2 x 1,024 B), plus the adapted outputs
+    // zero-padded for the concatenation (2 B x n x (64 + 64) = 2,048 B).
     let saved_of = |fw: &str| saved(&run(&format!("fw={fw}&dropout=0.05")));
-    assert_eq!(saved_of("litgpt") - saved_of("hf"), 1_536 + 2_048 - 3_072);
+    assert_eq!(saved_of("litgpt") - saved_of("hf"), 1_024 + 2_048 - 2_048);
     // QLoRA: litgpt dequantizes to fp16 and casts to bf16, two dense copies of the largest 4-bit matrix (an MLP
     // one, 64 x 128): 2 x 2 B x 8,192; transformers makes one.
     let dequant = |fw: &str| run(&format!("method=qlora&fw={fw}")).component(Kind::DequantBuffer);
