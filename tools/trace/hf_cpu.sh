@@ -4,13 +4,18 @@
 # transformers and peft (pip install torch transformers peft); takes a few minutes on two cores.
 source "$(dirname "$0")/lib.sh"
 out="$data/hf_cpu.csv"
-echo "$llama_header" >"$out"
+# ONLY=REGEX runs the matching cases and prints their rows instead of rewriting the files.
+[[ -z ${ONLY:-} ]] && echo "$llama_header" >"$out"
+emit() { # row, file
+  if [[ -n ${ONLY:-} ]]; then echo "$1"; else echo "$1" >>"$2"; fi
+}
 run() { # id, harness flags, plan keys
+  [[ -n ${ONLY:-} && ! $1 =~ $ONLY ]] && return 0
   local tied=0
   case " $2 " in *" --tied "*) tied=1 ;; esac
   for layers in $LAYERS; do
     total=$(total_of hf_step.py "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" --vocab "$V" $2)
-    echo "$1-L$layers,$layers,$H,$I,$NH,$KV,$V,$tied,$total,b=$B&s=$S&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$3" >>"$out"
+    emit "$1-L$layers,$layers,$H,$I,$NH,$KV,$V,$tied,$total,b=$B&s=$S&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$3" "$out"
   done
 }
 H=512 I=1376 NH=8 KV=8 V=32000 B=2 S=256 LAYERS="1 2 3"
@@ -46,15 +51,16 @@ fam="$data/families.csv"
 cfgs="$data/configs"
 presets="$here/../../crates/peakplan-core/presets"
 mkdir -p "$cfgs"
-echo "id,config,traced_peak_allocated_bytes,query" >"$fam"
+[[ -z ${ONLY:-} ]] && echo "id,config,traced_peak_allocated_bytes,query" >"$fam"
 # BUILD=--config builds the config.json as it is instead of scaling a preset down (hf_step.py).
 runf() { # id, preset, harness flags, plan keys
+  [[ -n ${ONLY:-} && ! $1 =~ $ONLY ]] && return 0
   for layers in 1 2; do
     local id="$1-L$layers"
     local src="$presets/$2.json"
     [[ $2 == */* ]] && src="$2"  # a config.json outside the presets (OLMo 2)
     total=$(total_of hf_step.py "$layers" "${FB:-2}" "${FS:-256}" "${BUILD:---preset}" "$src" --json "$cfgs/$id.json" $3)
-    echo "$id,configs/$id.json,$total,b=${FB:-2}&s=${FS:-256}&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" >>"$fam"
+    emit "$id,configs/$id.json,$total,b=${FB:-2}&s=${FS:-256}&loss=standard&opt=adamw_torch&fw=hf&gpus=1&$4" "$fam"
   done
 }
 LORA="method=lora&r=16&targets=q,v&dropout=0&adtype=fp32&gc=0&prec=bf16"
@@ -108,6 +114,12 @@ FB=4 FS=512 runf gptoss-full-t2048 gpt-oss-20b "--full" "attn=eager&$FULL"
 # linears too, and text-only training never runs the tower. gemma3-scaled.json is built as it is.
 BUILD=--config runf gemma3mm-qlora "$here/gemma3-scaled.json" "--qlora" "attn=flash&method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32&r=16&targets=q,v&prec=bf16&upcast=0&dq=0&gc=0"
 BUILD=--config runf gemma3mm-qlora-upcast "$here/gemma3-scaled.json" "--qlora --upcast --amp" "attn=flash&$QLU&gc=0"
+# GPT-2's layout (Conv1D linears, learned positions, a tied head): GPT-BigCode's multi-query attention (handed to
+# SDPA grouped, hence attn=flash), and GPT-3's shape (never released; peakplan reads it through the GPT-2 layout,
+# which hf_step.py builds for it). Their configs' own dropout is turned off (hf_step.py).
+runf bigcode-full starcoderbase-1b "--full" "attn=flash&$FULL"
+runf bigcode-lora starcoderbase-1b "--targets c_attn" "attn=flash&method=lora&r=16&targets=q,k,v&dropout=0&adtype=fp32&gc=0&prec=bf16"
+runf gpt3-full gpt3-175b "--full" "attn=sdpa&$FULL"
 
 # The coverage table follows the data.
-"$here/coverage.sh"
+if [[ -z ${ONLY:-} ]]; then "$here/coverage.sh"; fi

@@ -36,25 +36,33 @@ ap.add_argument("--targets", default="q_proj,v_proj")
 ap.add_argument("--dropout", type=float, default=0.0)
 ap.add_argument("--target-params", help="PEFT target_parameters, e.g. mlp.experts.gate_up_proj,mlp.experts.down_proj "
                 "(MoE experts stored as 3D parameters)")
-ap.add_argument("--amp", action="store_true", help="run forward under bf16 autocast")
-ap.add_argument("--fp32", action="store_true", help="fp32 weights (bf16 otherwise)")
+ap.add_argument("--amp", action="store_true", help="run forward under 16-bit autocast (--half's type)")
+ap.add_argument("--fp32", action="store_true", help="fp32 weights (16-bit otherwise)")
+ap.add_argument("--half", default="bf16", choices=["bf16", "fp16"], help="the 16-bit type (weights, autocast, "
+                "bitsandbytes compute dtype)")
 ap.add_argument("--r", type=int, default=16)
 shape_args(ap)
 ap.add_argument("--tied", action="store_true")
 ap.add_argument("--qlora", action="store_true", help="bitsandbytes NF4 base loaded by from_pretrained")
 ap.add_argument("--upcast", action="store_true", help="QLoRA: prepare_model_for_kbit_training")
 ap.add_argument("--dq", action="store_true", help="QLoRA: double quantization")
+ap.add_argument("--quant", default="nf4", choices=["nf4", "fp4", "int8"], help="QLoRA: bitsandbytes' quantizer")
 ap.add_argument("--preset", help="a config.json (../shared/models/*.json) whose family to build, scaled down")
 ap.add_argument("--config", help="a config.json built as it is, but with LAYERS layers (nested text_config too)")
 ap.add_argument("--json")
 ap.add_argument("--peft", default="lora")
 ap.add_argument("--vt", type=int, default=20, help="prompt/prefix tuning: virtual tokens")
-ap.add_argument("--adtype", default="fp32", choices=["fp32", "bf16"])
+ap.add_argument("--adtype", default="fp32", choices=["fp32", "bf16", "fp16"],
+                help="fp32 (PEFT's autocast_adapter_dtype) or the model's 16-bit type")
 ap.add_argument("--mts", help="PEFT modules_to_save, e.g. embed_tokens,lm_head")
 ap.add_argument("--tokens", type=int, help="PEFT trainable_token_indices: the first N rows of embed_tokens")
 ap.add_argument("--opt", default="adamw_torch",
                 choices=["adamw_torch", "adamw_torch_fused", "sgd", "adafactor", "adamw_8bit"])
 ap.add_argument("--ga", type=int, default=1, help="micro-batches accumulated before the optimizer's step")
+ap.add_argument("--compile", action="store_true", help="torch.compile the model (inductor), as the Trainer's "
+                "torch_compile does")
+ap.add_argument("--hold", action="store_true", help="keep the model's output (its logits) until after the "
+                "optimizer's step, as loops that log from it do (fsdp_qlora's train.py, older torchtune recipes)")
 a = ap.parse_args()
 
 
@@ -112,7 +120,10 @@ if a.preset:
     # a CPU steps quickly: `--hidden` wide, `--heads` heads, the same query/key-value head ratio, the MLP scaled
     # with the width, `--vocab` tokens and LAYERS layers.
     d = {k: v for k, v in json.load(open(a.preset)).items() if not k.startswith("_")}
-    mt = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}.get(d["model_type"], d["model_type"])
+    # GPT-3 was never released: peakplan reads it through GPT-2's layout, so GPT-2 builds it (its traced config
+    # keeps the name gpt3, for peakplan to read as the preset is read).
+    source_type = d["model_type"]
+    mt = {"RefinedWebModel": "falcon", "RefinedWeb": "falcon", "gpt3": "gpt2"}.get(source_type, source_type)
     d["model_type"] = mt
     if mt == "falcon":
         # FalconConfig checks its rotary size before mapping the GPT-2 style names: use the canonical ones.
@@ -155,8 +166,15 @@ if a.preset:
     for k in ("max_position_embeddings", "n_positions"):
         if k in d:
             d[k] = max(d[k], 4096) if k == "max_position_embeddings" else max(d[k], a.s)
+    # A config's own dropout (GPT-2 and GPT-BigCode default to 0.1 for attention, residual and embedding) is not
+    # modelled by peakplan yet, and on a CPU SDPA with dropout takes the math path, materializing the scores where
+    # CUDA's kernels do not: the traced configs turn it off.
+    for k in ("attn_pdrop", "resid_pdrop", "embd_pdrop"):
+        if mt in ("gpt2", "gpt_bigcode"):
+            d[k] = 0.0
     if a.json:
-        json.dump(dict(d, torch_dtype="bfloat16"), open(a.json, "w"))
+        named = {"model_type": source_type} if source_type == "gpt3" else {}
+        json.dump(dict(d, torch_dtype="bfloat16", **named), open(a.json, "w"))
     cfg = AutoConfig.for_model(**d)
     # Gemma 2's attention softcapping has no SDPA path: transformers runs it eagerly.
     # gpt-oss's attention sinks have no SDPA path either.
@@ -184,7 +202,8 @@ else:
              "num_attention_heads": a.heads, "num_key_value_heads": a.kv, "tie_word_embeddings": a.tied,
              "torch_dtype": "bfloat16", "max_position_embeddings": 4096, "rms_norm_eps": 1e-5}
         json.dump(d, open(a.json, "w"))
-dtype = torch.float32 if a.fp32 else torch.bfloat16
+half = torch.float16 if a.half == "fp16" else torch.bfloat16
+dtype = torch.float32 if a.fp32 else half
 model = make(cfg).to(dtype)
 if a.qlora:
     import tempfile
@@ -192,8 +211,11 @@ if a.qlora:
     from peft import prepare_model_for_kbit_training
     saved = tempfile.mkdtemp()
     model.save_pretrained(saved)
-    quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16,
-                               bnb_4bit_use_double_quant=a.dq)
+    if a.quant == "int8":
+        quant = BitsAndBytesConfig(load_in_8bit=True)
+    else:
+        quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=a.quant, bnb_4bit_compute_dtype=half,
+                                   bnb_4bit_use_double_quant=a.dq)
     model = AutoModelForCausalLM.from_pretrained(saved, quantization_config=quant, dtype=dtype, device_map="cpu",
                                              attn_implementation=cfg._attn_implementation)
     if a.upcast:
@@ -214,20 +236,26 @@ if a.peft == "lorafa":
     opt = create_lorafa_optimizer(model, r=a.r, lora_alpha=2 * a.r, lr=1e-4)
 else:
     opt = optimizer(a.opt, [p for p in model.parameters() if p.requires_grad])
+if a.compile:
+    # The Trainer's torch_compile wraps the whole model; inductor compiles forward and backward on the first step.
+    model = torch.compile(model)
 ids = torch.randint(0, a.vocab, (a.b, a.s))
 batch = {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)}
 
 
 def step():
     for _ in range(a.ga):
-        ctx = torch.autocast("cpu", dtype=torch.bfloat16) if a.amp else torch.autocast("cpu", enabled=False)
+        ctx = torch.autocast("cpu", dtype=half) if a.amp else torch.autocast("cpu", enabled=False)
         with ctx:
             outputs = model(**batch)
             loss = outputs["loss"] / a.ga
-        del outputs
+        if not a.hold:
+            del outputs
         loss.backward()
         del loss
     opt.step()
+    if a.hold:
+        del outputs
     model.zero_grad(set_to_none=True)
 
 

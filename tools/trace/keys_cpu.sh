@@ -30,12 +30,34 @@ run peft-oft "--peft oft $QV --r 8" "method=lora&peft=oft&targets=q,v&${L/r=16/r
 run peft-ln "--peft ln" "method=lora&peft=ln&$L"
 run peft-prompt "--peft prompt --vt 20" "method=lora&peft=prompt&vt=20&$L"
 run peft-prefix "--peft prefix --vt 20" "method=lora&peft=prefix&vt=20&$L"
+run peft-prompt-vt8 "--peft prompt --vt 8" "method=lora&peft=prompt&vt=8&$L"
+# LoRA on the LM head too.
+run lora-head "--targets q_proj,v_proj,lm_head" "method=lora&targets=q,v,lm_head&$L"
 # Trainable tokens: the whole embedding and head through modules_to_save, or N rows of the embedding.
 run tt-all "--mts embed_tokens,lm_head $QV" "method=lora&targets=q,v&tt=all&$L"
 run tt-rows "--tokens 64 $QV" "method=lora&targets=q,v&tt=64&$L"
 # Adapters in the model's dtype, and dropout in front of every adapter.
 run adtype-bf16 "--adtype bf16 $ALL" "method=lora&targets=all-linear&${L/adtype=fp32/adtype=bf16}"
 run dropout "--dropout 0.1 $ALL" "method=lora&targets=all-linear&${L/dropout=0/dropout=0.1}"
+# Precision regimes beyond bf16: fp32, pure fp16, fp16 autocast over fp32 weights; fp16 adapters.
+run lora-fp32 "--fp32 $ALL" "method=lora&targets=all-linear&${L/prec=bf16/prec=fp32}"
+run full-fp32 "--full --fp32" "method=full&opt=adamw_torch&prec=fp32"
+run lora-fp16 "--half fp16 $ALL" "method=lora&targets=all-linear&${L/prec=bf16/prec=fp16}"
+run lora-fp16-adapters "--half fp16 --adtype fp16 $ALL" "method=lora&targets=all-linear&opt=adamw_torch&dropout=0&adtype=fp16&prec=fp16&r=16"
+run lora-amp-fp16 "--half fp16 --amp $ALL" "method=lora&targets=all-linear&${L/prec=bf16/prec=amp_fp16}"
+run lora-amp-fp16-fp32base "--half fp16 --fp32 --amp $ALL" "method=lora&targets=all-linear&upcast=1&${L/prec=bf16/prec=amp_fp16}"
+run full-amp-fp16 "--full --half fp16 --fp32 --amp" "method=full&opt=adamw_torch&prec=amp_fp16"
+# bitsandbytes' FP4 quantizer. (LLM.int8 runs on a CPU too, but through MatMul8bitFp, which dequantizes the weight
+# and multiplies in 16-bit, where CUDA runs MatMul8bitLt: not the step the engine models.)
+Q="method=qlora&r=16&targets=all-linear&dropout=0&adtype=fp32&opt=adamw_torch&qsave=0&upcast=0&dq=0"
+run qlora-fp4-amp "--qlora --quant fp4 --amp $ALL" "$Q&quant=fp4&prec=amp_bf16"
+# A loop that keeps the model's output (its logits) until after the optimizer's step: 16-bit logits, and fp32 ones
+# from an fp32 model.
+run hold16 "--hold $QV" "method=lora&targets=q,v&hold=16&$L"
+run hold32 "--hold --fp32 $QV" "method=lora&targets=q,v&hold=32&${L/prec=bf16/prec=fp32}"
+# torch.compile (inductor, as the Trainer's torch_compile wraps the model), LoRA and full.
+run lora-compile "--compile $QV" "method=lora&targets=q,v&compile=1&$L"
+run full-compile "--full --compile" "method=full&compile=1&opt=adamw_torch&prec=bf16"
 # Gradient accumulation, LoRA and full.
 run lora-ga2 "--ga 2 $ALL" "method=lora&targets=all-linear&ga=2&$L"
 run full-ga2 "--full --ga 2" "method=full&ga=2&opt=adamw_torch&prec=bf16"

@@ -1,12 +1,14 @@
 """Trace the allocations of one torchtune full fine-tuning step on CPU (torchtune 0.6's recipe loop).
 
-usage: tt_step.py LAYERS BATCH SEQ [--chunked] [--lora R [--mlp] [--qlora]] [--hidden H] [--inter I] [--heads N]
-                  [--kv N] [--vocab V]
+usage: tt_step.py LAYERS BATCH SEQ [--chunked] [--lora R [--mlp] [--qlora]] [--oib] [--hidden H] [--inter I]
+                  [--heads N] [--kv N] [--vocab V]
 
 A Llama-3-shaped `TransformerDecoder` (torchtune's own `llama3` / `lora_llama3` builders) in bf16 runs the step
 of `full_finetune_single_device` (`lora_finetune_single_device` with `--lora`: LoRA on q and v, and on the MLP with
 `--mlp`; `--qlora` quantizes the base to torchao NF4): forward, the cross-entropy (`--chunked`: `CEWithChunkedOutputLoss`), `del logits`,
-backward, a foreach AdamW step, `zero_grad(set_to_none=True)`. The second step is measured (memtrace.report).
+backward, a foreach AdamW step, `zero_grad(set_to_none=True)`; with `--oib` (`optimizer_in_bwd: True`) every
+parameter has its own AdamW, stepped and zeroed by a post-accumulate-grad hook inside backward
+(`training.register_optim_in_bwd_hooks`). The second step is measured (memtrace.report).
 Prints one JSON line.
 """
 import argparse
@@ -30,6 +32,7 @@ ap.add_argument("--vocab", type=int, default=32000)
 ap.add_argument("--lora", type=int, default=0, help="LoRA rank (0: full fine-tuning)")
 ap.add_argument("--mlp", action="store_true")
 ap.add_argument("--qlora", action="store_true")
+ap.add_argument("--oib", action="store_true", help="optimizer in backward (full_finetune_single_device)")
 a = ap.parse_args()
 
 torch.manual_seed(0)
@@ -50,7 +53,14 @@ if a.chunked:
     model.set_num_output_chunks(loss_fn.num_output_chunks)
 else:
     loss_fn = torch.nn.CrossEntropyLoss()
-opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5, foreach=True)
+trainable = [p for p in model.parameters() if p.requires_grad]
+if a.oib:
+    from torchtune import training
+    # foreach as on CUDA, where torch picks it by default (a single tensor each: one state-sized temporary).
+    optim_dict = {p: torch.optim.AdamW([p], lr=1e-5, foreach=True) for p in trainable}
+    training.register_optim_in_bwd_hooks(model=model, optim_dict=optim_dict)
+else:
+    opt = torch.optim.AdamW(trainable, lr=1e-5, foreach=True)
 tokens = torch.randint(0, a.vocab, (a.b, a.s))
 ignore = torch.full((a.b, 1), -100)
 
@@ -64,8 +74,9 @@ def step():
     loss = loss_fn(logits, labels)
     del logits
     loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    if not a.oib:
+        opt.step()
+        opt.zero_grad(set_to_none=True)
 
 
 report(step)

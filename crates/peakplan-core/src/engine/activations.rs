@@ -57,7 +57,7 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => 4.0 * n * h + 8.0 * n,
     } + if norms_trainable(plan) && !plan.liger {
-        norm_product_bytes(arch.norm, arch, s.d) * n * h
+        norm_product_bytes(arch.norm, arch, plan, s.d) * n * h
     } else {
         0.0
     };

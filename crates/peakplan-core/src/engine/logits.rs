@@ -4,7 +4,8 @@
 
 use super::count::{ceil_div, Count};
 use super::setup::{prefix_tokens, Setup};
-use crate::plan::{Attn, Framework, Loss, Method};
+use crate::arch::Target;
+use crate::plan::{Attn, Framework, Loss, Method, Peft};
 
 /// The output's memory through the step.
 pub(super) struct Logits {
@@ -35,6 +36,7 @@ pub(super) fn logits(s: &Setup) -> Logits {
         0.0
     };
     let (forward, backward) = (forward + softcap, backward + softcap);
+    let forward = forward.max(head_lora_forward(s));
     // A loop that keeps the model's output until after the optimizer step holds the returned logits through
     // backward and the step: fsdp_qlora's `output`, and torchtune's recipes before they learned to `del logits`
     // (mid-2024). litgpt's profile keeps its logits already; chunked and fused losses return none.
@@ -83,6 +85,14 @@ pub(super) fn logits(s: &Setup) -> Logits {
 fn loss_memory(s: &Setup) -> (Count, Count, Count) {
     let (plan, d, n, v) = (s.plan, s.d, s.tokens, s.vocab);
     match (plan.loss, plan.framework) {
+        // The Trainer's torch_compile compiles the model with its loss: one fused cross-entropy that keeps the
+        // 16-bit logits (and a log-sum-exp per token) and recomputes the softmax in backward, where the logits'
+        // gradient and one more logits-sized buffer join them (traced on CPU with inductor: 3 x 16-bit per logit
+        // at backward's peak, where the eager loss holds 12 B).
+        (Loss::Standard, Framework::Hf) if plan.compile => {
+            let c = d.compute;
+            (c * n * v + 4.0 * n, 3.0 * c * n * v, c * n * v)
+        }
         (Loss::Standard, Framework::Hf) => {
             let up = if d.compute == 4.0 { 0.0 } else { 4.0 };
             ((d.compute + up + 4.0) * n * v, 12.0 * n * v, 4.0 * n * v)
@@ -131,6 +141,27 @@ fn loss_memory(s: &Setup) -> (Count, Count, Count) {
             (c * chunk * v + c * n * h, c * n * h, c * chunk * v)
         }
     }
+}
+
+/// LoRA on the LM head under transformers: PEFT computes `base(x) + lora_B(lora_A(x)) * scaling`, so at the add the
+/// base logits, lora_B's output, its scaled copy and their sum (in the wider of the two dtypes, which the loss then
+/// need not upcast) all exist: the step's peak when the adapters are fp32 (traced on CPU: three fp32 and one
+/// 16-bit vocab-wide tensors per token at the add). 0 where the head carries no LoRA.
+fn head_lora_forward(s: &Setup) -> Count {
+    let (plan, d, n, v) = (s.plan, s.d, s.tokens, s.vocab);
+    let lora = matches!(
+        plan.peft,
+        Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa
+    );
+    if plan.method == Method::Full
+        || !lora
+        || !plan.targets.contains(Target::LmHead)
+        || (plan.loss, plan.framework) != (Loss::Standard, Framework::Hf)
+    {
+        return 0.0;
+    }
+    let ad = if d.amp { d.compute } else { d.adapter };
+    (d.compute + 2.0 * ad + d.compute.max(ad)) * n * v
 }
 
 /// torchtune's standard and chunked losses.

@@ -123,12 +123,13 @@ pub(super) fn layer_saved(
 
 /// Bytes per value of the normalized input a trainable weight of a `norm` keeps: an RMSNorm multiplies by its
 /// weight in a separate op that keeps the normalized input, in the residual dtype or in fp32 where the weight
-/// multiplies in fp32 (Gemma's `1 + weight`, traced on CPU); `native_layer_norm` applies its weight inside the
-/// fused op and keeps no such copy.
-pub(super) fn norm_product_bytes(norm: Norm, arch: &Architecture, d: Dtypes) -> Count {
+/// multiplies in fp32 (Gemma's `1 + weight`, and torchtune's RMSNorm, which scales the fp32 normalized input before
+/// casting back: traced on CPU, 1 MB a layer at 512 tokens, hidden 512, under optimizer-in-backward);
+/// `native_layer_norm` applies its weight inside the fused op and keeps no such copy.
+pub(super) fn norm_product_bytes(norm: Norm, arch: &Architecture, plan: &Plan, d: Dtypes) -> Count {
     match norm {
         Norm::LayerNorm => 0.0,
-        Norm::RmsNorm if arch.norm_scale_fp32 => 4.0,
+        Norm::RmsNorm if arch.norm_scale_fp32 || plan.framework == Framework::Torchtune => 4.0,
         Norm::RmsNorm => d.residual,
     }
 }
@@ -160,7 +161,7 @@ fn norms(l: &Layer, bytes: &mut Count) {
         Norm::RmsNorm => 4.0 * n,
         Norm::LayerNorm => 8.0 * n,
     } + if (l.full || norms_trainable(l.plan)) && !l.fused {
-        norm_product_bytes(arch.norm, arch, d) * n * h
+        norm_product_bytes(arch.norm, arch, l.plan, d) * n * h
     } else {
         0.0
     };
@@ -183,7 +184,7 @@ fn norms(l: &Layer, bytes: &mut Count) {
             4.0 * n * width
         }) + 4.0 * n * groups
             + if l.full && !l.fused {
-                norm_product_bytes(Norm::RmsNorm, arch, d) * n * width
+                norm_product_bytes(Norm::RmsNorm, arch, l.plan, d) * n * width
             } else {
                 0.0
             }
@@ -384,8 +385,10 @@ fn adapter_saved(
     } else if plan.dropout > 0.0 {
         // Dropout keeps its mask and its output, per adapted module.
         *bytes += mask + ad * rows * w;
-    } else if d.adapter_compute != d.residual && !plan.compile {
-        // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit.
+    } else if (d.adapter_compute != d.residual || autocast_casts_input(d)) && !plan.compile {
+        // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit, a copy
+        // per module even where the stream is already in the adapters' fp32 (traced on CPU: an fp32 LoRA base
+        // under autocast keeps one 16-bit input per adapted module, not the shared fp32 stream).
         *bytes += ad * rows * w;
     } else {
         *shared = true;
@@ -406,13 +409,37 @@ fn adapter_saved(
             kept * d.adapter * blocks * b * b * m.copies as Count
         }
         // lora_B keeps lora_A's rank-wide output.
-        _ => ad * rows * plan.rank as Count,
+        _ => ad * rows * plan.rank as Count + lora_weight_casts(l, m, input_grad),
     };
     if plan.peft == Peft::Dora {
         // DoRA rescales the base output and the LoRA output by magnitude / ||W + BA||: both products keep their
         // other factor (the base output in the compute dtype, the LoRA output in the adapter dtype).
         *bytes += (d.compute + ad) * rows * m.out_features as Count;
     }
+}
+
+/// Whether autocast casts an adapter's input to the compute dtype for its matmul (fp32 adapters under autocast;
+/// FSDP's mixed precision gathers them already in the compute dtype).
+fn autocast_casts_input(d: Dtypes) -> bool {
+    d.amp && d.adapter_compute != d.compute
+}
+
+/// fp32 LoRA weights under autocast: each matmul casts its weight to 16-bit and keeps the copy for its input's
+/// gradient (autocast caches the casts of weights that train): B's always (A's output needs a gradient), A's
+/// where the module's input needs one (traced on CPU: bf16 copies of every A and B of a layer, 2 B per adapter
+/// parameter, under all-linear QLoRA with autocast).
+fn lora_weight_casts(l: &Layer, m: &Linear, input_grad: bool) -> Count {
+    let d = l.d;
+    if !d.amp || d.adapter <= d.compute {
+        return 0.0;
+    }
+    let r = l.plan.rank as Count;
+    let a = if input_grad && l.plan.peft != Peft::Lorafa {
+        r * m.in_features as Count
+    } else {
+        0.0
+    };
+    d.compute * (a + r * m.out_features as Count) * m.copies as Count
 }
 
 /// Attention: q and (expanded) k, v are kept by the attention kernel with its output and log-sum-exp; eager

@@ -304,17 +304,17 @@ fn a_tied_embedding_adds_its_share_to_the_heads_at_the_very_end() {
     // Full fine-tuning of a tied model with a single head matmul: at the embedding's backward the head's share
     // (a transposed view autograd cannot add into), the embedding's share and their sum exist at once, two
     // 100 x 64 x 2 B = 12,800 B more than the one gradient kept. Chunked, the head's share is already a sum and
-    // takes the embedding's in place: one more.
+    // takes the embedding's in place: one more. (Over one token, so that the end is backward's largest moment.)
     let mut tied = tiny();
     tied.tied_embeddings = true;
     let end = |q: &str| estimate(&tied, &plan(q)).phases[Phase::Backward as usize];
-    let all = estimate(&tied, &plan("method=full&fw=torchtune")).component(Kind::Gradients);
-    let single = end("method=full&fw=torchtune");
+    let all = estimate(&tied, &plan("method=full&fw=torchtune&s=1")).component(Kind::Gradients);
+    let single = end("method=full&fw=torchtune&s=1");
     assert_eq!(single.gradients, all + 2 * 12_800);
-    let chunked = end("method=full&fw=torchtune&loss=chunked");
+    let chunked = end("method=full&fw=torchtune&loss=chunked&s=1");
     assert_eq!(chunked.gradients, all + 12_800);
     // Accumulating, the sum is then added into the held `.grad`: all three are more than it.
-    let held = end("method=full&fw=torchtune&ga=4");
+    let held = end("method=full&fw=torchtune&ga=4&s=1");
     assert_eq!(held.gradients, all + 3 * 12_800);
 }
 
