@@ -8,7 +8,7 @@ out="$data/fsdp_cpu.csv"
 [[ -z ${ONLY:-} ]] && echo "$llama_header" >"$out"
 run() { # id, world, harness flags, plan keys
   [[ -n ${ONLY:-} && ! $1 =~ $ONLY ]] && return 0
-  local gpus="gpus=$2&zero=3"
+  local gpus="gpus=$2&zero=${ZERO:-3}"
   [[ $2 == 1 ]] && gpus="gpus=1"
   for layers in 1 2; do
     total=$(total_of fsdp_step.py "$2" "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" \
@@ -57,6 +57,21 @@ run f1-qlora-lorawrap-orig0-w4 4 "--qlora --wrap lora --orig 0" "$QLORA&$BF&shar
 # 38.0 MB and 25.3 MB where it says 36.7 MB; not modelled yet:
 #   run f1-full-amp-w2 2 "--full --amp" "method=full&gc=0&prec=amp_bf16&shard=fsdp1"
 #   run f2-full-amp-w2 2 "--fsdp 2 --full --amp" "method=full&gc=0&prec=amp_bf16&shard=fsdp2"
+
+# DeepSpeed ZeRO on its CPU accelerator (ninja on PATH for its shared-memory op): bf16 runs the module in bf16
+# with fp32 master partitions and fp32 Adam states; ZeRO-2 shards gradients and states, ZeRO-3 the weights too.
+ZERO=2 run ds2-lora-w2 2 "--ds 2" "$LORA&$BF&shard=deepspeed"
+# Not replayed (traced peaks of the largest rank, L1 and L2, against the engine's):
+# - ZeRO-2 full: 537.2 and 581.5 MB, at the optimizer step (engine 498.1 and 535.4 MB, in backward). On a CPU,
+#   DeepSpeed hands torch's AdamW CPU tensors, which step without foreach (one more fp32 partition-sized
+#   temporary than CUDA's foreach step); and one or two vocab x hidden 16-bit buffers (rank-dependent, 32.8 MB
+#   each) sit beside the step, not identified yet.
+#   ZERO=2 run ds2-full-w2 2 "--ds 2 --full" "method=full&$BF&shard=deepspeed"
+# - ZeRO-3 full: 570.6 and 614.2 MB (engine 462.2 and 496.3); LoRA: 282.4 and 303/336 MB, alternating from one
+#   step to the next (engine 242.8 and 255.2). ZeRO-3's gathering (the embedding and the head both gathered at
+#   the loss's backward) is not modelled yet.
+#   run ds3-full-w2 2 "--ds 3 --full" "method=full&$BF&shard=deepspeed"
+#   run ds3-lora-w2 2 "--ds 3" "$LORA&$BF&shard=deepspeed"
 
 # A 1,000-token vocabulary and a wide MLP: the layers' backward is the peak, with the running layer, the next one
 # prefetched (none when adapters are units of their own) and the root unit. The same model unsharded (WORLD 1,

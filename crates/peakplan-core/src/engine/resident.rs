@@ -242,9 +242,12 @@ fn optimizer(
     param_bytes: Count,
 ) -> OptimizerMemory {
     let plan = s.plan;
-    let full_amp = s.d.amp && plan.method == Method::Full;
-    let state_bytes = if full_amp { 4.0 } else { param_bytes };
-    let master = if full_amp { 4.0 * trainable } else { 0.0 };
+    let state_bytes = if s.d.fp32_master { 4.0 } else { param_bytes };
+    let master = if s.d.fp32_master {
+        4.0 * trainable
+    } else {
+        0.0
+    };
     let states = optimizer_states(plan.optimizer, tensors, state_bytes, s.d.weight);
     let paged = matches!(
         plan.optimizer,
@@ -278,6 +281,13 @@ fn optimizer(
         }
         _ => 0.0,
     };
+    // DeepSpeed steps an fp32 copy of this GPU's gradient partition.
+    let temps = temps
+        + if s.d.deepspeed_16bit {
+            4.0 * s.shard_optimizer(trainable)
+        } else {
+            0.0
+        };
     OptimizerMemory {
         states: on_device_states,
         master: on_device * s.shard_optimizer(master),

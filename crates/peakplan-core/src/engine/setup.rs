@@ -31,10 +31,22 @@ pub(super) struct Dtypes {
     /// FSDP1 units mixing frozen and trainable parameters: the unit's flat parameter needs a gradient, so autograd
     /// treats every weight of a layer as trainable (inputs kept, gradients computed), as in full fine-tuning.
     pub frozen_grads: bool,
+    /// The optimizer steps fp32 master copies of the trainable parameters, with fp32 states: full fine-tuning
+    /// under AMP, and every 16-bit DeepSpeed plan (its bf16/fp16 modes keep fp32 partitions beside the 16-bit
+    /// module, traced on its CPU accelerator).
+    pub fp32_master: bool,
+    /// DeepSpeed's 16-bit modes: the module itself, adapters included, is cast to 16-bit and runs without
+    /// autocast; its optimizer steps an fp32 copy of each gradient partition.
+    pub deepspeed_16bit: bool,
 }
 
 impl Dtypes {
     fn of(plan: &Plan, fsdp: bool, sharding: Sharding) -> Dtypes {
+        let deepspeed_16bit =
+            sharding.shard == Shard::Deepspeed && plan.precision != Precision::Fp32;
+        if deepspeed_16bit {
+            return Dtypes::deepspeed();
+        }
         let compute = plan.precision.compute_bytes() as Count;
         let amp = plan.precision.is_amp();
         let weight: Count = match plan.method {
@@ -78,6 +90,26 @@ impl Dtypes {
             amp,
             sharded_cast,
             frozen_grads: fsdp && sharding.mixed_units,
+            fp32_master: amp && plan.method == Method::Full,
+            deepspeed_16bit: false,
+        }
+    }
+
+    /// DeepSpeed's bf16 and fp16 modes (`prec` bf16, fp16 or their AMP forms, which the Trainer hands to DeepSpeed
+    /// as the same switch): every parameter of the module in 16-bit, no autocast, fp32 master partitions.
+    fn deepspeed() -> Dtypes {
+        Dtypes {
+            compute: 2.0,
+            residual: 2.0,
+            mlp: 2.0,
+            adapter: 2.0,
+            adapter_compute: 2.0,
+            weight: 2.0,
+            amp: false,
+            sharded_cast: false,
+            frozen_grads: false,
+            fp32_master: true,
+            deepspeed_16bit: true,
         }
     }
 }

@@ -74,9 +74,15 @@ pub(super) fn timeline(
         held.other + held.buffers,
     ];
     let bwd = backward(s, r, l, w, sh, &held, &head);
+    // DeepSpeed frees this GPU's 16-bit gradient partition once its fp32 copy (a step temporary) is made.
+    let step_grads = if s.d.deepspeed_16bit {
+        0.0
+    } else {
+        r.gradients
+    };
     let opt = [
         held.weights,
-        r.gradients,
+        step_grads,
         held.optimizer,
         l.held_output,
         held.other + r.optimizer_temps,

@@ -36,8 +36,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("moe", "linear"),
     ("zero", "0"),
     ("zero", "1"),
-    ("zero", "2"),
-    ("shard", "deepspeed"),
     ("fw", "litgpt"),
     ("fw", "webgpu"),
     ("qload", "1"),
