@@ -79,7 +79,12 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
     let found = move || {
         filter.with(|f| {
             // Ids and names are ASCII: `str::to_lowercase` would link Unicode's case tables (10 KB gzipped).
-            let lower = f.to_ascii_lowercase();
+            // A Hub id filters no preset out.
+            let lower = if looks_like_id(f) {
+                String::new()
+            } else {
+                f.to_ascii_lowercase()
+            };
             models.with_value(|m| {
                 let (kept, line) = filtered(m, &lower);
                 (
