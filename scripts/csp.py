@@ -4,7 +4,8 @@ to the built index.html.
 
 The policy allows only the site's own files, the wasm they instantiate ('wasm-unsafe-eval'), and the one inline
 module script trunk writes to start the app, pinned by its SHA-256 hash; no other script can run, whatever a
-shared link or a pasted config contains.
+shared link or a pasted config contains. The page connects to itself and to https://huggingface.co (a Hub model's
+config.json and model info), nowhere else.
 
 One hook does both, in this order, because trunk runs a stage's hooks concurrently and the page's hashes must be
 taken after the last change to what they cover: terser rewrites the glue (about 2.5 KB gzipped less), then every
@@ -59,7 +60,10 @@ policy = "; ".join([
     "script-src 'self' 'wasm-unsafe-eval' " + " ".join(hashes),
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data: blob:",
-    "connect-src 'self'",
+    # The Hub, for `model=org/name`: a config.json and the model info, both answered by huggingface.co itself
+    # (small files live in the repository's git; only LFS/Xet files such as weights redirect to CDN hosts, and
+    # the page never fetches those).
+    "connect-src 'self' https://huggingface.co",
     "object-src 'none'",
     "base-uri 'none'",
     "form-action 'none'",

@@ -8,6 +8,7 @@ use crate::panels::chart::{ChartCanvas, Timeline};
 use crate::panels::errors::UrlErrors;
 use crate::panels::essentials::PlanEssentials;
 use crate::panels::gpu_table::GpuTable;
+use crate::panels::hub::HubWait;
 use crate::panels::results::{ComponentTable, Figures, Verdict};
 use crate::panels::settings::PlanSettings;
 use crate::panels::share::ShareBar;
@@ -56,7 +57,9 @@ fn EmbedView() -> impl IntoView {
     };
     view! {
         <main class="embed">
-            <ChartCanvas/>
+            <Show when=move || c.model_ready() fallback=|| view! { <HubWait/> }>
+                <ChartCanvas/>
+            </Show>
             <p class="caption" data-testid="embed-caption"><a href=link target="_blank" rel="noopener">{caption}</a></p>
         </main>
     }
@@ -64,6 +67,7 @@ fn EmbedView() -> impl IntoView {
 
 #[component]
 fn Planner() -> impl IntoView {
+    let c = ctx();
     view! {
         <header class="top">
             <h1>"peakplan"</h1>
@@ -84,6 +88,8 @@ fn Planner() -> impl IntoView {
             // Two columns of their own height when wide; on a phone `display: contents` hands the four sections to
             // the grid, which puts the answer first.
             <div class="right">
+            // Until the plan's Hub model has loaded and imported, no figure stands under its id.
+            <Show when=move || c.model_ready() fallback=|| view! { <HubWait/> }>
             <section class="results answer" aria-label="Memory">
                 <Verdict/>
                 <ChartCanvas/>
@@ -95,11 +101,12 @@ fn Planner() -> impl IntoView {
                 <Figures/>
                 <Timeline/>
                 <crate::gpu::panel::GpuPanel
-                    plan=ctx().plan
+                    plan=c.plan
                     predict=Callback::new(|c: peakplan_core::micro::MicroConfig| peakplan_core::micro::predicted_peak_bytes(&c))/>
                 <ComponentTable/>
                 <Accuracy/>
             </section>
+            </Show>
             </div>
         </main>
         <footer>

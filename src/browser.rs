@@ -137,3 +137,76 @@ pub fn mark_first_paint() {
         let _ = js_sys::Reflect::set(&w, &key, &wasm_bindgen::JsValue::from_f64(now_ms()));
     }
 }
+
+/// Why [`fetch_text`] has no text.
+pub enum FetchError {
+    /// The request failed: offline, refused, or blocked (CORS, the page's CSP, an extension).
+    Network,
+    /// The answer is this many bytes, over the cap (said by its `content-length`, or counted).
+    TooLarge(usize),
+}
+
+/// GETs `url` (CORS, no cookies, no referrer), with `token` as `Authorization: Bearer` when given: the status, and
+/// for a 2xx answer its text, refused unread when it says it is over `cap` bytes.
+pub async fn fetch_text(
+    url: &str,
+    token: Option<&str>,
+    cap: usize,
+) -> Result<(u16, String), FetchError> {
+    use FetchError::Network;
+    let init = web_sys::RequestInit::new();
+    init.set_method("GET");
+    init.set_mode(web_sys::RequestMode::Cors);
+    init.set_credentials(web_sys::RequestCredentials::Omit);
+    init.set_referrer_policy(web_sys::ReferrerPolicy::NoReferrer);
+    if let Some(t) = token {
+        let headers = web_sys::Headers::new().map_err(|_| Network)?;
+        headers
+            .set("Authorization", &format!("Bearer {t}"))
+            .map_err(|_| Network)?;
+        init.set_headers(&headers);
+    }
+    let request = web_sys::Request::new_with_str_and_init(url, &init).map_err(|_| Network)?;
+    let w = window().ok_or(Network)?;
+    let response: web_sys::Response = w
+        .fetch_with_request(&request)
+        .await
+        .map_err(|_| Network)?
+        .dyn_into()
+        .map_err(|_| Network)?;
+    let status = response.status();
+    if !response.ok() {
+        return Ok((status, String::new()));
+    }
+    let declared = response
+        .headers()
+        .get("content-length")
+        .ok()
+        .flatten()
+        .and_then(|n| n.trim().parse::<usize>().ok());
+    if let Some(n) = declared.filter(|n| *n > cap) {
+        return Err(FetchError::TooLarge(n));
+    }
+    let text = response
+        .text()
+        .map_err(|_| Network)?
+        .await
+        .map_err(|_| Network)?
+        .as_string()
+        .unwrap_or_default();
+    if text.len() > cap {
+        return Err(FetchError::TooLarge(text.len()));
+    }
+    Ok((status, text))
+}
+
+/// Opens the `<details>` of that id and scrolls it into view.
+pub fn open_details(id: &str) {
+    let el = window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.get_element_by_id(id));
+    if let Some(el) = el {
+        let _ = el.set_attribute("open", "");
+        el.scroll_into_view();
+    }
+}

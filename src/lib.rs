@@ -5,6 +5,7 @@ pub mod accuracy_table;
 pub mod gpu_rows;
 pub mod history;
 pub mod html;
+pub mod hub;
 pub mod picker;
 pub mod planner;
 pub mod scale;

@@ -1,4 +1,7 @@
-//! The model picker's filter: which presets a typed filter keeps, and what Enter picks. Plain Rust, tested natively.
+//! The model picker's filter: which presets a typed filter keeps, what Enter picks, and a Hub id typed instead.
+//! Plain Rust, tested natively.
+
+use peakplan_core::hub::{looks_like_id, HubId};
 
 /// Whether a preset matches a filter (lowercase): by id or by name, anywhere in either. Preset names are ASCII,
 /// and ASCII folding keeps Unicode's case tables out of the page's wasm.
@@ -17,14 +20,24 @@ pub fn filtered<'a>(
         .collect();
     let line = (!filter.is_empty()).then(|| match kept.first() {
         None => format!(
-            "No preset matches “{}”: try part of a name (\"llama\", \"7b\"), or paste a config.json under \
-             Training settings",
+            "No preset matches “{}”: try part of a name (\"llama\", \"7b\"), type a Hub id (org/name), or \
+             paste a config.json under Training settings",
             filter.chars().take(40).collect::<String>()
         ),
         Some((_, name)) if kept.len() == 1 => format!("1 preset matches; Enter picks {name}"),
         Some((_, name)) => format!("{} presets match; Enter picks {name}", kept.len()),
     });
     (kept, line)
+}
+
+/// The line for a filter that is a Hub id (`org/name`, as typed: ids are case-sensitive): what Enter loads, or
+/// why it is not an id.
+pub fn hub_line(text: &str) -> Option<String> {
+    let t = text.trim();
+    looks_like_id(t).then(|| match HubId::parse(t) {
+        Ok(id) => format!("Enter loads {id} from the Hugging Face Hub"),
+        Err(e) => format!("Not a Hub id: {e}"),
+    })
 }
 
 #[cfg(test)]
@@ -60,5 +73,15 @@ mod tests {
         );
         let (kept, line) = filtered(MODELS, "");
         assert_eq!((kept.len(), line), (3, None));
+    }
+
+    #[test]
+    fn a_hub_id_says_what_enter_loads() {
+        assert_eq!(
+            hub_line(" Qwen/Qwen2.5-7B ").as_deref(),
+            Some("Enter loads Qwen/Qwen2.5-7B from the Hugging Face Hub")
+        );
+        assert!(hub_line("org/..").is_some_and(|l| l.starts_with("Not a Hub id: `org/..`")));
+        assert_eq!(hub_line("llama"), None);
     }
 }

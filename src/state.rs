@@ -1,11 +1,14 @@
 //! The page's state: the plan context every component reads ([`Ctx`], provided once by [`provide`]), the planned
-//! architecture ("pasted config, else preset"), the settled-plan effect for slow panels, and the one way controls
-//! change the plan. It imports no component.
+//! architecture ("pasted config, else the Hub model once loaded, else preset"), the Hub requests, the settled-plan
+//! effect for slow panels, and the one way controls change the plan. It imports no component.
 
-use crate::browser;
+use crate::browser::{self, FetchError};
 use crate::history::{Steps, Write};
+use crate::hub::{self, Failure, HubModels};
 use crate::planner::Computed;
 use leptos::prelude::*;
+use peakplan_core::hf::MAX_CONFIG_BYTES;
+use peakplan_core::hub::{stated_params, ConfigError, HubId, MAX_INFO_BYTES};
 use peakplan_core::{preset_arch, Architecture, Diagnostic, Parsed, Plan};
 
 /// Shared page state, provided as context.
@@ -20,6 +23,10 @@ pub(crate) struct Ctx {
     pub(crate) preview: RwSignal<Option<(Plan, String)>>,
     /// Values the page could not use, shown in the `url-error` banner.
     pub(crate) refused: RwSignal<Refused>,
+    /// Hub models fetched this session, the one on its way and the last failure.
+    pub(crate) hub: RwSignal<HubModels>,
+    /// An access token for gated models: in memory only, sent only to the Hub, never in the URL or storage.
+    pub(crate) hub_token: StoredValue<Option<String>>,
 }
 
 /// Values the page refused; the plan kept its other values (and, for these keys, its previous ones).
@@ -36,15 +43,23 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
     let plan = RwSignal::new(parsed.plan);
     let custom: RwSignal<Option<Architecture>> = RwSignal::new(None);
     let preview: RwSignal<Option<(Plan, String)>> = RwSignal::new(None);
-    let computed = Memo::new(move |_| {
+    let hub_models = RwSignal::new(HubModels::default());
+    let computed = Memo::new(move |prev: Option<&Computed>| {
         let p = plan.get();
         let c = custom.get();
-        let arch = planned_arch(&c, &p);
-        let mut comp = Computed::new(arch, &p);
-        if let Some((after, change)) = preview.get() {
-            comp.add_preview(arch, &after, &change);
-        }
-        comp
+        hub_models.with(|h| {
+            // A Hub model not loaded yet: the answer is not shown (see `Ctx::model_ready`), nothing to compute.
+            let Some(arch) = planned_arch(&c, h, &p) else {
+                return prev
+                    .cloned()
+                    .unwrap_or_else(|| Computed::new(preset_arch(&p), &p));
+            };
+            let mut comp = Computed::new(arch, &p);
+            if let Some((after, change)) = preview.get() {
+                comp.add_preview(arch, &after, &change);
+            }
+            comp
+        })
     });
     // The URL is the state, and the plan's history the browser's: a burst of changes (a slider drag) is one entry,
     // and Back or Forward restore the plan the URL then holds.
@@ -74,7 +89,18 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
             link: parsed.diagnostics,
             typed: Vec::new(),
         }),
+        hub: hub_models,
+        hub_token: StoredValue::new(None),
     };
+    // The plan's Hub model is requested once; a failure waits for "Try again".
+    let wanted = Memo::new(move |_| plan.with(|p| p.hub.clone()));
+    Effect::new(move |_| {
+        if let Some(id) = wanted.get() {
+            if hub_models.with_untracked(|h| h.needs_fetch(&id)) {
+                ctx.load_hub(id);
+            }
+        }
+    });
     provide_context(ctx);
     ctx
 }
@@ -83,9 +109,17 @@ pub(crate) fn ctx() -> Ctx {
     use_context::<Ctx>().expect("App provides the context")
 }
 
-/// The planned model: the pasted config, else the plan's preset.
-pub(crate) fn planned_arch<'a>(custom: &'a Option<Architecture>, plan: &Plan) -> &'a Architecture {
-    custom.as_ref().unwrap_or_else(|| preset_arch(plan))
+/// The planned model: the pasted config, else the plan's Hub model (`None` until it has loaded), else its preset.
+pub(crate) fn planned_arch<'a>(
+    custom: &'a Option<Architecture>,
+    hub: &'a HubModels,
+    plan: &Plan,
+) -> Option<&'a Architecture> {
+    match (custom, &plan.hub) {
+        (Some(a), _) => Some(a),
+        (None, Some(id)) => hub.get(id).map(|l| &l.arch),
+        (None, None) => Some(preset_arch(plan)),
+    }
 }
 
 /// Runs `work` on the plan and its architecture (the pasted config, else the preset) `settle` after the last change,
@@ -101,14 +135,13 @@ pub(crate) fn on_settled_plan(
         if !active() {
             return;
         }
-        let plan = c.plan.get();
-        let custom = c.custom.get();
+        let (arch, plan) = c.with_model(|a, p| (a.cloned(), p.clone()));
         if let Some(h) = pending.get_value() {
             h.clear();
         }
+        let Some(arch) = arch else { return };
         let work = work.clone();
-        let handle =
-            set_timeout_with_handle(move || work(planned_arch(&custom, &plan), &plan), settle);
+        let handle = set_timeout_with_handle(move || work(&arch, &plan), settle);
         pending.set_value(handle.ok());
     });
 }
@@ -145,9 +178,54 @@ impl Ctx {
         }
     }
 
-    /// Whether the planned model (the pasted config, else the preset) routes tokens to experts.
+    /// Runs `f` on the planned model ([`planned_arch`]) and the plan, tracking both.
+    pub(crate) fn with_model<R>(self, f: impl FnOnce(Option<&Architecture>, &Plan) -> R) -> R {
+        self.custom.with(|c| {
+            self.hub
+                .with(|h| self.plan.with(|p| f(planned_arch(c, h, p), p)))
+        })
+    }
+
+    /// Whether the planned model is there to plot: not a Hub model still loading or failed.
+    pub(crate) fn model_ready(self) -> bool {
+        self.with_model(|a, _| a.is_some())
+    }
+
+    /// Whether the planned model routes tokens to experts.
     pub(crate) fn is_moe(self) -> bool {
-        self.custom
-            .with(|custom| self.plan.with(|p| planned_arch(custom, p).experts > 1))
+        self.with_model(|a, _| a.is_some_and(|a| a.experts > 1))
+    }
+
+    /// Requests the Hub model `id`: its `config.json` (plotted once imported), then its model info's stated
+    /// parameter count (a cross-check; its failure says nothing).
+    pub(crate) fn load_hub(self, id: HubId) {
+        self.hub.update(|h| h.start(id.clone()));
+        let token = self.hub_token.get_value();
+        let hub_models = self.hub;
+        leptos::task::spawn_local(async move {
+            let url = id.config_url(hub::ENDPOINT);
+            let outcome = match browser::fetch_text(&url, token.as_deref(), MAX_CONFIG_BYTES).await
+            {
+                Ok((status, text)) => hub::config_answer(&id, status, &text),
+                Err(FetchError::Network) => Err(Failure::Offline),
+                Err(FetchError::TooLarge(bytes)) => Err(Failure::Config(ConfigError::TooLarge {
+                    bytes,
+                    limit: MAX_CONFIG_BYTES,
+                })),
+            };
+            let loaded = outcome.is_ok();
+            hub_models.update(|h| h.finished(id.clone(), outcome));
+            if !loaded {
+                return;
+            }
+            let info = id.info_url(hub::ENDPOINT);
+            if let Ok((200, text)) =
+                browser::fetch_text(&info, token.as_deref(), MAX_INFO_BYTES).await
+            {
+                if let Some(n) = stated_params(&text) {
+                    hub_models.update(|h| h.stated(&id, n));
+                }
+            }
+        });
     }
 }

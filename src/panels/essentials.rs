@@ -1,11 +1,13 @@
 //! The inputs that decide most of the answer: method, model, GPU, the three sliders and the LoRA targets.
 
 use crate::panels::controls::{not_peft_reason, KeySelect, LogSlider};
-use crate::picker::filtered;
+use crate::panels::hub::HubLine;
+use crate::picker::{filtered, hub_line};
 use crate::planner::method_label;
 use crate::scale;
 use crate::state::{ctx, Ctx};
 use leptos::prelude::*;
+use peakplan_core::hub::{looks_like_id, HubId};
 use peakplan_core::plan::{Method, Targets};
 use peakplan_core::units::format_count;
 use peakplan_core::{presets, Target};
@@ -63,41 +65,63 @@ pub(crate) fn PlanEssentials() -> impl IntoView {
     }
 }
 
-/// Model preset list with a filter box: Enter picks the first match, and a line says how many match (or none).
+/// Model preset list with a filter box: Enter picks the first match, and a line says how many match (or none); a
+/// Hub id (`org/name`) typed in the box loads that model.
 #[component]
 fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
     let c = ctx();
+    // As typed: Hub ids are case-sensitive; presets are matched in lowercase.
     let filter = RwSignal::new(String::new());
     let models = StoredValue::new(models);
     // The model alone: read through the whole plan, every slider move would rebuild the option list.
-    let model = Memo::new(move |_| c.plan.with(|p| p.model.id()));
+    let model = Memo::new(move |_| c.plan.with(|p| p.get("model").unwrap_or_default()));
     // Forty-odd presets: filtering again is cheaper than a memo's code in the wasm.
     let found = move || {
         filter.with(|f| {
+            // Ids and names are ASCII: `str::to_lowercase` would link Unicode's case tables (10 KB gzipped).
+            // A Hub id filters no preset out.
+            let lower = if looks_like_id(f) {
+                String::new()
+            } else {
+                f.to_ascii_lowercase()
+            };
             models.with_value(|m| {
-                let (kept, line) = filtered(m, f);
+                let (kept, line) = filtered(m, &lower);
                 (
                     kept.into_iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-                    line,
+                    hub_line(f).or(line),
                 )
             })
         })
     };
     let on_key = move |ev: web_sys::KeyboardEvent| {
-        if ev.key() == "Enter" {
-            ev.prevent_default();
+        if ev.key() != "Enter" {
+            return;
+        }
+        ev.prevent_default();
+        let typed = filter.get_untracked();
+        let typed = typed.trim();
+        if !looks_like_id(typed) {
             if let Some(id) = found().0.first() {
                 c.set_text("model", id);
             }
+            return;
+        }
+        // The same id again after a failure: Enter tries again.
+        let again = HubId::parse(typed)
+            .ok()
+            .filter(|id| c.plan.with_untracked(|p| p.hub.as_ref() == Some(id)));
+        match again {
+            Some(id) => c.load_hub(id),
+            None => c.set_text("model", typed),
         }
     };
     view! {
         <div class="field">
             <label for="model-filter">"Model"</label>
-            <input id="model-filter" type="search" placeholder="Filter presets…" aria-label="Filter model presets"
+            <input id="model-filter" type="search" placeholder="Filter presets, or a Hub id (org/name)…" aria-label="Filter model presets, or a Hugging Face Hub id"
                 data-testid="model-filter" aria-describedby="model-filter-says" on:keydown=on_key
-                // Ids and names are ASCII: `str::to_lowercase` would link Unicode's case tables (10 KB gzipped).
-                on:input=move |ev| filter.set(event_target_value(&ev).to_ascii_lowercase())/>
+                on:input=move |ev| filter.set(event_target_value(&ev))/>
             <p id="model-filter-says" class="why" role="status" data-testid="model-filter-says">
                 {move || found().1}
             </p>
@@ -107,8 +131,12 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
                 prop:value=move || model.get()>
                 {move || {
                     let current = model.get();
+                    // A Hub model is the list's first entry while it is the plan's.
+                    let hub = c.plan.with(|p| p.hub.is_some()).then(|| {
+                        view! { <option value=current.clone() selected=true>{format!("{current} (Hub)")}</option> }
+                    });
                     let kept = found().0;
-                    models
+                    let presets = models
                         .get_value()
                         .into_iter()
                         .filter(|(id, _)| *id == current || kept.contains(id))
@@ -116,9 +144,11 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
                             let params = presets::model_arch(id).map(|a| format_count(a.total_params())).unwrap_or_default();
                             view! { <option value=id selected=move || model.get() == id>{format!("{name} ({params})")}</option> }
                         })
-                        .collect_view()
+                        .collect_view();
+                    (hub, presets)
                 }}
             </select>
+            <HubLine/>
         </div>
     }
 }

@@ -5,7 +5,7 @@
 //! view types (and the code generated for them) stay small.
 
 use crate::browser;
-use crate::state::{ctx, planned_arch, Ctx};
+use crate::state::{ctx, Ctx};
 use leptos::ev::{DragEvent, Event};
 use leptos::prelude::*;
 use peakplan_core::interop::{export, import_over, ExportFormat, MAX_IMPORT_BYTES};
@@ -30,12 +30,13 @@ impl Copier {
     }
 
     fn copy(self) {
-        let p = self.c.plan.get_untracked();
         let f = self.format.get_untracked();
-        let text = self
-            .c
-            .custom
-            .with_untracked(|a| export(&p, planned_arch(a, &p), f));
+        let text = untrack(|| self.c.with_model(|a, p| a.map(|a| export(p, a, f))));
+        let Some(text) = text else {
+            self.status
+                .set("The Hub model has not loaded: nothing to copy yet".into());
+            return;
+        };
         browser::copy(&text);
         self.status.set(format!(
             "{} copied ({} lines)",

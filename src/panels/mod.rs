@@ -8,6 +8,7 @@ pub(crate) mod controls;
 pub(crate) mod errors;
 pub(crate) mod essentials;
 pub(crate) mod gpu_table;
+pub(crate) mod hub;
 pub(crate) mod interop;
 pub(crate) mod results;
 pub(crate) mod settings;

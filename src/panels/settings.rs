@@ -210,9 +210,9 @@ fn ConfigPaste() -> impl IntoView {
         Err(e) => error.set(Some(e.to_string())),
     };
     view! {
-        <details class="config">
+        <details class="config" id="config-paste">
             <summary>"Use a Hugging Face config.json"</summary>
-            <textarea rows="6" aria-label="config.json" data-testid="config-input" placeholder="{\"model_type\": \"llama\", …}"
+            <textarea id="config-text" rows="6" aria-label="config.json" data-testid="config-input" placeholder="{\"model_type\": \"llama\", …}"
                 on:input=move |ev| text.set(event_target_value(&ev))></textarea>
             <div class="row">
                 <button data-testid="config-apply" on:click=apply>"Use this config"</button>

@@ -30,7 +30,10 @@ const base = `http://127.0.0.1:${server.address().port}${SUB}`;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: FLAGS });
 
 let passed = 0, failed = 0;
+// E2E_ONLY=words runs only the tests whose name holds them.
+const only = process.env.E2E_ONLY;
 async function test(name, body) {
+  if (only && !name.includes(only)) return;
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
   const errors = [];
   page.on('pageerror', e => errors.push(e.message));
@@ -638,6 +641,129 @@ await test('every peak names what it counts, the boxes add up to the one they si
   assert((await page.locator('figure.timeline figcaption').innerText()).includes('max_memory_allocated'), 'timeline unnamed');
   assert((await page.locator('[data-testid="gpu-panel"]').innerText()).includes('does not measure your plan'), 'WebGPU panel reads as a check of the plan');
   await page.locator('[data-testid="value-other"]').locator('..').screenshot({ path: path.join(out, 'figures.png') });
+});
+
+// The Hugging Face Hub, answered by the test (nothing reaches the internet): repo -> config (object or raw text),
+// status, abort, or a token the repo wants. Records each request's path and Authorization header.
+const realConfig = name => JSON.parse(fs.readFileSync(`/work/shared/models/${name}.json`, 'utf8'));
+async function routeHub(page, repos) {
+  const asked = [];
+  await page.route(/^https:\/\/huggingface\.co\//, async route => {
+    const u = new URL(route.request().url());
+    const auth = await route.request().headerValue('authorization');
+    asked.push({ path: u.pathname, auth });
+    const m = u.pathname.match(/^\/(?:api\/models\/)?([^/]+\/[^/]+)/);
+    const r = m && repos[m[1]];
+    const headers = { 'access-control-allow-origin': '*', 'access-control-allow-headers': 'authorization' };
+    if (route.request().method() === 'OPTIONS') return route.fulfill({ status: 204, headers });
+    if (r?.hold) await r.hold;
+    if (r?.abort) return route.abort('internetdisconnected');
+    if (!r) return route.fulfill({ status: 404, headers, contentType: 'application/json', body: '{"error":"Repository not found"}' });
+    if (r.token && auth !== `Bearer ${r.token}`) return route.fulfill({ status: 401, headers, body: 'Access to model is restricted' });
+    const info = u.pathname.startsWith('/api/models/');
+    const body = info ? JSON.stringify({ id: m[1], safetensors: r.stated ? { total: r.stated } : undefined })
+      : typeof r.config === 'string' ? r.config : JSON.stringify(r.config);
+    return route.fulfill({ status: 200, headers, contentType: 'application/json', body });
+  });
+  return asked;
+}
+const hubError = page => page.locator('[data-testid="hub-error"]');
+
+await test('Hub ids: a dense and an MoE model load by id with the Hub\'s stated count beside ours, the URL keeps them', async page => {
+  const asked = await routeHub(page, {
+    'acme/dense-7b': { config: realConfig('qwen2.5-7b'), stated: 7615616512 },
+    'acme/moe-8x7b': { config: realConfig('mixtral-8x7b') },
+  });
+  await page.goto(base + '?model=acme/dense-7b&method=lora&r=32');
+  await ready(page);
+  const line = await page.locator('[data-testid="hub-model"]').innerText();
+  assert(line.startsWith('acme/dense-7b from the Hub: qwen2,') && line.includes('the Hub states'), `hub-model: ${line}`);
+  assert(asked.some(a => a.path === '/acme/dense-7b/resolve/main/config.json' && a.auth === null), `asked ${JSON.stringify(asked)}`);
+  assert(asked.some(a => a.path === '/api/models/acme/dense-7b'), 'no model info request');
+  const url = new URL(page.url());
+  assert(url.search.includes('model=acme/dense-7b') && url.searchParams.get('r') === '32', `URL ${page.url()}`);
+  assert((await page.locator('[data-testid="select-model"]').inputValue()) === 'acme/dense-7b', 'the model list does not show the Hub id');
+  const dense = await bytes(page, 'value-peak');
+  await page.screenshot({ path: path.join(out, 'hub-loaded.png'), fullPage: true });
+  // Typed in the model box: Enter loads the MoE model; the dense one joins the recent list.
+  await page.fill('[data-testid="model-filter"]', 'acme/moe-8x7b');
+  assert((await page.locator('[data-testid="model-filter-says"]').innerText()).includes('Enter loads acme/moe-8x7b'), 'no Hub line');
+  await page.press('[data-testid="model-filter"]', 'Enter');
+  await page.waitForFunction(() => document.querySelector('[data-testid="hub-model"]')?.textContent.startsWith('acme/moe-8x7b'), null, { timeout: 10000 });
+  await ready(page);
+  const moe = await bytes(page, 'value-peak');
+  assert(moe > dense, `the 47B MoE peak ${moe} is not above the 7B's ${dense}`);
+  assert((await page.locator('[data-testid="hub-model"]').innerText()).includes('mixtral'), 'not the mixtral config');
+  assert(new URL(page.url()).searchParams.get('model') === 'acme/moe-8x7b' && new URL(page.url()).searchParams.get('r') === '32', `URL ${page.url()}`);
+  await page.locator('[data-testid="hub-recent"] button', { hasText: 'acme/dense-7b' }).click();
+  await page.waitForFunction(() => document.querySelector('[data-testid="hub-model"]')?.textContent.startsWith('acme/dense-7b'));
+  assert(await bytes(page, 'value-peak') === dense, 'the recent model does not give its own peak back');
+  assert(asked.filter(a => a.path.endsWith('/acme/dense-7b/resolve/main/config.json')).length === 1, 'a recent model was fetched again');
+  await page.selectOption('[data-testid="select-model"]', 'llama-2-7b');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('model') === 'llama-2-7b');
+  assert(await page.locator('[data-testid="hub-model"]').count() === 0, 'the Hub line stays for a preset');
+});
+
+await test('Hub ids: until the config has loaded there is a loading state and no figure', async page => {
+  let release; const hold = new Promise(r => { release = r; });
+  await routeHub(page, { 'acme/slow': { config: realConfig('llama-3.2-1b'), hold } });
+  await page.goto(base + '?model=acme/slow&r=32');
+  await page.waitForSelector('[data-testid="hub-loading"]', { timeout: 20000 });
+  assert(await page.locator('[data-testid="value-peak"]').count() === 0, 'a figure is shown before the config loaded');
+  assert(await page.locator('[data-testid="chart"]').count() === 0, 'a chart is drawn before the config loaded');
+  await page.screenshot({ path: path.join(out, 'hub-loading.png') });
+  release();
+  await ready(page);
+  assert(await page.locator('[data-testid="hub-loading"]').count() === 0, 'the loading line stays');
+});
+
+for (const [name, repo, want] of [
+  ['an unknown id (404)', { }, 'no model acme/x with a config.json at revision main (HTTP 404)'],
+  ['malformed JSON', { config: '{"model_type": "llama", "hidden_size": 40' }, 'its config.json is not valid JSON'],
+  ['a network failure', { abort: true }, 'Could not reach the Hugging Face Hub for acme/x'],
+  ['not a causal LM', { config: { model_type: 'bert', architectures: ['BertForMaskedLM'] } }, 'not a causal language model (architectures: BertForMaskedLM)'],
+  ['an unread model_type', { config: { model_type: 'mamba', architectures: ['MambaForCausalLM'] } }, 'model_type `mamba` is not one peakplan reads'],
+  ['a config over the size limit', { config: JSON.stringify({ model_type: 'llama', pad: 'x'.repeat(1100000) }) }, 'over the 1048576 accepted'],
+  ['a hostile config', { config: { model_type: '<img src=x onerror=alert(1)>', architectures: ['<b>X</b>ForCausalLM'] } }, 'model_type `<img src=x onerror=alert(1)>`'],
+]) {
+  await test(`Hub ids: ${name} says so in hub-error and keeps the rest of the plan`, async page => {
+    await routeHub(page, name.startsWith('an unknown') ? {} : { 'acme/x': repo });
+    await page.goto(base + '?model=acme/x&method=lora&r=32&b=2');
+    await hubError(page).waitFor({ timeout: 20000 });
+    const text = await hubError(page).innerText();
+    assert(text.includes(want), `hub-error: ${text}`);
+    const url = new URL(page.url());
+    assert(url.searchParams.get('r') === '32' && url.searchParams.get('b') === '2' && url.searchParams.get('method') === 'lora', `URL ${page.url()}`);
+    assert(await page.locator('[data-testid="value-peak"]').count() === 0, 'figures are shown under the failed id');
+    assert(await page.locator('.hub-error img, .hub-error b').count() === 0, 'markup from the answer reached the page');
+    if (name.startsWith('an unknown')) await page.screenshot({ path: path.join(out, 'hub-error.png') });
+  });
+}
+
+await test('Hub ids: a gated model says so, links its page, and loads with a token kept out of the URL and storage', async page => {
+  const asked = await routeHub(page, { 'acme/gated': { config: realConfig('llama-3.1-8b'), token: 'hf_secret123' } });
+  await page.goto(base + '?model=acme/gated&r=32');
+  await hubError(page).waitFor({ timeout: 20000 });
+  const text = await hubError(page).innerText();
+  assert(text.includes('acme/gated is gated or private (HTTP 401)'), `hub-error: ${text}`);
+  assert(await hubError(page).locator('a[href="https://huggingface.co/acme/gated"]').count() === 1, 'no link to the model page');
+  await page.fill('[data-testid="hub-token"]', 'hf_secret123');
+  await page.screenshot({ path: path.join(out, 'hub-gated.png') });
+  await page.click('[data-testid="hub-retry"]');
+  await ready(page);
+  assert(asked.some(a => a.path.endsWith('/config.json') && a.auth === 'Bearer hf_secret123'), 'the token was not sent');
+  assert(!page.url().includes('hf_secret'), `the token is in the URL: ${page.url()}`);
+  const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie);
+  assert(!stored.includes('hf_secret'), 'the token is in storage');
+  assert(new URL(page.url()).searchParams.get('r') === '32', 'the plan lost r=32');
+});
+
+await test('Hub ids: a bad id is refused before any request', async page => {
+  const asked = await routeHub(page, {});
+  await page.goto(base + '?model=acme/..%2F..%2Fx&r=32');
+  await ready(page);
+  assert((await page.locator('[data-testid="url-error"]').innerText()).includes('the model name may hold'), 'no url-error for a bad id');
+  assert(asked.length === 0, `requests were made: ${JSON.stringify(asked)}`);
 });
 
 if (foreign.length) { failed++; console.log('FAIL requests outside the sub-path: ' + foreign.slice(0, 3).join(' ')); }

@@ -4,57 +4,14 @@
 //! `HF_HUB_OFFLINE` says not to go online. The id is checked before anything is read or requested.
 
 use anyhow::{anyhow, bail, Context, Result};
+use peakplan_core::hub::HubId;
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// A parsed Hub id.
-#[derive(Debug, PartialEq, Eq)]
-pub struct HubId {
-    pub org: String,
-    pub name: String,
-    /// A branch, tag or commit (`main` unless given).
-    pub revision: String,
-}
-
-/// Parses `ORG/NAME[@REVISION]`, refusing anything that is not a Hub repository name: letters, digits, `-`, `_`
-/// and `.` (not leading, and no `..`), at most 96 characters each; a revision of the same characters and `/`.
+/// Parses `ORG/NAME[@REVISION]` with the core's rules (the page's `model=` reads ids the same way).
 pub fn parse_id(id: &str) -> Result<HubId> {
-    let (repo, revision) = match id.split_once('@') {
-        Some((repo, rev)) => (repo, rev),
-        None => (id, "main"),
-    };
-    let shown = peakplan_core::text::quote(id);
-    let Some((org, name)) = repo.split_once('/') else {
-        bail!("--hf-model {shown} is not a Hub id: write ORG/NAME, optionally @REVISION");
-    };
-    for (what, part) in [("organization", org), ("model name", name)] {
-        if !repo_part(part) {
-            bail!("--hf-model {shown}: the {what} may hold letters, digits, '-', '_' and '.' (not first, no '..'), 1 to 96 of them");
-        }
-    }
-    let revision_ok = !revision.is_empty()
-        && revision.len() <= 128
-        && !revision.contains("..")
-        && revision
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b));
-    if !revision_ok {
-        bail!("--hf-model {shown}: the revision may hold letters, digits, '-', '_', '.' and '/'");
-    }
-    Ok(HubId {
-        org: org.into(),
-        name: name.into(),
-        revision: revision.into(),
-    })
-}
-
-fn repo_part(s: &str) -> bool {
-    (1..=96).contains(&s.len())
-        && !s.starts_with(['.', '-'])
-        && !s.contains("..")
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    HubId::parse(id).map_err(|e| anyhow!("--hf-model {e}"))
 }
 
 /// Where `huggingface_hub` keeps its cache, from the environment.
@@ -71,10 +28,10 @@ fn cache_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 /// The cached `config.json` of `id`, when the cache holds its revision: `refs/REVISION` names the snapshot, or the
 /// revision is a commit itself.
 fn cached(cache: &std::path::Path, id: &HubId) -> Option<PathBuf> {
-    let repo = cache.join(format!("models--{}--{}", id.org, id.name));
-    let commit = std::fs::read_to_string(repo.join("refs").join(&id.revision))
+    let repo = cache.join(format!("models--{}--{}", id.org(), id.name()));
+    let commit = std::fs::read_to_string(repo.join("refs").join(id.revision()))
         .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| id.revision.clone());
+        .unwrap_or_else(|_| id.revision().to_string());
     // A ref's content is a commit hash: nothing that could leave the repository's folder.
     if commit.is_empty() || !commit.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return None;
@@ -97,7 +54,7 @@ fn offline(env: &dyn Fn(&str) -> Option<String>) -> bool {
 pub fn config_text(id: &str, cap: u64) -> Result<String> {
     let env = |k: &str| std::env::var(k).ok();
     let hub = parse_id(id)?;
-    let repo = format!("{}/{}", hub.org, hub.name);
+    let repo = hub.repo();
     if let Some(path) = cache_dir(&env).and_then(|c| cached(&c, &hub)) {
         let shown = path.display().to_string();
         return crate::files::read_capped(&shown, cap, &shown, "a config.json is a few KB");
@@ -105,16 +62,12 @@ pub fn config_text(id: &str, cap: u64) -> Result<String> {
     if offline(&env) {
         bail!(
             "--hf-model {repo}@{} is not in the local Hugging Face cache, and HF_HUB_OFFLINE forbids the Hub",
-            hub.revision
+            hub.revision()
         );
     }
     let endpoint = env("HF_ENDPOINT").unwrap_or_else(|| "https://huggingface.co".into());
     let endpoint = endpoint.trim_end_matches('/');
-    // A revision's '/' (refs/pr/1) is one path segment on the Hub.
-    let url = format!(
-        "{endpoint}/{repo}/resolve/{}/config.json",
-        hub.revision.replace('/', "%2F")
-    );
+    let url = hub.config_url(endpoint);
     let agent = ureq::AgentBuilder::new()
         .timeout_connect(Duration::from_secs(10))
         .timeout(Duration::from_secs(30))
@@ -125,7 +78,7 @@ pub fn config_text(id: &str, cap: u64) -> Result<String> {
     }
     let response = match request.call() {
         Ok(r) => r,
-        Err(ureq::Error::Status(code, _)) => return Err(status_error(code, &repo, &hub.revision, endpoint)),
+        Err(ureq::Error::Status(code, _)) => return Err(status_error(code, &repo, hub.revision(), endpoint)),
         Err(e) => bail!(
             "cannot reach the Hub at {endpoint} for {repo} ({}); offline? a cached model works with HF_HUB_OFFLINE=1, or give the file to --hf-config",
             peakplan_core::text::clip(&e.to_string(), 120)
@@ -162,12 +115,17 @@ mod tests {
     fn ids_are_checked_before_any_request() {
         let id = parse_id("Qwen/Qwen2.5-7B-Instruct@v1.0").unwrap();
         assert_eq!(
-            (id.org.as_str(), id.name.as_str(), id.revision.as_str()),
+            (id.org(), id.name(), id.revision()),
             ("Qwen", "Qwen2.5-7B-Instruct", "v1.0")
         );
         assert_eq!(
-            parse_id("meta-llama/Llama-3.1-8B").unwrap().revision,
+            parse_id("meta-llama/Llama-3.1-8B").unwrap().revision(),
             "main"
+        );
+        // The messages name the flag, as before the rules moved to the core.
+        assert_eq!(
+            parse_id("llama").unwrap_err().to_string(),
+            "--hf-model `llama` is not a Hub id: write ORG/NAME, optionally @REVISION"
         );
         for bad in [
             "llama",

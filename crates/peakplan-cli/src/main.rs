@@ -652,7 +652,8 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
 }
 
 /// Parses a query once (any diagnostic is the error, all of them on one line) and picks the architecture: an
-/// imported `config.json` when given, else the plan's preset. Shared by every command that takes `--query`.
+/// imported `config.json` when given (a file, or a Hub model by `--hf-model` or the query's `model=org/name`), else
+/// the plan's preset. Shared by every command that takes `--query`.
 pub(crate) fn plan_and_arch(a: &PlanArgs) -> Result<(Plan, Architecture)> {
     let parsed = Plan::parse_query(&a.query);
     if !parsed.diagnostics.is_empty() {
@@ -663,12 +664,14 @@ pub(crate) fn plan_and_arch(a: &PlanArgs) -> Result<(Plan, Architecture)> {
             .collect();
         bail!("{}", msgs.join("; "));
     }
-    let arch = match (&a.hf_config, &a.hf_model) {
+    // `model=org/name` in the query names a Hub model, read as `--hf-model` reads it.
+    let hub_id = (a.hf_model.clone()).or_else(|| parsed.plan.hub.as_ref().map(|id| id.to_string()));
+    let arch = match (&a.hf_config, hub_id) {
         (Some(path), _) => load_config(path)?,
         (None, Some(id)) => {
-            let text = hub::config_text(id, peakplan_core::hf::MAX_CONFIG_BYTES as u64)?;
+            let text = hub::config_text(&id, peakplan_core::hf::MAX_CONFIG_BYTES as u64)?;
             let mut arch = import_config(&text).map_err(|e| anyhow!("--hf-model {id}: {e}"))?;
-            arch.name = id.clone();
+            arch.name = id;
             arch
         }
         (None, None) => preset_arch(&parsed.plan).clone(),

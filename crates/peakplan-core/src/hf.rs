@@ -368,7 +368,7 @@ fn import_gemma3(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
     Ok(a)
 }
 
-fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
+pub(crate) fn import_map(map: &Map<String, Value>) -> Result<Architecture, ArchError> {
     let model_type = match map.get("model_type") {
         Some(Value::String(s)) => s.as_str(),
         Some(other) => {

@@ -9,6 +9,7 @@ pub mod arch;
 pub mod engine;
 pub mod gpu_choice;
 pub mod hf;
+pub mod hub;
 pub mod interop;
 pub mod micro;
 pub mod model_type;

@@ -1,6 +1,7 @@
 //! Plans: the raw query vocabulary of the contract, parsed once into a validated [`Plan`] with diagnostics.
 
 use crate::arch::Target;
+use crate::hub::{self, HubId};
 use crate::presets::{GpuId, ModelId};
 use crate::text::{clip, count, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS};
 use serde::{Deserialize, Serialize};
@@ -319,6 +320,10 @@ pub const MAX_TOKEN_ROWS: u64 = 16_777_216;
 pub struct Plan {
     /// The bundled model (see [`presets::MODELS`]); an imported config replaces the architecture.
     pub model: ModelId,
+    /// A Hugging Face Hub model instead of the preset (`model=org/name`): the link holds its id, and the front
+    /// end that fetched and imported its `config.json` holds the architecture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<HubId>,
     pub method: Method,
     pub rank: u64,
     pub targets: Targets,
@@ -387,6 +392,7 @@ impl Default for Plan {
     fn default() -> Self {
         Plan {
             model: ModelId::DEFAULT,
+            hub: None,
             method: Method::Qlora,
             rank: 16,
             targets: Targets::ALL_LINEAR,
@@ -490,7 +496,9 @@ pub fn percent_decode(s: &str) -> String {
 pub fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b',') {
+        // `/` and `@` may stand in a query (RFC 3986): a Hub id reads `model=org/name@rev`.
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b',' | b'/' | b'@')
+        {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
@@ -607,9 +615,14 @@ impl Plan {
     /// Applies one key; on error the plan is unchanged and the message names the key and accepted values.
     pub fn set(&mut self, key: &str, v: &str) -> Result<(), String> {
         match key {
+            // A preset, else an `org/name` shaped value as a Hub id; anything else is refused as a preset.
+            "model" if ModelId::parse(v).is_none() && hub::looks_like_id(v) => {
+                self.hub = Some(HubId::parse(v).map_err(|e| format!("model={e}"))?);
+            }
             "model" => {
                 let ids = ModelId::all().map(ModelId::id);
                 self.model = bundled(key, v, ModelId::parse, ids, "preset", "peakplan presets")?;
+                self.hub = None;
             }
             "method" => self.method = keyword(key, v, Method::from_key, Method::accepted())?,
             "r" => self.rank = parse_uint(key, v, 1, MAX_RANK)?,
@@ -705,7 +718,10 @@ impl Plan {
     pub fn get(&self, key: &str) -> Option<String> {
         let b = |v: bool| if v { "1" } else { "0" }.to_string();
         Some(match key {
-            "model" => self.model.id().into(),
+            "model" => match &self.hub {
+                Some(id) => id.to_string(),
+                None => self.model.id().into(),
+            },
             "method" => self.method.key().into(),
             "r" => self.rank.to_string(),
             "targets" => self.targets.key(),

@@ -80,3 +80,34 @@ fn hostile_values_are_quoted_short_and_inert() {
     assert!(m.len() < 1000, "{}", m.len());
     assert_eq!(p.plan.model, Plan::default().model);
 }
+
+#[test]
+fn a_hub_id_is_a_model_source_beside_the_presets() {
+    let p = Plan::parse_query("model=Qwen/Qwen2.5-7B%40v1.0&r=32");
+    assert!(p.diagnostics.is_empty(), "{:?}", p.diagnostics);
+    let id = p.plan.hub.as_ref().map(ToString::to_string);
+    assert_eq!(id.as_deref(), Some("Qwen/Qwen2.5-7B@v1.0"));
+    assert_eq!(p.plan.model, Plan::default().model);
+    // The link writes the id as typed, `/` and `@` unescaped, and reads it back the same.
+    let q = p.plan.to_query();
+    assert!(q.starts_with("model=Qwen/Qwen2.5-7B@v1.0&"), "{q}");
+    assert_eq!(plan(&q), p.plan);
+    // A preset replaces the Hub model; a bad id is refused with the Hub's rules and keeps the rest.
+    let mut again = p.plan.clone();
+    again.set("model", "mistral-7b").unwrap();
+    assert_eq!(
+        (&again.hub, again.get("model").unwrap()),
+        (&None, "mistral-7b".into())
+    );
+    let bad = Plan::parse_query("model=org/..&r=32");
+    assert_eq!(bad.plan.rank, 32);
+    assert_eq!(bad.plan.hub, None);
+    assert!(bad.diagnostics[0]
+        .message
+        .starts_with("model=`org/..`: the model name may hold"));
+    // Not `org/name` shaped: the preset message as before.
+    let preset = Plan::parse_query("model=nope").diagnostics;
+    assert!(preset[0]
+        .message
+        .starts_with("model=`nope` is not a known preset"));
+}
