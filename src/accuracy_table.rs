@@ -79,14 +79,15 @@ pub fn parse(text: &str) -> Option<Table> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let num = |k: &str| v.get(k).and_then(serde_json::Value::as_f64);
     let int = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+    // Whole megabytes (`Summary::points_mb`): plenty for a scatter, and half the embedded text of bytes.
     let points = v
-        .get("points")?
+        .get("points_mb")?
         .as_array()?
         .iter()
         .filter_map(|p| {
             Some(ScatterPoint {
-                measured_bytes: p.get(0)?.as_u64()?,
-                predicted_bytes: p.get(1)?.as_u64()?,
+                measured_bytes: p.get(0)?.as_u64()?.saturating_mul(1_000_000),
+                predicted_bytes: p.get(1)?.as_u64()?.saturating_mul(1_000_000),
             })
         })
         .collect();

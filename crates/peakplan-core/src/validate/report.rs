@@ -19,8 +19,9 @@ pub struct Summary {
     pub outcomes_right: usize,
     pub outcomes_total: usize,
     pub skipped: usize,
-    /// Every measured peak as `[measured_bytes, predicted_bytes]` (per-row detail: `peakplan validate FILE`).
-    pub points: Vec<[u64; 2]>,
+    /// Every measured peak as `[measured, predicted]` in whole megabytes (10^6 B): a scatter needs no more, and
+    /// the page embeds this list (per-row detail in bytes: `peakplan validate FILE`).
+    pub points_mb: Vec<[u64; 2]>,
     /// The same figures for each publisher's runs, most peaks first.
     pub sources: Vec<SourceSummary>,
     /// The figures over the runs on one GPU.
@@ -106,11 +107,11 @@ impl Report {
             outcomes_right,
             outcomes_total,
             skipped: self.skipped.len(),
-            points: self
+            points_mb: self
                 .rows
                 .iter()
                 .filter_map(|r| match r.outcome {
-                    Outcome::Peak { bytes, .. } => Some([bytes, r.predicted]),
+                    Outcome::Peak { bytes, .. } => Some([megabytes(bytes), megabytes(r.predicted)]),
                     Outcome::Fits { .. } | Outcome::AtMost { .. } => None,
                 })
                 .collect(),
@@ -232,4 +233,9 @@ fn rounded(sources: Vec<SourceSummary>) -> Vec<SourceSummary> {
             s
         })
         .collect()
+}
+
+/// Bytes to the nearest whole megabyte (10^6 B).
+fn megabytes(bytes: u64) -> u64 {
+    bytes / 1_000_000 + u64::from(bytes % 1_000_000 >= 500_000)
 }

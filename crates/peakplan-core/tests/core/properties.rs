@@ -173,6 +173,13 @@ proptest! {
             1 => bigger.seq_len += 1,
             _ => bigger.rank += 1,
         }
+        // bitsandbytes' 8-bit optimizers keep tensors under 4,096 elements in 32-bit states (`min_8bit_size`): one
+        // more rank can lift an adapter matrix over it, and its states shrink from 8 B to 2 B an element.
+        let eight_bit = matches!(
+            plan.optimizer,
+            Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit
+        );
+        prop_assume!(which != 2 || !eight_bit);
         let (x, y) = (estimate(a, &plan), estimate(a, &bigger));
         prop_assert!(y.peak_allocated_bytes >= x.peak_allocated_bytes);
         prop_assert!(y.device_bytes >= x.device_bytes);

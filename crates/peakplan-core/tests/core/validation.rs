@@ -236,7 +236,7 @@ fn single_and_multi_gpu_runs_are_reported_apart() {
     let summary = report.summary();
     assert_eq!(
         summary.single_gpu.peaks + summary.multi_gpu.peaks,
-        summary.points.len()
+        summary.points_mb.len()
     );
     assert_eq!(summary.multi_gpu.outcomes_total, several.outcomes_total);
     let rounded = (several.median_abs_pct.unwrap() * 10.0).round() / 10.0;
