@@ -61,6 +61,10 @@ run f1-qlora-lorawrap-orig0-w4 4 "--qlora --wrap lora --orig 0" "$QLORA&$BF&shar
 # DeepSpeed ZeRO on its CPU accelerator (ninja on PATH for its shared-memory op): bf16 runs the module in bf16
 # with fp32 master partitions and fp32 Adam states; ZeRO-2 shards gradients and states, ZeRO-3 the weights too.
 ZERO=2 run ds2-lora-w2 2 "--ds 2" "$LORA&$BF&shard=deepspeed"
+ZERO=1 run ds1-lora-w2 2 "--ds 1" "$LORA&$BF&shard=deepspeed"
+# DistributedDataParallel: every GPU holds the whole model, and the gradient buckets beside the gradients.
+ZERO=0 run ddp-lora-w2 2 "--ddp" "$LORA&$BF"
+ZERO=0 run ddp-full-w2 2 "--ddp --full" "method=full&$BF"
 # Not replayed (traced peaks of the largest rank, L1 and L2, against the engine's):
 # - ZeRO-2 full: 537.2 and 581.5 MB, at the optimizer step (engine 498.1 and 535.4 MB, in backward). On a CPU,
 #   DeepSpeed hands torch's AdamW CPU tensors, which step without foreach (one more fp32 partition-sized

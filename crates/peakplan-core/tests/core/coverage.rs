@@ -34,8 +34,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("quant", "gptq4"),
     ("quant", "gptq8"),
     ("moe", "linear"),
-    ("zero", "0"),
-    ("zero", "1"),
     ("fw", "litgpt"),
     ("fw", "webgpu"),
     ("qload", "1"),
