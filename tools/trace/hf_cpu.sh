@@ -120,6 +120,13 @@ BUILD=--config runf gemma3mm-qlora-upcast "$here/gemma3-scaled.json" "--qlora --
 runf bigcode-full starcoderbase-1b "--full" "attn=flash&$FULL"
 runf bigcode-lora starcoderbase-1b "--targets c_attn" "attn=flash&method=lora&r=16&targets=q,k,v&dropout=0&adtype=fp32&gc=0&prec=bf16"
 runf gpt3-full gpt3-175b "--full" "attn=sdpa&$FULL"
+# transformers 4's MoE layout (one nn.Linear per expert, `moe=linear`): bitsandbytes quantizes every expert and
+# LoRA adapts each one. TF4 names a folder holding transformers 4.57.1 for the same Python (README).
+if [[ -z ${ONLY:-} || mixtral4-qlora =~ $ONLY || mixtral4-lora-experts =~ $ONLY ]]; then
+  : "${TF4:?TF4 must name a folder with transformers 4.57.1 (tools/trace/README.md)}"
+fi
+PYTHONPATH=${TF4:-} runf mixtral4-qlora mixtral-8x7b "--qlora" "attn=flash&method=qlora&quant=nf4&qsave=0&dropout=0&adtype=fp32&r=16&targets=q,v&prec=bf16&upcast=0&dq=0&gc=0&moe=linear"
+PYTHONPATH=${TF4:-} runf mixtral4-lora-experts mixtral-8x7b "--targets q_proj,v_proj,w1,w2,w3" "attn=flash&method=lora&r=16&targets=q,v,gate,up,down&dropout=0&adtype=fp32&gc=0&prec=bf16&moe=linear"
 
 # The coverage table follows the data.
 if [[ -z ${ONLY:-} ]]; then "$here/coverage.sh"; fi

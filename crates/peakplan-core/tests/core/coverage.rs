@@ -19,8 +19,14 @@ const HF_LIBS: &str =
 const FILES: &[(&str, &str)] = &[
     ("hf_cpu.csv", HF_LIBS),
     ("hf_keys.csv", HF_LIBS),
-    ("families.csv", HF_LIBS),
-    ("fsdp_cpu.csv", HF_LIBS),
+    (
+        "families.csv",
+        "torch 2.15 (CPU), transformers 5.24 (4.57.1 for the mixtral4- rows), peft 0.21.2, bitsandbytes 0.50.2",
+    ),
+    (
+        "fsdp_cpu.csv",
+        "torch 2.15 (CPU), transformers 5.24, peft 0.21.2, bitsandbytes 0.50.2, accelerate 1.15, deepspeed 0.19.8",
+    ),
     (
         "tt_cpu.csv",
         "torch 2.15 (CPU), torchtune 0.6.1, torchao 0.9.0",
@@ -33,7 +39,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("chunk", "*"),
     ("quant", "gptq4"),
     ("quant", "gptq8"),
-    ("moe", "linear"),
     ("fw", "litgpt"),
     ("fw", "webgpu"),
     ("qload", "1"),
