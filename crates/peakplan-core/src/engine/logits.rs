@@ -101,14 +101,15 @@ fn loss_memory(s: &Setup) -> (Count, Count, Count) {
         (Loss::Standard, Framework::Litgpt) => {
             // Fabric returns the head's output cast to the default dtype, fp32, and `fit()` keeps those logits
             // through backward. LoRA recipes run the head in 128-token chunks with a cross-entropy per chunk,
-            // each keeping its fp32 log-softmax; backward then gathers every chunk's 16-bit gradient before the
-            // head's backward: 10 B per logit at its start. Full fine-tuning runs the head unchunked: the fp32
-            // log-softmax, its incoming gradient and the gradient it makes beside the kept logits, 12 B.
+            // each keeping its fp32 log-softmax; in backward the chunks' gradients arrive in fp32 (the logits'
+            // dtype) beside them: 12 B per logit at the loss's peak (litgpt 0.5.13 traced on CPU; 10 B were
+            // counted, from 16-bit gradients). Full fine-tuning runs the head unchunked: the fp32 log-softmax,
+            // its incoming gradient and the gradient it makes beside the kept logits, 12 B.
             let chunk = n.min(128.0) * v;
             if plan.method == Method::Full {
                 (8.0 * n * v, 12.0 * n * v, 4.0 * n * v)
             } else {
-                (8.0 * n * v + d.compute * chunk, 10.0 * n * v, 4.0 * chunk)
+                (8.0 * n * v + d.compute * chunk, 12.0 * n * v, 4.0 * chunk)
             }
         }
         (Loss::Standard | Loss::Kernel | Loss::Chunked, Framework::Webgpu) => webgpu_loss(s),

@@ -460,11 +460,11 @@ fn attention(l: &Layer, bytes: &mut Count) -> Count {
     *bytes += c * (n * q + kv_kept * (n + b * prefix_tokens(plan)));
     // Under transformers, v sliced out of a fused projection reaches attention as a view unless repeat_kv copies
     // it (grouped heads under SDPA or eager): the whole q|k|v output stays alive, q + kv more than v alone
-    // (traced on CPU: Phi-3, GPT-NeoX).
-    if arch.qkv_views
-        && plan.framework == Framework::Hf
-        && (plan.attn == Attn::Flash || arch.kv_heads == arch.heads)
-    {
+    // (traced on CPU: Phi-3, GPT-NeoX). litgpt 0.5 splits its fused q|k|v into views too (traced on CPU:
+    // 0.5.13; its 2024 releases reshaped a permuted split, a copy, which the 2024 tables measured).
+    let fused_views =
+        (arch.qkv_views && plan.framework == Framework::Hf) || plan.framework == Framework::Litgpt;
+    if fused_views && (plan.attn == Attn::Flash || arch.kv_heads == arch.heads) {
         *bytes += c * n * (q + kv);
     }
     match plan.attn {

@@ -31,6 +31,7 @@ const FILES: &[(&str, &str)] = &[
         "tt_cpu.csv",
         "torch 2.15 (CPU), torchtune 0.6.1, torchao 0.9.0",
     ),
+    ("lg_cpu.csv", "torch 2.15 (CPU), litgpt 0.5.13, lightning 2.6.6"),
 ];
 
 /// The values the CPU could trace and nobody has yet: a ratchet. An entry leaves this list (and `untraced.csv`)
@@ -39,7 +40,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("chunk", "*"),
     ("quant", "gptq4"),
     ("quant", "gptq8"),
-    ("fw", "litgpt"),
     ("fw", "webgpu"),
     ("qload", "1"),
 ];

@@ -19,7 +19,11 @@ fn cpu_traces_of_real_steps_match_the_engine() {
     // Each row is one Hugging Face + PEFT (`tools/trace/hf_cpu.sh`) or torchtune (`tt_cpu.sh`) step traced with
     // torch's profiler on CPU, at several layer counts so that a wrong per-layer term and a wrong fixed term both
     // show. Worst row today: 0.92% (a 3-layer torchtune LoRA step).
-    for (file, cases) in [("traced/hf_cpu.csv", 51), ("traced/tt_cpu.csv", 12)] {
+    for (file, cases) in [
+        ("traced/hf_cpu.csv", 51),
+        ("traced/tt_cpu.csv", 12),
+        ("traced/lg_cpu.csv", 2),
+    ] {
         let text = data(file);
         let mut rows = 0;
         for line in text.lines().skip(1) {
