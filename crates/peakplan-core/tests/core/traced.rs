@@ -4,6 +4,34 @@ use peakplan_core::{import_config, Architecture, Estimate};
 
 use crate::util::{data, est_arch, plan};
 
+/// One row of a traced file of Llama-shaped steps (`hf_cpu.csv`, `tt_cpu.csv`, `lg_cpu.csv`, `hf_keys.csv`,
+/// `fsdp_cpu.csv`): the model's dimensions, the traced peak and the plan.
+struct LlamaRow {
+    id: String,
+    arch: Architecture,
+    traced_bytes: u64,
+    query: String,
+}
+
+fn llama_rows(file: &str) -> Vec<LlamaRow> {
+    data(file)
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let f: Vec<&str> = line.splitn(10, ',').collect();
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            let mut arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
+            arch.tied_embeddings = f[7] == "1";
+            LlamaRow {
+                id: f[0].to_string(),
+                arch,
+                traced_bytes: n(8),
+                query: f[9].to_string(),
+            }
+        })
+        .collect()
+}
+
 fn within_1_percent(id: &str, traced_bytes: u64, e: &Estimate) {
     let (traced, predicted) = (traced_bytes as f64, e.peak_allocated_bytes as f64);
     let err = (predicted - traced) / traced;
@@ -24,17 +52,11 @@ fn cpu_traces_of_real_steps_match_the_engine() {
         ("traced/tt_cpu.csv", 12),
         ("traced/lg_cpu.csv", 2),
     ] {
-        let text = data(file);
-        let mut rows = 0;
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.splitn(10, ',').collect();
-            let n = |i: usize| f[i].parse::<u64>().unwrap();
-            let mut arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
-            arch.tied_embeddings = f[7] == "1";
-            within_1_percent(f[0], n(8), &est_arch(&arch, f[9]));
-            rows += 1;
+        let rows = llama_rows(file);
+        for r in &rows {
+            within_1_percent(&r.id, r.traced_bytes, &est_arch(&r.arch, &r.query));
         }
-        assert_eq!(rows, cases, "every case of {file} is replayed");
+        assert_eq!(rows.len(), cases, "every case of {file} is replayed");
     }
 
     // Other families, each built from its preset's config.json scaled down; the traced config is imported as is.
@@ -97,18 +119,14 @@ fn cpu_traces_of_sharded_steps_match_the_engine() {
     // backward, where the engine's single-GPU figure is itself high at one and two layers (+7% LoRA, +14% full
     // on the same model run unsharded, the `wide-single-` rows): those are held to what sharding changes, the
     // difference from the unsharded run, within 1% of the traced peak.
-    let text = data("traced/fsdp_cpu.csv");
     let mut peaks = std::collections::BTreeMap::new();
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.splitn(10, ',').collect();
-        let n = |i: usize| f[i].parse::<u64>().unwrap();
-        let arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
-        let e = est_arch(&arch, f[9]);
+    for r in llama_rows("traced/fsdp_cpu.csv") {
+        let e = est_arch(&r.arch, &r.query);
         // Mixed FSDP1 units keep what a full fine-tune keeps in the layers, so the full run is their reference.
-        let full = f[9].contains("method=full") || f[9].contains("wrap=block");
+        let full = r.query.contains("method=full") || r.query.contains("wrap=block");
         peaks.insert(
-            f[0].to_string(),
-            (n(8) as f64, e.peak_allocated_bytes as f64, full),
+            r.id,
+            (r.traced_bytes as f64, e.peak_allocated_bytes as f64, full),
         );
     }
     let mut report = String::new();
@@ -195,15 +213,11 @@ fn cpu_traces_of_every_key_match_the_engine() {
     // The keys the first tables leave at one value (`tools/trace/keys_cpu.sh`): PEFT's methods, trainable tokens
     // and modules_to_save, adapter dtypes, dropout, accumulation and the optimizers, each traced at one and two
     // layers. Each total within 1%, and what the second layer adds within 0.5%.
-    let text = data("traced/hf_keys.csv");
     let mut peaks = std::collections::BTreeMap::new();
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.splitn(10, ',').collect();
-        let n = |i: usize| f[i].parse::<u64>().unwrap();
-        let arch = Architecture::llama("traced", n(1), n(2), n(3), n(4), n(5), n(6));
-        let e = est_arch(&arch, f[9]);
-        let predicted = e.peak_allocated_bytes as f64 + cpu_dropout_masks(&arch, f[9]);
-        peaks.insert(f[0].to_string(), (n(8) as f64, predicted));
+    for r in llama_rows("traced/hf_keys.csv") {
+        let e = est_arch(&r.arch, &r.query);
+        let predicted = e.peak_allocated_bytes as f64 + cpu_dropout_masks(&r.arch, &r.query);
+        peaks.insert(r.id, (r.traced_bytes as f64, predicted));
     }
     let mut report = String::new();
     let mut failures = Vec::new();
