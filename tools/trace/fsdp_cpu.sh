@@ -66,14 +66,13 @@ ZERO=1 run ds1-lora-w2 2 "--ds 1" "$LORA&$BF&shard=deepspeed"
 ZERO=0 run ddp-lora-w2 2 "--ddp" "$LORA&$BF"
 ZERO=0 run ddp-full-w2 2 "--ddp --full" "method=full&$BF"
 # Not replayed (traced peaks of the largest rank, L1 and L2, against the engine's):
-# - ZeRO-2 full: 537.2 and 581.5 MB, at the optimizer step (engine 498.1 and 535.4 MB, in backward). On a CPU,
+# - ZeRO-2 full: 537.2 and 581.5 MB at the optimizer step (engine 534.0 and 574.5 MB, in backward). On a CPU,
 #   DeepSpeed hands torch's AdamW CPU tensors, which step without foreach (one more fp32 partition-sized
-#   temporary than CUDA's foreach step); and one or two vocab x hidden 16-bit buffers (rank-dependent, 32.8 MB
-#   each) sit beside the step, not identified yet.
+#   temporary than CUDA's foreach step), and a rank-dependent vocab x hidden 16-bit buffer sits beside the step.
 #   ZERO=2 run ds2-full-w2 2 "--ds 2 --full" "method=full&$BF&shard=deepspeed"
-# - ZeRO-3 full: 570.6 and 614.2 MB (engine 462.2 and 496.3); LoRA: 282.4 and 303/336 MB, alternating from one
-#   step to the next (engine 242.8 and 255.2). ZeRO-3's gathering (the embedding and the head both gathered at
-#   the loss's backward) is not modelled yet.
+# - ZeRO-3 full: 570.6 and 614.2 MB (engine 570.0 and 607.2: one layer 14% under, more of the layers prefetched
+#   than the engine's two); LoRA: 282.4 and 303.2 MB, 336 MB on alternate steps when the frozen embedding is
+#   gathered too (engine 281.9 and 294.4).
 #   run ds3-full-w2 2 "--ds 3 --full" "method=full&$BF&shard=deepspeed"
 #   run ds3-lora-w2 2 "--ds 3" "$LORA&$BF&shard=deepspeed"
 
