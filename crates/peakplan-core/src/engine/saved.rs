@@ -424,17 +424,18 @@ fn autocast_casts_input(d: Dtypes) -> bool {
     d.amp && d.adapter_compute != d.compute
 }
 
-/// fp32 LoRA weights under autocast: each matmul casts its weight to 16-bit and keeps the copy for its input's
-/// gradient (autocast caches the casts of weights that train): B's always (A's output needs a gradient), A's
-/// where the module's input needs one (traced on CPU: bf16 copies of every A and B of a layer, 2 B per adapter
+/// fp32 LoRA weights under autocast (not FSDP's mixed precision, which gathers them in 16-bit already): each
+/// matmul casts its weight to 16-bit and keeps the copy for its input's gradient (autocast caches the casts of
+/// weights that train): B's always (A's output needs a gradient), A's where the module's input needs one (LoRA-FA,
+/// whose A is frozen, keeps its own account in `adapter_saved`) (traced on CPU: bf16 copies of every A and B of a layer, 2 B per adapter
 /// parameter, under all-linear QLoRA with autocast).
 fn lora_weight_casts(l: &Layer, m: &Linear, input_grad: bool) -> Count {
     let d = l.d;
-    if !d.amp || d.adapter <= d.compute {
+    if !autocast_casts_input(d) {
         return 0.0;
     }
     let r = l.plan.rank as Count;
-    let a = if input_grad && l.plan.peft != Peft::Lorafa {
+    let a = if input_grad {
         r * m.in_features as Count
     } else {
         0.0
