@@ -3,13 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use peakplan_core::plan::{
-    Attn, DType, Framework, Loss, Method, MoeExperts, Optimizer, Peft, Plan, Precision, Quant,
-    Shard, Targets, TokenTraining, KEYS,
-};
+use peakplan_core::plan::{Framework, Loss, Method, Plan, Shard, Targets, TokenTraining, KEYS};
 use peakplan_core::{import_config, ModelId, Target};
 
-use crate::util::{data, plan};
+use crate::util::{data, keyword_values, plan};
 
 const HF_LIBS: &str =
     "torch 2.15 (CPU), transformers 5.24, peft 0.21.2, bitsandbytes 0.50.2, accelerate 1.15";
@@ -76,12 +73,6 @@ struct Untraced {
 
 const KINDS: &[&str] = &["cuda_only", "no_allocated_effect", "not_yet"];
 
-fn keys<T: Copy>(all: &[T], key: fn(T) -> &'static str) -> Option<Domain> {
-    Some(Domain::Classes(
-        all.iter().map(|v| key(*v).to_string()).collect(),
-    ))
-}
-
 fn listed(values: &[&str]) -> Option<Domain> {
     Some(Domain::Classes(
         values.iter().map(|v| v.to_string()).collect(),
@@ -92,25 +83,15 @@ fn listed(values: &[&str]) -> Option<Domain> {
 fn domain(key: &str) -> Option<Domain> {
     match key {
         "model" => Some(Domain::Classes(preset_families())),
-        "method" => keys(Method::ALL, Method::key),
         "targets" => {
             let mut all: Vec<&str> = Target::ALL.iter().map(|t| t.key()).collect();
             all.push("all-linear");
             listed(&all)
         }
-        "adtype" => keys(DType::ALL, DType::key),
-        "attn" => keys(Attn::ALL, Attn::key),
-        "loss" => keys(Loss::ALL, Loss::key),
-        "opt" => keys(Optimizer::ALL, Optimizer::key),
-        "prec" => keys(Precision::ALL, Precision::key),
-        "quant" => keys(Quant::ALL, Quant::key),
-        "moe" => keys(MoeExperts::ALL, MoeExperts::key),
         // `auto` is the framework's choice of one of the others: steps count under the value it resolves to.
         "shard" => listed(&["fsdp1", "fsdp2", "deepspeed"]),
         "wrap" => listed(&["block", "lora"]),
         "gsync" => listed(&["0", "1"]),
-        "fw" => keys(Framework::ALL, Framework::key),
-        "peft" => keys(Peft::ALL, Peft::key),
         "gc" | "dq" | "upcast" | "qsave" | "compile" | "liger" | "oib" | "aoff" | "cpuoff"
         | "qload" | "split" => listed(&["0", "1"]),
         "tt" => listed(&["0", "all", "rows"]),
@@ -123,7 +104,7 @@ fn domain(key: &str) -> Option<Domain> {
         "dropout" => listed(&["0", ">0"]),
         "r" | "b" | "s" | "chunk" | "vt" => Some(Domain::Distinct),
         "gpu" | "embed" | "alloc" => Some(Domain::NoEffect),
-        _ => None,
+        _ => listed(&keyword_values(key)?),
     }
 }
 

@@ -2,12 +2,11 @@
 //! add memory never lower a figure, sharding over more GPUs never raises one, the counts and the three peaks keep
 //! their order, and every plan survives its own query.
 
-use peakplan_core::plan::{
-    Alloc, Attn, DType, Framework, GradSync, Loss, Method, MoeExperts, Optimizer, Peft, Plan,
-    Precision, Quant, Shard, Targets, TokenTraining, Wrap, KEYS,
-};
+use peakplan_core::plan::{Method, Optimizer, Peft, Plan, Targets, TokenTraining, KEYS};
 use peakplan_core::{estimate, preset_arch, Estimate, GpuId, ModelId};
 use proptest::prelude::*;
+
+use crate::util::keyword_values;
 
 /// Values of one plan key, drawn across its whole accepted range (integers log-uniformly, so small and huge values
 /// both appear). A key added to the vocabulary without values here fails the tests.
@@ -27,23 +26,12 @@ fn values(key: &str) -> BoxedStrategy<String> {
             .prop_map(String::from)
             .boxed()
     };
+    if let Some(spellings) = keyword_values(key) {
+        return one_of(&spellings);
+    }
     match key {
         "model" => keys(&ModelId::all().collect::<Vec<_>>(), ModelId::id),
         "gpu" => keys(&GpuId::all().collect::<Vec<_>>(), GpuId::id),
-        "method" => keys(Method::ALL, Method::key),
-        "adtype" => keys(DType::ALL, DType::key),
-        "attn" => keys(Attn::ALL, Attn::key),
-        "loss" => keys(Loss::ALL, Loss::key),
-        "opt" => keys(Optimizer::ALL, Optimizer::key),
-        "prec" => keys(Precision::ALL, Precision::key),
-        "quant" => keys(Quant::ALL, Quant::key),
-        "moe" => keys(MoeExperts::ALL, MoeExperts::key),
-        "fw" => keys(Framework::ALL, Framework::key),
-        "peft" => keys(Peft::ALL, Peft::key),
-        "alloc" => keys(Alloc::ALL, Alloc::key),
-        "shard" => keys(Shard::ALL, Shard::key),
-        "wrap" => keys(Wrap::ALL, Wrap::key),
-        "gsync" => keys(GradSync::ALL, GradSync::key),
         "r" => int(512),
         "b" => int(64),
         "s" => int(65_536),
