@@ -1,5 +1,7 @@
 //! CPU traces of real steps (`tools/trace`): the engine's allocated peak against PyTorch's own allocations.
 
+use std::collections::BTreeMap;
+
 use peakplan_core::{import_config, Architecture, Estimate};
 
 use crate::util::{data, est_arch, plan};
@@ -32,6 +34,34 @@ fn llama_rows(file: &str) -> Vec<LlamaRow> {
         .collect()
 }
 
+/// What one more layer adds, traced against the engine, for every case traced at one and two layers (`-L1`,
+/// `-L2` rows of `peaks`, id -> (traced, predicted)): a line of `report` each, and a line of `failures` where the
+/// error reaches `bound(case)` or the case lacks its second layer.
+fn one_layer_increments(
+    peaks: &BTreeMap<String, (f64, f64)>,
+    bound: impl Fn(&str) -> f64,
+    report: &mut String,
+    failures: &mut Vec<String>,
+) {
+    for (id, &(t1, p1)) in peaks.iter().filter(|(id, _)| id.ends_with("-L1")) {
+        let case = id.trim_end_matches("-L1");
+        let Some(&(t2, p2)) = peaks.get(&format!("{case}-L2")) else {
+            failures.push(format!("{case} is traced at one layer only"));
+            continue;
+        };
+        let err = ((p2 - p1) - (t2 - t1)) / (t2 - t1);
+        *report += &format!(
+            "{case:<34} one layer traced {:>11} engine {:>11} {:+.2}%\n",
+            t2 - t1,
+            p2 - p1,
+            100.0 * err
+        );
+        if err.abs() >= bound(case) {
+            failures.push(format!("{case}: one layer {:+.2}%", 100.0 * err));
+        }
+    }
+}
+
 fn within_1_percent(id: &str, traced_bytes: u64, e: &Estimate) {
     let (traced, predicted) = (traced_bytes as f64, e.peak_allocated_bytes as f64);
     let err = (predicted - traced) / traced;
@@ -61,7 +91,7 @@ fn cpu_traces_of_real_steps_match_the_engine() {
 
     // Other families, each built from its preset's config.json scaled down; the traced config is imported as is.
     let text = data("traced/families.csv");
-    let mut peaks = std::collections::BTreeMap::new();
+    let mut peaks = BTreeMap::new();
     // A CPU artifact: the engine models CUDA, whose flash and memory-efficient kernels write the attention output
     // in (batch, seq, heads, dim) order, so the output projection reads it without a copy. CPU SDPA follows the
     // query's layout, and where the rotary embedding rebuilds the query contiguous in (batch, heads, seq, dim)
@@ -94,22 +124,15 @@ fn cpu_traces_of_real_steps_match_the_engine() {
         ("mixtral4-qlora", 0.035),
         ("mixtral4-lora-experts", 0.015),
     ];
-    for (id, (t1, p1)) in peaks.iter().filter(|(id, _)| id.ends_with("-L1")) {
-        let family = id.trim_end_matches("-L1");
-        let (t2, p2) = peaks[&format!("{family}-L2")];
-        let err = ((p2 - p1) - (t2 - t1)) / (t2 - t1);
-        let bound = known
+    let (mut report, mut failures) = (String::new(), Vec::new());
+    let bound = |family: &str| {
+        known
             .iter()
             .find(|(k, _)| *k == family)
-            .map_or(0.005, |(_, b)| *b);
-        assert!(
-            err.abs() < bound,
-            "{family}: one layer adds {:.0} B traced, {:.0} B in the engine ({:+.2}%)",
-            t2 - t1,
-            p2 - p1,
-            100.0 * err
-        );
-    }
+            .map_or(0.005, |(_, b)| *b)
+    };
+    one_layer_increments(&peaks, bound, &mut report, &mut failures);
+    assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
 }
 
 #[test]
@@ -119,7 +142,7 @@ fn cpu_traces_of_sharded_steps_match_the_engine() {
     // backward, where the engine's single-GPU figure is itself high at one and two layers (+7% LoRA, +14% full
     // on the same model run unsharded, the `wide-single-` rows): those are held to what sharding changes, the
     // difference from the unsharded run, within 1% of the traced peak.
-    let mut peaks = std::collections::BTreeMap::new();
+    let mut peaks = BTreeMap::new();
     for r in llama_rows("traced/fsdp_cpu.csv") {
         let e = est_arch(&r.arch, &r.query);
         // Mixed FSDP1 units keep what a full fine-tune keeps in the layers, so the full run is their reference.
@@ -157,29 +180,20 @@ fn cpu_traces_of_sharded_steps_match_the_engine() {
         }
     }
     // What one more layer adds, within 0.5% (the unsharded references included: the engine's slope is right).
-    for (id, &(t1, p1, _)) in peaks.iter().filter(|(id, _)| id.ends_with("-L1")) {
-        let case = id.trim_end_matches("-L1");
-        let Some(&(t2, p2, _)) = peaks.get(&format!("{case}-L2")) else {
-            panic!("{case} is traced at one layer only")
-        };
-        let err = ((p2 - p1) - (t2 - t1)) / (t2 - t1);
-        report += &format!(
-            "{case:<34} one layer traced {:>11} engine {:>11} {:+.2}%\n",
-            t2 - t1,
-            p2 - p1,
-            100.0 * err
-        );
-        // FSDP2 reducing every micro-batch holds 65 KB less per layer (the adapters' whole gradient, x 2 B) than
-        // the engine's sharded accumulated gradients and the step's: the known gap.
-        let bound = if case == "f2-lora-ga2-sync-w2" {
+    // FSDP2 reducing every micro-batch holds 65 KB less per layer (the adapters' whole gradient, x 2 B) than the
+    // engine's sharded accumulated gradients and the step's: the known gap.
+    let totals = peaks
+        .iter()
+        .map(|(id, &(t, p, _))| (id.clone(), (t, p)))
+        .collect();
+    let bound = |case: &str| {
+        if case == "f2-lora-ga2-sync-w2" {
             0.006
         } else {
             0.005
-        };
-        if err.abs() >= bound {
-            failures.push(format!("{case}: one layer {:+.2}%", 100.0 * err));
         }
-    }
+    };
+    one_layer_increments(&totals, bound, &mut report, &mut failures);
     println!("{report}worst {:.2}%", 100.0 * worst);
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
     assert!(peaks.len() >= 48, "{} traced rows", peaks.len());
@@ -213,7 +227,7 @@ fn cpu_traces_of_every_key_match_the_engine() {
     // The keys the first tables leave at one value (`tools/trace/keys_cpu.sh`): PEFT's methods, trainable tokens
     // and modules_to_save, adapter dtypes, dropout, accumulation and the optimizers, each traced at one and two
     // layers. Each total within 1%, and what the second layer adds within 0.5%.
-    let mut peaks = std::collections::BTreeMap::new();
+    let mut peaks = BTreeMap::new();
     for r in llama_rows("traced/hf_keys.csv") {
         let e = est_arch(&r.arch, &r.query);
         let predicted = e.peak_allocated_bytes as f64 + cpu_dropout_masks(&r.arch, &r.query);
@@ -231,26 +245,10 @@ fn cpu_traces_of_every_key_match_the_engine() {
             failures.push(format!("{id}: {:+.2}%", 100.0 * err));
         }
     }
-    for (id, &(t1, p1)) in peaks.iter().filter(|(id, _)| id.ends_with("-L1")) {
-        let case = id.trim_end_matches("-L1");
-        let Some(&(t2, p2)) = peaks.get(&format!("{case}-L2")) else {
-            failures.push(format!("{case} is traced at one layer only"));
-            continue;
-        };
-        let err = ((p2 - p1) - (t2 - t1)) / (t2 - t1);
-        report += &format!(
-            "{case:<24} one layer traced {:>11} engine {:>11} {:+.2}%\n",
-            t2 - t1,
-            p2 - p1,
-            100.0 * err
-        );
-        // Compiled LoRA: inductor's partitioner keeps one 16-bit hidden-wide tensor a layer more than the engine
-        // counts (its saved tensors carry no op names to tell which): the known gap.
-        let bound = if case == "lora-compile" { 0.04 } else { 0.005 };
-        if err.abs() >= bound {
-            failures.push(format!("{case}: one layer {:+.2}%", 100.0 * err));
-        }
-    }
+    // Compiled LoRA: inductor's partitioner keeps one 16-bit hidden-wide tensor a layer more than the engine
+    // counts (its saved tensors carry no op names to tell which): the known gap.
+    let bound = |case: &str| if case == "lora-compile" { 0.04 } else { 0.005 };
+    one_layer_increments(&peaks, bound, &mut report, &mut failures);
     println!("{report}");
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
     assert_eq!(peaks.len(), 68, "every traced case is replayed");
