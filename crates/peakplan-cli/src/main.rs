@@ -670,7 +670,10 @@ pub(crate) fn plan_and_arch(a: &PlanArgs) -> Result<(Plan, Architecture)> {
         (Some(path), _) => load_config(path)?,
         (None, Some(id)) => {
             let text = hub::config_text(&id, peakplan_core::hf::MAX_CONFIG_BYTES as u64)?;
-            let mut arch = import_config(&text).map_err(|e| anyhow!("--hf-model {id}: {e}"))?;
+            // A Hub answer is untrusted text, read by the one reader the page uses too (size, nesting depth,
+            // causal LM, model_type, then the importer).
+            let mut arch = peakplan_core::hub::import_hub_config(&text)
+                .map_err(|e| anyhow!("--hf-model {id}: {e}"))?;
             arch.name = id;
             arch
         }

@@ -678,6 +678,13 @@ fn fake_hub() -> String {
                     ("200 OK", "{\"model_type\": ".to_string())
                 }
                 "/acme/huge/resolve/main/config.json" => ("200 OK", " ".repeat(2 << 20)),
+                "/acme/encoder/resolve/main/config.json" => (
+                    "200 OK",
+                    r#"{"model_type":"bert","architectures":["BertModel"]}"#.to_string(),
+                ),
+                "/acme/deep/resolve/main/config.json" => {
+                    ("200 OK", format!("{}{}", "[".repeat(100), "]".repeat(100)))
+                }
                 _ => (
                     "404 Not Found",
                     r#"{"error":"Repository not found"}"#.to_string(),
@@ -785,6 +792,9 @@ fn hf_model_reads_the_hub_and_the_cache_and_says_what_went_wrong() {
     );
     refused(&est("acme/broken", &[]), "--hf-model acme/broken:");
     refused(&est("acme/huge", &[]), "more than 1048576 bytes");
+    // A Hub answer is read as the page reads it: untrusted, and only a causal language model.
+    refused(&est("acme/encoder", &[]), "is not a causal language model");
+    refused(&est("acme/deep", &[]), "nests more than");
     refused(&est("../etc/passwd", &[]), "the organization may hold");
     refused(&est("llama-2-7b", &[]), "is not a Hub id");
     refused(&est("acme/x@..", &[]), "the revision may hold");
