@@ -10,12 +10,11 @@ use super::names::{
 use super::sharding;
 use super::template::{render, vars, YAML_BOOLS};
 use super::yaml::scalar_text;
-use super::{float_text, hf_repo, num, preset_of, yaml_header, yaml_items};
+use super::{float_text, model_repo, num, yaml_header, yaml_items};
 use crate::arch::{Architecture, Target};
 use crate::plan::{
     Alloc, Attn, Loss, Method, Peft, Plan, Precision, Quant, Targets, TokenTraining,
 };
-use crate::presets::ModelId;
 use serde_json::{Map, Value};
 
 const AXOLOTL: &str = include_str!("axolotl.yaml.tmpl");
@@ -23,10 +22,13 @@ const AXOLOTL: &str = include_str!("axolotl.yaml.tmpl");
 /// An axolotl config for the plan.
 #[inline(never)]
 pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
-    let repo = preset_of(plan, arch)
-        .map(ModelId::preset)
-        .and_then(hf_repo)
-        .map(scalar_text);
+    let repo = model_repo(plan, arch).map(|r| scalar_text(&r));
+    // A Hub model at another revision than `main` names it in axolotl's own key.
+    let revision = plan
+        .hub
+        .as_ref()
+        .filter(|id| id.revision() != "main")
+        .map(|id| scalar_text(id.revision()));
     let all_linear = Targets(plan.targets.0 & Targets::ALL_LINEAR.0) == Targets::ALL_LINEAR;
     let mut target_items = String::new();
     if !all_linear {
@@ -77,6 +79,7 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         "strategy" => if plan.zero == 3 { "FULL_SHARD" } else { "SHARD_GRAD_OP" },
         "reshard" => if plan.zero == 3 { "true" } else { "false" },
         "repo" => repo.as_deref().unwrap_or(""),
+        "revision" => revision.as_deref().unwrap_or(""),
         "quant" => plan.quant.key(),
         "r" => &r,
         "alpha" => &alpha,
@@ -155,7 +158,7 @@ const AXOLOTL_NEUTRAL: &[&str] = &[
 /// The fields [`read`] maps to plan keys.
 #[rustfmt::skip]
 const HANDLED: &[&str] = &[
-    "gradient_accumulation_steps", "base_model", "adapter", "load_in_4bit", "load_in_8bit", "gptq", "lora_r",
+    "gradient_accumulation_steps", "base_model", "revision_of_model", "adapter", "load_in_4bit", "load_in_8bit", "gptq", "lora_r",
     "lora_dropout", "lora_target_linear", "lora_target_modules", "sequence_len", "micro_batch_size",
     "gradient_checkpointing", "flash_attention", "sdp_attention", "eager_attention", "attn_implementation",
     "xformers_attention", "liger_fused_linear_cross_entropy", "cut_cross_entropy", "unsloth_cross_entropy_loss",
@@ -167,7 +170,14 @@ const HANDLED: &[&str] = &[
 #[inline(never)]
 pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     if let Some(v) = get(map, "base_model") {
-        r.model("base_model", v);
+        // A Hub model at another revision: `revision_of_model` beside its id.
+        let at_revision = match (v, get(map, "revision_of_model")) {
+            (Value::String(m), Some(Value::String(rev))) if !m.contains('@') => {
+                Value::String(format!("{m}@{rev}"))
+            }
+            _ => v.clone(),
+        };
+        r.model("base_model", &at_revision);
     }
     let (method, eight) = read_method(r, map);
     if let Some(b) = r.flag_in(map, "", "torch_compile") {

@@ -378,6 +378,9 @@ impl Reader {
         };
         match preset_for_hf_id(id) {
             Some(m) => self.fact("model", m.id, field),
+            // Any other Hub id is a Hub model, as `model=org/name` is in a link (the page or `--hf-model`
+            // fetches its config.json).
+            None if crate::hub::HubId::parse(id).is_ok() => self.fact("model", id, field),
             None => self.note_fmt(format_args!(
                 "{field} = {} is not a bundled preset; model unchanged (for another model, give its config.json to --hf-config or the page's config box)",
                 quote(id)

@@ -111,7 +111,7 @@ impl ExportFormat {
 /// Writes the plan for `arch` in a training stack's own format.
 ///
 /// When `arch` is a bundled preset other than `plan.model` (a `config.json` of a bundled model), the export names
-/// that preset, so that its plan line imports back to the same model.
+/// that preset, so that its plan line imports back to the same model; a Hub model is named by its id.
 #[inline(never)]
 pub fn export(plan: &Plan, arch: &Architecture, format: ExportFormat) -> String {
     let mut p = plan.clone();
@@ -126,8 +126,12 @@ pub fn export(plan: &Plan, arch: &Architecture, format: ExportFormat) -> String 
     }
 }
 
-/// The bundled preset `arch` is, when it is one (compared field by field, the display name aside).
+/// The bundled preset `arch` is, when it is one (compared field by field, the display name aside); none for a Hub
+/// model, which its id names whatever its shape.
 pub(crate) fn preset_of(plan: &Plan, arch: &Architecture) -> Option<ModelId> {
+    if plan.hub.is_some() {
+        return None;
+    }
     let same = |m: &ModelId| {
         let mut b = m.arch().clone();
         b.name.clone_from(&arch.name);
@@ -142,6 +146,17 @@ pub(crate) fn preset_of(plan: &Plan, arch: &Architecture) -> Option<ModelId> {
 /// short constant table into one inlined comparison per entry; through this it stays one small loop.
 pub(crate) fn table<T>(t: &'static [T]) -> &'static [T] {
     std::hint::black_box(t)
+}
+
+/// The Hugging Face repository the plan's model loads from: its Hub id's, else its preset's published weights.
+pub(crate) fn model_repo(plan: &Plan, arch: &Architecture) -> Option<String> {
+    match &plan.hub {
+        Some(id) => Some(id.repo()),
+        None => preset_of(plan, arch)
+            .map(ModelId::preset)
+            .and_then(hf_repo)
+            .map(str::to_string),
+    }
 }
 
 /// The Hugging Face repository id of a preset, when its weights are published.
@@ -183,9 +198,10 @@ pub(crate) fn float_text(f: f64) -> String {
 /// whether the model is a custom config.
 pub(crate) fn yaml_header(plan: &Plan, arch: &Architecture) -> Vars<'static> {
     let preset = preset_of(plan, arch).map(ModelId::preset);
-    let label = match preset {
-        Some(m) => m.name.to_string(),
-        None => {
+    let label = match (preset, &plan.hub) {
+        (Some(m), _) => m.name.to_string(),
+        (None, Some(id)) => id.to_string(),
+        (None, None) => {
             let mut l = String::from("a ");
             l.push_str(&arch.model_type);
             l.push_str(" model from its config.json");

@@ -9,7 +9,7 @@ use super::deepspeed::{self, uses_deepspeed};
 use super::sharding::{launch, Launch};
 use super::template::{render, vars, Vars, PY_BOOLS};
 use super::yaml::json_str;
-use super::{bnb, hf_repo, method_label, num, peft, preset_of, table, training_args};
+use super::{bnb, method_label, model_repo, num, peft, preset_of, table, training_args};
 use crate::arch::Architecture;
 use crate::engine::{estimate, hf_attention, Estimate};
 use crate::model_type::ModelType;
@@ -419,7 +419,7 @@ fn needs(plan: &Plan) -> String {
 fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
     let e = prediction(plan, arch);
     let preset = preset_of(plan, arch).map(ModelId::preset);
-    let repo = preset.and_then(hf_repo);
+    let repo = model_repo(plan, arch);
     let (model_type, config) = model_config(arch, plan.seq_len);
     let split = splits_layers(plan);
     // Dtypes: the model's own (16-bit unless fp32 or full AMP).
@@ -430,7 +430,11 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
     };
     let query = plan.to_query();
     vars!(
-        "model_name" => preset.map(|m| m.name).unwrap_or(arch.model_type.as_str()).to_string(),
+        "model_name" => match (preset, &plan.hub) {
+            (Some(m), _) => m.name.to_string(),
+            (None, Some(id)) => id.to_string(),
+            (None, None) => arch.model_type.clone(),
+        },
         "method" => method_label(plan.method),
         "b" => num(plan.micro_batch),
         "s" => num(plan.seq_len),
@@ -439,7 +443,7 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "plan_str" => py_str(&query),
         "query" => query,
         "needs" => needs(plan),
-        "repo" => repo.unwrap_or(""),
+        "repo" => repo.clone().unwrap_or_default(),
         "fw" => if plan.framework == Framework::Hf { "" } else { plan.framework.key() },
         "allocated" => num(e.peak_allocated_bytes),
         "reserved" => num(e.peak_reserved_bytes),
@@ -458,7 +462,7 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "model_dtype" => torch_dtype(model_dtype),
         "prec" => plan.precision.key(),
         "chunk" => num(plan.chunk),
-        "hf_id" => py_str(repo.unwrap_or("")),
+        "hf_id" => py_str(repo.as_deref().unwrap_or("")),
         "model_type" => model_type,
         "model_config" => config,
         ;

@@ -416,3 +416,47 @@ fn peft_adapter_configs_of_every_kind_import() {
         }
     }
 }
+
+#[test]
+fn a_base_model_outside_the_presets_is_a_hub_model() {
+    // A Hub id that no preset carries imports as the Hub model, as `model=org/name` in a link does; a name that is
+    // no Hub id keeps the model and says why.
+    let hub = import(&[(
+        "axolotl.yaml",
+        "base_model: acme/custom-7b\nadapter: lora\n",
+    )])
+    .unwrap();
+    assert_eq!(
+        hub.plan.hub.as_ref().map(|id| id.to_string()).as_deref(),
+        Some("acme/custom-7b")
+    );
+    let plain = import(&[("axolotl.yaml", "base_model: my model\nadapter: lora\n")]).unwrap();
+    assert_eq!(plain.plan.hub, None);
+    assert!(plain
+        .notes
+        .iter()
+        .any(|n| n.contains("not a bundled preset")));
+    // And a Hub plan written as axolotl's file reads back to itself, its revision in `revision_of_model`; the
+    // torchtune override reads back to its plan line.
+    use peakplan_core::interop::{export, ExportFormat};
+    for q in [
+        "model=acme/custom-7b&method=qlora&r=16",
+        "model=acme/custom-7b@v2&method=lora",
+    ] {
+        let plan = Plan::parse_query(q).plan;
+        let arch = peakplan_core::preset_arch(&plan);
+        let axolotl = export(&plan, arch, ExportFormat::Axolotl);
+        let back = import(&[("axolotl.yaml", &axolotl)]).unwrap();
+        assert_eq!(back.plan.to_query(), plan.to_query(), "{axolotl}");
+        let torchtune = export(&plan, arch, ExportFormat::Torchtune);
+        let line = torchtune
+            .lines()
+            .find_map(|l| l.strip_prefix("# peakplan: "))
+            .unwrap();
+        let back = import(&[("torchtune_override.yaml", &torchtune)]).unwrap();
+        assert_eq!(
+            back.plan.to_query(),
+            Plan::parse_query(line).plan.to_query()
+        );
+    }
+}
