@@ -211,9 +211,9 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
     let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
     let tied = arch.tied_embeddings && !litgpt_unties(arch, plan);
     // Accumulating, the head's gradient is added into the `.grad` held from earlier micro-batches when that is
-    // whole on the GPU; sharded (ZeRO-2/3) or offloaded, the GPU holds a share of it, and the head's whole
-    // gradient exists beside it until it is reduced.
-    let into_held = accumulating && s.zero < 2 && !plan.cpu_offload;
+    // whole on the GPU; sharded (ZeRO-2/3), offloaded or under DeepSpeed (which accumulates into gradient
+    // partitions of its own at every stage), the head's whole gradient exists beside them until it is reduced.
+    let into_held = accumulating && s.zero < 2 && !plan.cpu_offload && !s.d.deepspeed_16bit;
     let grad_in_layers = if tied {
         // The summed share waits in autograd's buffer for the embedding's, at the very end.
         head_grad
