@@ -35,6 +35,13 @@ if [[ $(wasm-bindgen --version 2>/dev/null) != "wasm-bindgen $WASM_BINDGEN_VERSI
   cargo install "wasm-bindgen-cli@$WASM_BINDGEN_VERSION"
 fi
 
+# The release site's wasm is built by the nightly toolchain with the standard library rebuilt for size
+# (scripts/build-site.sh), which needs nightly's rust-src; without a nightly it builds with stable, larger.
+if cargo +nightly --version >/dev/null 2>&1 && ! rustup component list --installed --toolchain nightly 2>/dev/null | grep -q '^rust-src'; then
+  say "adding rust-src to the nightly toolchain (the release site rebuilds the standard library for size)"
+  rustup component add rust-src --toolchain nightly || say "no rust-src: the site builds with stable, about 26 KB gzipped larger"
+fi
+
 # Fuzzing needs a nightly toolchain (the machine image has one); without it the fuzz step is skipped, loudly.
 if ! $site_only && cargo +nightly --version >/dev/null 2>&1 && ! command -v cargo-fuzz >/dev/null; then
   say "installing cargo-fuzz 0.13.2"

@@ -5,7 +5,6 @@
 use crate::accuracy_table::{parse, TABLE};
 use crate::panels::chart::theme;
 use leptos::prelude::*;
-use peakplan_chart::draw_scatter;
 
 /// The accuracy section; the table is parsed and drawn only when the section is opened.
 #[component]
@@ -18,12 +17,7 @@ pub fn Accuracy() -> impl IntoView {
             return;
         };
         let w = el.client_width().max(240) as u32;
-        el.set_width(w);
-        el.set_height((w * 2 / 3).clamp(200, 420));
-        let points = &s.points;
-        if let Some(mut b) = crate::canvas::Canvas2d::new(&el) {
-            let _ = draw_scatter(&mut b, points, &theme());
-        }
+        crate::canvas::paint_scatter(&el, w, &s.points, &theme());
     });
     view! {
         <details class="accuracy" data-testid="accuracy" on:toggle=move |_| open.set(true)>

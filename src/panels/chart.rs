@@ -99,8 +99,10 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
     };
     let layout = move || {
         let el = canvas.get_untracked()?;
-        c.computed
-            .with_untracked(|comp| peakplan_chart::layout(&comp.chart, el.width(), el.height()))
+        c.computed.with_untracked(|comp| {
+            let (w, h) = crate::canvas::css_size(&el);
+            peakplan_chart::layout(&comp.chart, w, h)
+        })
     };
     let on_move = move |ev: leptos::ev::MouseEvent| {
         let (x, y) = (ev.offset_x() as i32, ev.offset_y() as i32);

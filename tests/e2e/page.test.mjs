@@ -168,6 +168,25 @@ await test('hovering a bar segment shows its exact bytes and formula', async pag
   await page.screenshot({ path: path.join(out, 'tooltip.png') });
 });
 
+await test('on a 2x screen the charts draw at device pixels, and hovering still finds the segment under the pointer', async () => {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, deviceScaleFactor: 2 });
+  try {
+    await page.goto(base + '?model=llama-2-7b&method=full&gc=0');
+    await ready(page);
+    for (const id of ['chart', 'timeline']) {
+      const c = page.locator(`[data-testid="${id}"] canvas, canvas[data-testid="${id}"]`).first();
+      await page.waitForFunction(el => el.width > 0 && el.width === 2 * el.clientWidth, await c.elementHandle(), { timeout: 3000 })
+        .catch(async () => { throw new Error(`${id}: buffer ${await c.evaluate(e => e.width + 'x' + e.height)} for ${await c.evaluate(e => e.clientWidth + 'x' + e.clientHeight)} CSS px`); });
+    }
+    const box = await page.locator('[data-testid="chart"]').boundingBox();
+    await page.mouse.move(box.x + box.width * 0.23, box.y + box.height - 50);
+    await page.waitForSelector('[data-testid="chart-tip"]', { timeout: 3000 });
+    const tip = await page.locator('[data-testid="chart-tip"]').textContent();
+    assert(/^Full · Weights/.test(tip.trim()), `tooltip at the Full bar's base: ${tip}`);
+    await page.locator('[data-testid="chart"]').screenshot({ path: path.join(out, 'chart-2x.png') });
+  } finally { await page.close(); }
+});
+
 await test('the chart is keyboard-operable: focus and arrows show each segment', async page => {
   await page.goto(base + '?model=llama-2-7b&method=qlora');
   await ready(page);
