@@ -75,7 +75,9 @@ impl Limits {
             Some(bytes) => bytes.max(LARGE_BUFFER_BYTES + SMALL_SIZE_BYTES),
             None => u64::MAX,
         };
-        let gc_threshold = config.garbage_collection_threshold.filter(|t| *t > 0.0 && *t < 1.0);
+        let gc_threshold = config
+            .garbage_collection_threshold
+            .filter(|t| *t > 0.0 && *t < 1.0);
         let divisions = match config.roundup_power2_divisions {
             Some(d) if d > 1 => 1u64 << (31 - d.leading_zeros()),
             _ => 1,

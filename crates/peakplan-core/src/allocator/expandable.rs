@@ -22,12 +22,19 @@ fn page_bytes(kind: PoolKind) -> u64 {
 impl Allocator {
     /// The base address of the segment holding `addr`.
     fn segment_base(&self, addr: u64) -> u64 {
-        self.segments.range(..=addr).next_back().map_or(addr, |(&base, _)| base)
+        self.segments
+            .range(..=addr)
+            .next_back()
+            .map_or(addr, |(&base, _)| base)
     }
 
     /// `try_allocate_expandable_block` (line @try_allocate_expandable_block): maps pages until a free block of at
     /// least `size` exists at the lowest address with room, and hands that block to the caller (out of the pool).
-    pub(super) fn try_allocate_expandable_block(&mut self, kind: PoolKind, size: u64) -> Option<usize> {
+    pub(super) fn try_allocate_expandable_block(
+        &mut self,
+        kind: PoolKind,
+        size: u64,
+    ) -> Option<usize> {
         let mut candidate = self.find_expandable_block(kind, size)?;
         if !self.slab.blocks[candidate].mapped {
             let want = self.slab.blocks[candidate].size.min(size);
@@ -51,8 +58,13 @@ impl Allocator {
     /// just before it, if any) that leads into at least `size` bytes of free or unmapped space; else a new segment
     /// whose whole address range is unmapped.
     fn find_expandable_block(&mut self, kind: PoolKind, size: u64) -> Option<usize> {
-        let free_or_unmapped = |s: &Self, slot: Option<usize>| slot.filter(|&b| !s.slab.blocks[b].allocated);
-        let unmapped: Vec<usize> = self.pools[kind.index()].unmapped.iter().map(|&(_, slot)| slot).collect();
+        let free_or_unmapped =
+            |s: &Self, slot: Option<usize>| slot.filter(|&b| !s.slab.blocks[b].allocated);
+        let unmapped: Vec<usize> = self.pools[kind.index()]
+            .unmapped
+            .iter()
+            .map(|&(_, slot)| slot)
+            .collect();
         for slot in unmapped {
             let start = free_or_unmapped(self, self.slab.blocks[slot].prev).unwrap_or(slot);
             let mut bytes: u64 = 0;
@@ -104,7 +116,12 @@ impl Allocator {
         self.pool(b.pool).unmapped.remove(&(b.addr, slot));
         self.slab.blocks[slot].mapped = true;
         if mapped < b.size {
-            let rest = self.slab.insert(Block { addr: b.addr + mapped, size: b.size - mapped, prev: Some(slot), ..b });
+            let rest = self.slab.insert(Block {
+                addr: b.addr + mapped,
+                size: b.size - mapped,
+                prev: Some(slot),
+                ..b
+            });
             if let Some(n) = b.next {
                 self.slab.blocks[n].prev = Some(rest);
             }
@@ -135,7 +152,11 @@ impl Allocator {
         }
         self.remove_free(slot);
         if begin > b.addr {
-            let before = self.slab.insert(Block { size: begin - b.addr, next: Some(slot), ..b.clone() });
+            let before = self.slab.insert(Block {
+                size: begin - b.addr,
+                next: Some(slot),
+                ..b.clone()
+            });
             if let Some(p) = b.prev {
                 self.slab.blocks[p].next = Some(before);
             }
@@ -143,7 +164,12 @@ impl Allocator {
             self.insert_free(before);
         }
         if end < b.addr + b.size {
-            let after = self.slab.insert(Block { addr: end, size: b.addr + b.size - end, prev: Some(slot), ..b });
+            let after = self.slab.insert(Block {
+                addr: end,
+                size: b.addr + b.size - end,
+                prev: Some(slot),
+                ..b
+            });
             if let Some(n) = b.next {
                 self.slab.blocks[n].prev = Some(after);
             }

@@ -40,9 +40,9 @@ mod state;
 mod stats;
 
 pub use config::{
-    get_allocation_size, round_size, roundup_power2_next_division, AllocatorConfig, LARGE_BUFFER_BYTES,
-    MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, MIN_LARGE_ALLOC_BYTES, ROUND_LARGE_BYTES, SMALL_BUFFER_BYTES,
-    SMALL_SIZE_BYTES,
+    get_allocation_size, round_size, roundup_power2_next_division, AllocatorConfig,
+    LARGE_BUFFER_BYTES, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, MIN_LARGE_ALLOC_BYTES,
+    ROUND_LARGE_BYTES, SMALL_BUFFER_BYTES, SMALL_SIZE_BYTES,
 };
 pub use state::{Allocator, BlockId};
 pub use stats::{BlockInfo, OutOfMemory, Segment, Stat, Stats};
@@ -125,8 +125,13 @@ impl Allocator {
 /// second allocation under it, and a free releases the latest one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
-    Alloc { tag: u64, bytes: u64 },
-    Free { tag: u64 },
+    Alloc {
+        tag: u64,
+        bytes: u64,
+    },
+    Free {
+        tag: u64,
+    },
     /// `torch.cuda.empty_cache()`, as some frameworks call between steps.
     EmptyCache,
 }

@@ -48,7 +48,8 @@ impl Allocator {
         }
         let mut released: u64 = 0;
         while released < key {
-            let Some(&(block_size, _, slot)) = self.pools[kind.index()].free.iter().next_back() else {
+            let Some(&(block_size, _, slot)) = self.pools[kind.index()].free.iter().next_back()
+            else {
                 break;
             };
             if block_size < max_split || !self.releasable(slot) {
@@ -69,7 +70,11 @@ impl Allocator {
     }
 
     fn release_blocks(&mut self, kind: PoolKind) {
-        let free: Vec<usize> = self.pools[kind.index()].free.iter().map(|&(_, _, slot)| slot).collect();
+        let free: Vec<usize> = self.pools[kind.index()]
+            .free
+            .iter()
+            .map(|&(_, _, slot)| slot)
+            .collect();
         let mut to_unmap = Vec::new();
         for slot in free {
             if self.slab.blocks[slot].expandable {

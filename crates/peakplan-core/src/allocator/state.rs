@@ -2,14 +2,18 @@
 //! the device for a segment, releasing cached segments and retrying before it gives up; the found block is split
 //! when the rules allow; `free` returns a block to its pool, merged with its free neighbours.
 
-use super::block::{Block, PoolKind, Pool, Slab};
-use super::config::{get_allocation_size, round_size, Limits, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, SMALL_SIZE_BYTES};
+use super::block::{Block, Pool, PoolKind, Slab};
+use super::config::{
+    get_allocation_size, round_size, Limits, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, SMALL_SIZE_BYTES,
+};
 use super::stats::{OutOfMemory, Stats};
 use std::collections::{BTreeMap, HashMap};
 
 /// A handed-out allocation. `BlockId::EMPTY` is what a 0-byte request gets: PyTorch hands out a null pointer
 /// without calling the allocator (`NativeCachingAllocator::allocate`), and freeing it does nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct BlockId(pub u64);
 
 impl BlockId {
@@ -79,7 +83,11 @@ impl Allocator {
             return Err(self.out_of_memory(orig_size, orig_size));
         }
         let size = round_size(orig_size, self.limits.divisions);
-        let kind = if size <= SMALL_SIZE_BYTES { PoolKind::Small } else { PoolKind::Large };
+        let kind = if size <= SMALL_SIZE_BYTES {
+            PoolKind::Small
+        } else {
+            PoolKind::Large
+        };
         let alloc_size = get_allocation_size(size);
         let mut found = self.get_free_block(kind, size);
         if found.is_none() {
@@ -115,7 +123,10 @@ impl Allocator {
             requested_bytes,
             tried_to_allocate_bytes: tried_bytes,
             capacity_bytes: self.limits.capacity_bytes,
-            free_bytes: self.limits.capacity_bytes.saturating_sub(self.total_reserved),
+            free_bytes: self
+                .limits
+                .capacity_bytes
+                .saturating_sub(self.total_reserved),
             allocated_bytes: allocated,
             reserved_bytes: self.total_reserved,
             reserved_unallocated_bytes: self.total_reserved.saturating_sub(allocated),
@@ -137,7 +148,9 @@ impl Allocator {
             // In an expandable segment a block's worth is what it can grow to: a free block before the unmapped
             // tail counts the tail. Walk on while the next block would grow to less.
             for next in candidates {
-                if !self.slab.blocks[best.2].expandable || self.expandable_size(next.2) >= self.expandable_size(best.2) {
+                if !self.slab.blocks[best.2].expandable
+                    || self.expandable_size(next.2) >= self.expandable_size(best.2)
+                {
                     break;
                 }
                 best = *next;
@@ -148,7 +161,8 @@ impl Allocator {
         if size < max_split && block_size >= max_split {
             return None;
         }
-        if size >= max_split && block_size >= size.saturating_add(super::config::LARGE_BUFFER_BYTES) {
+        if size >= max_split && block_size >= size.saturating_add(super::config::LARGE_BUFFER_BYTES)
+        {
             return None;
         }
         self.pool(kind).free.remove(&best);
@@ -166,7 +180,13 @@ impl Allocator {
 
     /// `alloc_block` (line @alloc_block): a new segment of `alloc_size`, if the reserved total stays within the
     /// capacity (`allowed_memory_maximum`); with expandable segments, pages mapped into the pool's segment.
-    fn alloc_block(&mut self, kind: PoolKind, size: u64, alloc_size: u64, is_retry: bool) -> Option<usize> {
+    fn alloc_block(
+        &mut self,
+        kind: PoolKind,
+        size: u64,
+        alloc_size: u64,
+        is_retry: bool,
+    ) -> Option<usize> {
         if is_retry {
             self.stats.alloc_retries += 1;
         }
@@ -310,7 +330,10 @@ impl Allocator {
             net_bytes += i128::from(b.size);
         }
         if !b.expandable {
-            apply_net(&mut self.stats.inactive_split_blocks, i128::from(net_blocks));
+            apply_net(
+                &mut self.stats.inactive_split_blocks,
+                i128::from(net_blocks),
+            );
             apply_net(&mut self.stats.inactive_split_bytes, net_bytes);
         }
         self.stats.active_bytes.sub(original_size);

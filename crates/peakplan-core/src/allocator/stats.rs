@@ -60,7 +60,9 @@ impl Stats {
     /// Reserved but not allocated, now: cached free blocks, the figure PyTorch's OOM message calls "reserved by
     /// PyTorch but unallocated".
     pub fn cached_free_bytes(&self) -> u64 {
-        self.reserved_bytes.current.saturating_sub(self.allocated_bytes.current)
+        self.reserved_bytes
+            .current
+            .saturating_sub(self.allocated_bytes.current)
     }
 }
 
