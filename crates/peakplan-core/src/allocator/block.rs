@@ -63,6 +63,8 @@ pub(super) struct Slab {
     pub blocks: Vec<Block>,
     vacant: Vec<usize>,
     is_vacant: Vec<bool>,
+    /// Bumped each time a slot is reused, so an id handed out for an earlier occupant no longer matches.
+    generation: Vec<u32>,
 }
 
 impl Slab {
@@ -71,11 +73,13 @@ impl Slab {
             Some(slot) => {
                 self.blocks[slot] = block;
                 self.is_vacant[slot] = false;
+                self.generation[slot] = self.generation[slot].wrapping_add(1);
                 slot
             }
             None => {
                 self.blocks.push(block);
                 self.is_vacant.push(false);
+                self.generation.push(0);
                 self.blocks.len() - 1
             }
         }
@@ -87,6 +91,18 @@ impl Slab {
             self.is_vacant[slot] = true;
             self.vacant.push(slot);
         }
+    }
+
+    /// The id of the block now in `slot`: its generation and slot, never 0.
+    pub fn id(&self, slot: usize) -> u64 {
+        (u64::from(self.generation[slot]) << 32) | (slot as u64 + 1)
+    }
+
+    /// The slot an id names, if that block still exists and is allocated.
+    pub fn slot_of(&self, id: u64) -> Option<usize> {
+        let slot = usize::try_from((id & 0xFFFF_FFFF).checked_sub(1)?).ok()?;
+        let live = slot < self.blocks.len() && !self.is_vacant[slot] && self.blocks[slot].allocated;
+        (live && self.id(slot) == id).then_some(slot)
     }
 
     /// The slots of the blocks that exist.

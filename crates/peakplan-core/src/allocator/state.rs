@@ -7,9 +7,10 @@ use super::config::{
     get_allocation_size, round_size, Limits, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, SMALL_SIZE_BYTES,
 };
 use super::stats::{OutOfMemory, Stats};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-/// A handed-out allocation. `BlockId::EMPTY` is what a 0-byte request gets: PyTorch hands out a null pointer
+/// A handed-out allocation (its block's slot and that slot's generation, so a stale id matches nothing).
+/// `BlockId::EMPTY` is what a 0-byte request gets: PyTorch hands out a null pointer
 /// without calling the allocator (`NativeCachingAllocator::allocate`), and freeing it does nothing.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -29,9 +30,6 @@ pub struct Allocator {
     /// Every live segment's size by its base address: where new segments may go, and the expandable segments'
     /// page grid.
     pub(super) segments: BTreeMap<u64, u64>,
-    /// Handed-out ids to their block's slot.
-    pub(super) live: HashMap<u64, usize>,
-    pub(super) next_id: u64,
     pub(super) next_addr: u64,
     /// `total_allocated_memory`: bytes held from the device (equal to `stats.reserved_bytes.current`).
     pub(super) total_reserved: u64,
@@ -45,8 +43,6 @@ impl Allocator {
             slab: Slab::default(),
             pools: [Pool::default(), Pool::default()],
             segments: BTreeMap::new(),
-            live: HashMap::new(),
-            next_id: 1,
             // Address 0 stays unused, as a null pointer would.
             next_addr: 1 << 21,
             total_reserved: 0,
@@ -111,10 +107,7 @@ impl Allocator {
         };
         let split = self.should_split(slot, size);
         self.alloc_found_block(slot, size, orig_size, split);
-        let id = self.next_id;
-        self.next_id += 1;
-        self.live.insert(id, slot);
-        Ok(BlockId(id))
+        Ok(BlockId(self.slab.id(slot)))
     }
 
     pub(super) fn out_of_memory(&self, requested_bytes: u64, tried_bytes: u64) -> OutOfMemory {
@@ -297,7 +290,7 @@ impl Allocator {
     /// `free` (line @free): the block leaves the allocated figures and goes back to its pool. An unknown or
     /// already freed id is ignored.
     pub(super) fn free_id(&mut self, id: BlockId) {
-        let Some(slot) = self.live.remove(&id.0) else {
+        let Some(slot) = self.slab.slot_of(id.0) else {
             return;
         };
         let block = &mut self.slab.blocks[slot];
