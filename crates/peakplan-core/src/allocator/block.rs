@@ -1,11 +1,11 @@
 //! Blocks and pools: the allocator's bookkeeping of device memory. A block is a byte range of a segment, free or
 //! handed out; a segment's blocks form a list in address order (`prev`/`next`), and each pool keeps its free
 //! blocks ordered by (size, address) so a best-fit search is one ordered lookup, as `BlockComparatorSize`
-//! (line @BlockComparatorSize) orders them (one stream, so the stream key drops out).
+//! (line 746) orders them (one stream, so the stream key drops out).
 
 use std::collections::BTreeSet;
 
-/// Small (≤ 1 MiB requests) or large pool (`get_pool`, line @get_pool).
+/// Small (≤ 1 MiB requests) or large pool (`get_pool`, line 2444).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum PoolKind {
     Small,
@@ -21,7 +21,7 @@ impl PoolKind {
     }
 }
 
-/// One block (`struct Block`, line @struct_Block). Blocks live in a slab and refer to their neighbours by slot, so a
+/// One block (`struct Block`, line 209). Blocks live in a slab and refer to their neighbours by slot, so a
 /// merge or an address change never invalidates a handle held elsewhere.
 #[derive(Clone, Debug)]
 pub(super) struct Block {
@@ -37,7 +37,7 @@ pub(super) struct Block {
     pub mapped: bool,
     pub expandable: bool,
     /// The pool's search count when the block entered the free set, so its age is the searches since
-    /// (`gc_count_base`, `insert_into_blocks`, line @insert_into_blocks).
+    /// (`gc_count_base`, `insert_into_blocks`, line 281).
     pub gc_count_base: u64,
 }
 
@@ -47,7 +47,7 @@ impl Block {
     }
 }
 
-/// A pool (`struct BlockPool`, line @struct_BlockPool): its free mapped blocks by (size, address, slot), its
+/// A pool (`struct BlockPool`, line 186): its free mapped blocks by (size, address, slot), its
 /// unmapped expandable ranges by (address, slot), and the count of searches that ages blocks for the garbage
 /// collector.
 #[derive(Clone, Debug, Default)]

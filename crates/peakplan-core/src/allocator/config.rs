@@ -6,19 +6,19 @@
 
 use serde::{Deserialize, Serialize};
 
-/// `kMinBlockSize` (line @kMinBlockSize): every request is rounded to a multiple of 512 bytes, and to at least 512.
+/// `kMinBlockSize` (line 118): every request is rounded to a multiple of 512 bytes, and to at least 512.
 pub const MIN_BLOCK_BYTES: u64 = 512;
-/// `kSmallSize` (line @kSmallSize): requests up to 1 MiB go to the small pool; a large-pool block is split only
+/// `kSmallSize` (line 120): requests up to 1 MiB go to the small pool; a large-pool block is split only
 /// when more than this would remain.
 pub const SMALL_SIZE_BYTES: u64 = 1 << 20;
-/// `kSmallBuffer` (line @kSmallBuffer): the small pool's segments, and its expandable segments' page size.
+/// `kSmallBuffer` (line 121): the small pool's segments, and its expandable segments' page size.
 pub const SMALL_BUFFER_BYTES: u64 = 2 << 20;
-/// `kLargeBuffer` (line @kLargeBuffer): the segment of a 1-10 MiB request, the large pool's expandable page, and
+/// `kLargeBuffer` (line 48): the segment of a 1-10 MiB request, the large pool's expandable page, and
 /// how far an oversize cached block may exceed a request it serves.
 pub const LARGE_BUFFER_BYTES: u64 = 20 << 20;
-/// `kMinLargeAlloc` (line @kMinLargeAlloc): requests from here up get a segment of their own size.
+/// `kMinLargeAlloc` (line 123): requests from here up get a segment of their own size.
 pub const MIN_LARGE_ALLOC_BYTES: u64 = 10 << 20;
-/// `kRoundLarge` (line @kRoundLarge): segments of 10 MiB and more are rounded up to 2 MiB.
+/// `kRoundLarge` (line 125): segments of 10 MiB and more are rounded up to 2 MiB.
 pub const ROUND_LARGE_BYTES: u64 = 2 << 20;
 /// `one_exa_bytes` in `NativeCachingAllocator::allocate`: a request this large is refused before the allocator
 /// sees it ("Tried to allocate more than 1EB memory").
@@ -28,7 +28,7 @@ pub const MAX_CAPACITY_BYTES: u64 = 1 << 62;
 
 /// The allocator's settings. `capacity_bytes` is what the allocator may reserve: PyTorch's
 /// `allowed_memory_maximum`, as `torch.cuda.set_per_process_memory_fraction` sets it, checked before every
-/// segment is requested (`alloc_block`, line @alloc_block); a plain device behaves alike with its free memory.
+/// segment is requested (`alloc_block`, line 2629); a plain device behaves alike with its free memory.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AllocatorConfig {
     pub capacity_bytes: u64,
@@ -92,7 +92,7 @@ impl Limits {
     }
 }
 
-/// `round_size` (line @round_size): under 512 bytes a request takes 512; with `roundup_power2_divisions` a request
+/// `round_size` (line 2026): under 512 bytes a request takes 512; with `roundup_power2_divisions` a request
 /// above 512 × divisions rounds up to the next of `divisions` equal steps between two powers of two; otherwise
 /// up to a multiple of 512.
 pub fn round_size(size_bytes: u64, divisions: u64) -> u64 {
@@ -105,7 +105,7 @@ pub fn round_size(size_bytes: u64, divisions: u64) -> u64 {
     }
 }
 
-/// `roundup_power2_next_division` (line @roundup_power2_next_division): 1200 with 4 divisions lies between 1024
+/// `roundup_power2_next_division` (line 2006): 1200 with 4 divisions lies between 1024
 /// and 2048, whose quarters are 1024, 1280, 1536, 1792, so it becomes 1280. A power of two stays.
 pub fn roundup_power2_next_division(size_bytes: u64, divisions: u64) -> u64 {
     if size_bytes == 0 || size_bytes.is_power_of_two() {
@@ -125,7 +125,7 @@ pub fn roundup_power2_next_division(size_bytes: u64, divisions: u64) -> u64 {
     }
 }
 
-/// `get_allocation_size` (line @get_allocation_size): the segment a pool miss asks for. A small request gets a 2 MiB
+/// `get_allocation_size` (line 2487): the segment a pool miss asks for. A small request gets a 2 MiB
 /// segment that later small requests split; a request under 10 MiB gets 20 MiB, so a few of them share one
 /// segment; a larger one gets its own size rounded up to 2 MiB.
 pub fn get_allocation_size(size_bytes: u64) -> u64 {

@@ -1,4 +1,4 @@
-//! Expandable segments (`expandable_segments:True`, Note [Expandable Segments], line @note_expandable): each pool
+//! Expandable segments (`expandable_segments:True`, Note [Expandable Segments], line 295): each pool
 //! reserves address space for 1 1/8 of the device once and maps physical pages into it as requests need them,
 //! 2 MiB pages for the small pool and 20 MiB pages for the large one; releasing the cache unmaps the free whole
 //! pages. Requests then tile one growing range instead of each leaving a tail in a segment of its own.
@@ -28,7 +28,7 @@ impl Allocator {
             .map_or(addr, |(&base, _)| base)
     }
 
-    /// `try_allocate_expandable_block` (line @try_allocate_expandable_block): maps pages until a free block of at
+    /// `try_allocate_expandable_block` (line 2296): maps pages until a free block of at
     /// least `size` exists at the lowest address with room, and hands that block to the caller (out of the pool).
     pub(super) fn try_allocate_expandable_block(
         &mut self,
@@ -54,7 +54,7 @@ impl Allocator {
         Some(candidate)
     }
 
-    /// `find_expandable_block` (line @find_expandable_block): the lowest-address unmapped range (with the free block
+    /// `find_expandable_block` (line 2178): the lowest-address unmapped range (with the free block
     /// just before it, if any) that leads into at least `size` bytes of free or unmapped space; else a new segment
     /// whose whole address range is unmapped.
     fn find_expandable_block(&mut self, kind: PoolKind, size: u64) -> Option<usize> {
@@ -101,7 +101,7 @@ impl Allocator {
         Some(slot)
     }
 
-    /// `map_block` (line @map_block): maps the whole pages covering the first `size` bytes of an unmapped block,
+    /// `map_block` (line 2233): maps the whole pages covering the first `size` bytes of an unmapped block,
     /// all or nothing; the rest stays unmapped after it. Returns the slot of the free mapped block, merged with
     /// its free neighbours and cached in the pool.
     fn map_block(&mut self, slot: usize, size: u64) -> Option<usize> {
@@ -138,7 +138,7 @@ impl Allocator {
         Some(slot)
     }
 
-    /// `unmap_block` (line @unmap_block): unmaps the whole pages inside a free block; the partial pages at either
+    /// `unmap_block` (line 2849): unmaps the whole pages inside a free block; the partial pages at either
     /// end stay mapped as free blocks. Returns the slot of the unmapped part (the block itself when nothing was
     /// whole enough to unmap).
     pub(super) fn unmap_block(&mut self, slot: usize) -> usize {
@@ -190,7 +190,7 @@ impl Allocator {
         slot
     }
 
-    /// `release_expandable_segment` (line @release_expandable_segment): a segment whose whole range is unmapped is
+    /// `release_expandable_segment` (line 2798): a segment whose whole range is unmapped is
     /// given up.
     pub(super) fn release_expandable_segment(&mut self, slot: usize) {
         let (addr, kind) = (self.slab.blocks[slot].addr, self.slab.blocks[slot].pool);

@@ -3,10 +3,12 @@
 //!
 //! # Source
 //!
-//! It follows `c10/cuda/CUDACachingAllocator.cpp` of PyTorch 2.5, as read in the stored copy of pytorch/pytorch
-//! at commit `001074d25084fdb87a799823e395a50f5ec044d3` (main in August 2024, before the `release/2.5` branch
-//! cut: it has IPC for expandable segments (#130890) and not yet `max_non_split_rounding_mb` (#136174, which 2.6
-//! adds)). Every "line N" in these docs is a line of that copy. The rules cited are those v2.5.0 ships.
+//! It follows `c10/cuda/CUDACachingAllocator.cpp` of the PyTorch 2.5 line, as read in the stored copy of
+//! pytorch/pytorch at commit `001074d25084fdb87a799823e395a50f5ec044d3`: main in August 2024, a few weeks before
+//! the `release/2.5` branch cut (it has IPC for expandable segments, #130890, not yet the fbcode guard of
+//! #132890, and not `max_non_split_rounding_mb`, #136174, which 2.6 adds to `get_free_block`). The index holds no
+//! tagged v2.5.0 copy to compare with. Every "line N" in these docs is a line of that copy, counted from its text
+//! (line 429, `prop.requestedHandleTypes`, agrees with PR #130890's review anchor).
 //!
 //! # What is modelled
 //!
@@ -18,7 +20,7 @@
 //! - the miss path of `malloc`: garbage collection past `garbage_collection_threshold`, a new segment, then
 //!   `release_available_cached_blocks` and retry, then `release_cached_blocks` and retry, then out of memory
 //!   with the figures of PyTorch's message;
-//! - expandable segments (see [`expandable`]'s doc for what is simplified), `empty_cache`, the statistics of
+//! - expandable segments (the `expandable` module's doc says what is simplified), `empty_cache`, the statistics of
 //!   `torch.cuda.memory_stats` and a snapshot of segments and blocks.
 //!
 //! # What is not
@@ -78,7 +80,7 @@ impl Allocator {
         self.stats
     }
 
-    /// Every segment with its blocks, in address order (`snapshot`, line @snapshot): an expandable segment shows
+    /// Every segment with its blocks, in address order (`snapshot`, line 1915): an expandable segment shows
     /// as one segment per contiguous mapped range.
     pub fn snapshot(&self) -> Vec<Segment> {
         let blocks = &self.slab.blocks;

@@ -6,7 +6,7 @@ use super::block::PoolKind;
 use super::state::Allocator;
 
 impl Allocator {
-    /// `release_block` (line @release_block): a whole free segment goes back to the device (cudaFree).
+    /// `release_block` (line 2814): a whole free segment goes back to the device (cudaFree).
     pub(super) fn release_block(&mut self, slot: usize) {
         self.remove_free(slot);
         let b = &self.slab.blocks[slot];
@@ -28,7 +28,7 @@ impl Allocator {
         !b.is_split() && !b.expandable
     }
 
-    /// `release_available_cached_blocks` (line @release_available_cached_blocks): with `max_split_size` set, frees
+    /// `release_available_cached_blocks` (line 2727): with `max_split_size` set, frees
     /// the smallest cached oversize block of at least the request (or of `max_split_size` for a smaller
     /// request); failing one, frees oversize blocks from the largest down until as much is freed, and reports
     /// whether it was enough. The blocks it frees stay freed either way, as in the source.
@@ -61,9 +61,9 @@ impl Allocator {
         released >= key
     }
 
-    /// `release_cached_blocks` (line @release_cached_blocks): every cached segment that is one free block goes back
+    /// `release_cached_blocks` (line 2771): every cached segment that is one free block goes back
     /// to the device, large pool first; expandable segments unmap their free pages instead (`release_blocks`,
-    /// line @release_blocks). Partly used segments stay, with their free blocks: that is the stranded memory.
+    /// line 2915). Partly used segments stay, with their free blocks: that is the stranded memory.
     pub(super) fn release_cached_blocks(&mut self) {
         self.release_blocks(PoolKind::Large);
         self.release_blocks(PoolKind::Small);
@@ -91,7 +91,7 @@ impl Allocator {
         }
     }
 
-    /// `garbage_collect_cached_blocks` (line @garbage_collect_cached_blocks): once reserved memory exceeds the
+    /// `garbage_collect_cached_blocks` (line 2565): once reserved memory exceeds the
     /// threshold fraction of the capacity, frees unsplit large-pool cached segments whose age (pool searches
     /// since they were cached) is at least the average age, round after round, until the excess is reclaimed
     /// or nothing more can go. PyTorch runs it only under a memory fraction; the capacity here is that fraction.

@@ -1,4 +1,4 @@
-//! The allocation path: `malloc` (line @malloc) searches the request's pool for the best fit, and on a miss asks
+//! The allocation path: `malloc` (line 1198) searches the request's pool for the best fit, and on a miss asks
 //! the device for a segment, releasing cached segments and retrying before it gives up; the found block is split
 //! when the rules allow; `free` returns a block to its pool, merged with its free neighbours.
 
@@ -70,7 +70,7 @@ impl Allocator {
         self.pool(kind).free.remove(&key);
     }
 
-    /// The request path of `DeviceCachingAllocator::malloc` (line @malloc).
+    /// The request path of `DeviceCachingAllocator::malloc` (line 1198).
     pub(super) fn malloc_block(&mut self, orig_size: u64) -> Result<BlockId, OutOfMemory> {
         if orig_size == 0 {
             return Ok(BlockId::EMPTY);
@@ -126,7 +126,7 @@ impl Allocator {
         }
     }
 
-    /// `get_free_block` (line @get_free_block): the smallest free block of at least `size` in the pool, unless it
+    /// `get_free_block` (line 2497): the smallest free block of at least `size` in the pool, unless it
     /// is oversize (≥ `max_split_size`) and the request is not, or the request is oversize and the block exceeds
     /// it by `kLargeBuffer` (20 MiB) or more. Only that one candidate is considered: a refused best fit is a miss.
     fn get_free_block(&mut self, kind: PoolKind, size: u64) -> Option<usize> {
@@ -171,7 +171,7 @@ impl Allocator {
         b.size.saturating_add(tail)
     }
 
-    /// `alloc_block` (line @alloc_block): a new segment of `alloc_size`, if the reserved total stays within the
+    /// `alloc_block` (line 2629): a new segment of `alloc_size`, if the reserved total stays within the
     /// capacity (`allowed_memory_maximum`); with expandable segments, pages mapped into the pool's segment.
     fn alloc_block(
         &mut self,
@@ -227,7 +227,7 @@ impl Allocator {
         cursor.checked_add(size).map(|_| cursor)
     }
 
-    /// `should_split` (line @should_split): a small-pool block (or any block under expandable segments) splits if
+    /// `should_split` (line 2477): a small-pool block (or any block under expandable segments) splits if
     /// 512 bytes or more remain; a large-pool block only for a request under `max_split_size` and if more than
     /// 1 MiB remains, so a large block keeps a tail of up to 1 MiB rather than cache a sliver.
     fn should_split(&self, slot: usize, size: u64) -> bool {
@@ -240,7 +240,7 @@ impl Allocator {
         }
     }
 
-    /// `alloc_found_block` (line @alloc_found_block): hands the block out, first cutting `size` off its front when
+    /// `alloc_found_block` (line 1384): hands the block out, first cutting `size` off its front when
     /// it splits (the rest goes back to the pool), and keeps the inactive-split figures.
     fn alloc_found_block(&mut self, slot: usize, size: u64, orig_size: u64, split: bool) {
         let already_split = self.slab.blocks[slot].is_split();
@@ -287,7 +287,7 @@ impl Allocator {
         self.stats.requested_bytes.add(orig_size);
     }
 
-    /// `free` (line @free): the block leaves the allocated figures and goes back to its pool. An unknown or
+    /// `free` (line 1476): the block leaves the allocated figures and goes back to its pool. An unknown or
     /// already freed id is ignored.
     pub(super) fn free_id(&mut self, id: BlockId) {
         let Some(slot) = self.slab.slot_of(id.0) else {
@@ -301,7 +301,7 @@ impl Allocator {
         self.free_block(slot);
     }
 
-    /// `free_block` (line @free_block): merges the block with its free neighbours and caches it; a block that
+    /// `free_block` (line 2330): merges the block with its free neighbours and caches it; a block that
     /// stays part of a partly used segment counts as inactive split (stranded) memory.
     fn free_block(&mut self, slot: usize) {
         let original_size = self.slab.blocks[slot].size;
@@ -333,7 +333,7 @@ impl Allocator {
         self.stats.requested_bytes.sub(requested);
     }
 
-    /// `try_merge_blocks` (line @try_merge_blocks): `dst` absorbs the neighbour `src` if it is free and in the
+    /// `try_merge_blocks` (line 2411): `dst` absorbs the neighbour `src` if it is free and in the
     /// same mapped state; returns the bytes absorbed (0 when not merged). `dst` must not be in a pool set.
     pub(super) fn try_merge_blocks(&mut self, dst: usize, src: Option<usize>) -> u64 {
         let Some(src) = src else {

@@ -1,11 +1,11 @@
 //! What the allocator reports: its counters with their peaks (`DeviceStats`, as `torch.cuda.memory_stats` shows
 //! them for the aggregate pool), the out-of-memory error with the figures PyTorch's message states, and the
-//! snapshot of segments and their blocks (`snapshot`, line @snapshot) that a page can draw.
+//! snapshot of segments and their blocks (`snapshot`, line 1915) that a page can draw.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// A current value and its high-water mark (`increase_stat` / `decrease_stat`, line @increase_stat).
+/// A current value and its high-water mark (`increase_stat` / `decrease_stat`, line 138).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stat {
     pub current: u64,
@@ -67,7 +67,7 @@ impl Stats {
 }
 
 /// An allocation the device could not hold even after the allocator released what it could; the figures of
-/// PyTorch's "CUDA out of memory" message (`malloc`, line @oom_message).
+/// PyTorch's "CUDA out of memory" message (`malloc`, line 1354).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutOfMemory {
     /// The caller's size.
