@@ -5,6 +5,7 @@
 //! answers for any validated pair, never panics, and saturates instead of overflowing.
 
 pub mod advise;
+pub mod allocator;
 pub mod arch;
 pub mod engine;
 pub mod gpu_choice;

@@ -1,9 +1,10 @@
-//! The core's integration tests, one module per subject: source numbers, config import, query round trips,
+//! The core's integration tests, one module per subject: the caching-allocator simulator, source numbers, config import, query round trips,
 //! golden breakdowns, properties, validation, the memory levers, the advisor, traced steps and their coverage of
 //! the plan keys, and text shown back to people. Data lives in `tests/data/`.
 #![allow(clippy::unwrap_used)]
 
 mod advisor;
+mod allocator;
 mod coverage;
 mod golden;
 mod import;
