@@ -1,0 +1,316 @@
+//! The plan's vocabulary: the keyword enums of its keys (each with its accepted spellings), the target set and
+//! the bounds of its numbers. Parsing and writing the query live in the parent module.
+
+use super::Plan;
+use crate::arch::Target;
+use crate::text::quote;
+use serde::{Deserialize, Serialize};
+
+macro_rules! keyword_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $key:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name { $($(#[$vm])* #[serde(rename = $key)] $variant),+ }
+        impl $name {
+            /// Every value, in the order the page lists them.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            /// The value's spelling in queries.
+            pub fn key(self) -> &'static str { match self { $($name::$variant => $key),+ } }
+            /// Parses the query spelling.
+            pub fn from_key(s: &str) -> Option<Self> { match s { $($key => Some($name::$variant),)+ _ => None } }
+            /// The accepted spellings, for messages.
+            pub fn accepted() -> String { [$($key),+].join(", ") }
+        }
+    };
+}
+
+keyword_enum!(
+    /// What is trained.
+    Method { Full = "full", Lora = "lora", Qlora = "qlora" }
+);
+keyword_enum!(
+    /// A floating-point storage type.
+    DType { Fp32 = "fp32", Bf16 = "bf16", Fp16 = "fp16" }
+);
+keyword_enum!(
+    /// The training precision regime.
+    Precision {
+        Fp32 = "fp32",
+        /// Pure 16-bit: weights, gradients and optimizer states in bf16.
+        Bf16 = "bf16",
+        Fp16 = "fp16",
+        /// fp32 master weights with bf16 compute.
+        AmpBf16 = "amp_bf16",
+        AmpFp16 = "amp_fp16",
+    }
+);
+keyword_enum!(
+    /// Attention implementation.
+    Attn { Eager = "eager", Sdpa = "sdpa", Flash = "flash" }
+);
+keyword_enum!(
+    /// Loss implementation: the full logits upcast for a plain cross-entropy; chunked; Liger's fused linear
+    /// cross-entropy (no full logits); or a cross-entropy kernel over the 16-bit logits that writes their
+    /// gradient in place (unsloth's).
+    Loss { Standard = "standard", Chunked = "chunked", Fused = "fused", Kernel = "kernel" }
+);
+keyword_enum!(
+    /// Optimizer, named as in `TrainingArguments.optim`.
+    Optimizer {
+        AdamwTorch = "adamw_torch",
+        AdamwTorchFused = "adamw_torch_fused",
+        Adamw8bit = "adamw_8bit",
+        PagedAdamw8bit = "paged_adamw_8bit",
+        PagedAdamw32bit = "paged_adamw_32bit",
+        Sgd = "sgd",
+        Adafactor = "adafactor",
+    }
+);
+keyword_enum!(
+    /// The training framework whose memory behaviour the engine follows (see ARCHITECTURE.md, "Framework profiles").
+    Framework {
+        /// Hugging Face Trainer + PEFT + bitsandbytes: full logits upcast to fp32 for the loss, PEFT's fp32 adapters.
+        Hf = "hf",
+        /// torchtune recipes: logits in 8 chunks with a per-chunk fp32 loss (CEWithChunkedOutputLoss), adapters in
+        /// the model dtype.
+        Torchtune = "torchtune",
+        /// litgpt: LM head and cross-entropy in chunks of 128 tokens in the model dtype, adapters in the model dtype.
+        Litgpt = "litgpt",
+        /// peakplan's own WebGPU micro runtime: f32 buffers, fused kernels, each buffer freed at its last use.
+        Webgpu = "webgpu",
+    }
+);
+
+keyword_enum!(
+    /// How transformers stores an MoE layer's experts, which decides what bitsandbytes and GPTQ quantize.
+    MoeExperts {
+        /// 3D parameters per layer (transformers 5 and later for every MoE family; gpt-oss always): they are no
+        /// `nn.Linear`, so a quantized base keeps them in 16-bit (fp32 once upcast).
+        Fused = "fused",
+        /// One `nn.Linear` per expert (transformers 4, Unsloth's checkpoints; litgpt and torchtune always):
+        /// quantized with the other linears.
+        Linear = "linear",
+    }
+);
+
+keyword_enum!(
+    /// Which sharding runs across the GPUs (with `zero`, how far it shards): `auto` is what the framework runs
+    /// today (the Trainer through accelerate: FSDP1; litgpt since August 2025 and torchtune: FSDP2).
+    Shard {
+        Auto = "auto",
+        /// `FullyShardedDataParallel`: each unit's parameters in one flat parameter, gathered and sharded whole.
+        Fsdp1 = "fsdp1",
+        /// `fully_shard`: each parameter sharded on its own (DTensor); frozen parameters never get a gradient.
+        Fsdp2 = "fsdp2",
+        /// DeepSpeed ZeRO: partitions cover the optimizer's (trainable) parameters only.
+        Deepspeed = "deepspeed",
+    }
+);
+keyword_enum!(
+    /// FSDP1's units under LoRA: `block` wraps each decoder block, adapters inside (litgpt's Block policy until
+    /// 2025, a plain `transformer_auto_wrap_policy`), so every unit mixes frozen and trainable parameters; `lora`
+    /// is PEFT's `fsdp_auto_wrap_policy` (the Trainer applies it), each adapter in a unit of its own; `auto` is
+    /// what the framework does.
+    Wrap { Auto = "auto", Block = "block", Lora = "lora" }
+);
+keyword_enum!(
+    /// Gradient accumulation across GPUs: `0` accumulates the micro-batches inside `no_sync` (unsharded
+    /// gradients, reduced once per step: the Trainer's and litgpt's default), `1` reduces every micro-batch
+    /// (accelerate's `sync_each_batch`, torchtune's recipes); `auto` is what the framework does.
+    GradSync { Auto = "auto", Accumulate = "0", EachBatch = "1" }
+);
+
+/// The sharding a plan runs once `auto` values are resolved for its framework.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sharding {
+    pub shard: Shard,
+    /// FSDP1 units that mix frozen and trainable parameters (LoRA under `wrap=block`): the whole unit gets a
+    /// gradient.
+    pub mixed_units: bool,
+    /// Gradients are reduced after every micro-batch (no unsharded accumulation).
+    pub sync_each_batch: bool,
+}
+
+impl Framework {
+    /// Sets the switches that this framework's recipes use by default (what selecting it on the page does).
+    pub fn apply_defaults(self, plan: &mut Plan) {
+        plan.framework = self;
+        plan.adapter_dtype = match self {
+            Framework::Hf | Framework::Webgpu => DType::Fp32,
+            Framework::Torchtune | Framework::Litgpt => DType::Bf16,
+        };
+    }
+}
+
+keyword_enum!(
+    /// The parameter-efficient method applied on the LoRA/QLoRA targets.
+    Peft {
+        /// Low-rank A and B per adapted matrix.
+        Lora = "lora",
+        /// LoRA with rank-stabilized scaling alpha/sqrt(r): the same memory as LoRA.
+        Rslora = "rslora",
+        /// LoRA with a trainable magnitude per output row; its weight norm needs the dense W + BA.
+        Dora = "dora",
+        /// LoRA with A frozen: no gradient or optimizer state for A (PEFT still keeps the input).
+        Lorafa = "lorafa",
+        /// (IA)^3: a learned vector scales each target's output (its input for `down`).
+        Ia3 = "ia3",
+        /// VeRA: frozen random A and B shared by every layer, with trainable scaling vectors (rank-wide and
+        /// output-wide) per adapted matrix.
+        Vera = "vera",
+        /// LoHa: the update is the Hadamard product of two rank-r products, built densely in every forward.
+        Loha = "loha",
+        /// OFT: a block-diagonal orthogonal rotation (r blocks, Cayley-parametrized) of each target's input.
+        Oft = "oft",
+        /// LayerNorm tuning: only the norm weights train; no adapter on the linears.
+        Ln = "ln",
+        /// Prompt tuning: `vt` trainable embeddings prepended to every sequence.
+        Prompt = "prompt",
+        /// Prefix tuning: `vt` trainable key and value vectors prepended in every layer's attention.
+        Prefix = "prefix",
+    }
+);
+
+impl Peft {
+    /// Prompt and prefix tuning, which add `vt` virtual tokens instead of adapting the targets.
+    pub fn uses_virtual_tokens(self) -> bool {
+        matches!(self, Peft::Prompt | Peft::Prefix)
+    }
+}
+
+/// Most gradient accumulation steps accepted.
+pub const MAX_GRAD_ACCUMULATION: u64 = 65_536;
+
+/// Most virtual tokens of prompt or prefix tuning (PEFT examples use 8 to a few hundred).
+pub const MAX_VIRTUAL_TOKENS: u64 = 65_536;
+
+/// Which embedding rows train (PEFT's trainable tokens, or the whole layer through `modules_to_save`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenTraining {
+    /// The embedding and head stay frozen.
+    Frozen,
+    /// Only these many token rows of the embedding train (PEFT `trainable_token_indices`).
+    Rows(u64),
+    /// The whole embedding and LM head train (PEFT `modules_to_save`).
+    All,
+}
+
+keyword_enum!(
+    /// The state of PyTorch's CUDA caching allocator at the peak step, which sets reserved against allocated.
+    Alloc {
+        /// The default allocator, warm from earlier steps: blocks freed by them stay cached, and about one
+        /// largest transient block is held but cannot serve the peak.
+        Cached = "cached",
+        /// The peak step starts from an emptied cache (`torch.cuda.empty_cache()` before it): only the step's
+        /// own blocks are reserved, and its frees serve its later allocations.
+        Emptied = "emptied",
+        /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`: segments grow page by page, so freed blocks
+        /// are reused instead of stranded.
+        Expandable = "expandable",
+    }
+);
+
+keyword_enum!(
+    /// Data type of QLoRA's quantized base: bitsandbytes 4-bit NF4 or FP4, LLM.int8 (`load_in_8bit`), or a
+    /// GPTQ checkpoint of 4 or 8 bits (auto-gptq, group size 128).
+    Quant { Nf4 = "nf4", Fp4 = "fp4", Int8 = "int8", Gptq4 = "gptq4", Gptq8 = "gptq8" }
+);
+
+impl Quant {
+    /// Bits of a GPTQ base's packed weights; `None` for the bitsandbytes formats.
+    pub fn gptq_bits(self) -> Option<u64> {
+        match self {
+            Quant::Gptq4 => Some(4),
+            Quant::Gptq8 => Some(8),
+            Quant::Nf4 | Quant::Fp4 | Quant::Int8 => None,
+        }
+    }
+}
+
+impl DType {
+    pub fn bytes(self) -> u64 {
+        match self {
+            DType::Fp32 => 4,
+            DType::Bf16 | DType::Fp16 => 2,
+        }
+    }
+}
+
+impl Precision {
+    /// Bytes of one element in the compute dtype.
+    pub fn compute_bytes(self) -> u64 {
+        if self == Precision::Fp32 {
+            4
+        } else {
+            2
+        }
+    }
+    /// Whether an fp32 master copy of trainable weights is kept beside 16-bit compute.
+    pub fn is_amp(self) -> bool {
+        matches!(self, Precision::AmpBf16 | Precision::AmpFp16)
+    }
+}
+
+/// A set of LoRA target keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Targets(pub u8);
+
+impl Targets {
+    /// `all-linear`: every linear of the decoder layers, not the LM head (as PEFT defines it).
+    pub const ALL_LINEAR: Targets = Targets(0x7f);
+    /// PEFT's default for Llama-family models.
+    pub const QV: Targets = Targets(1 | 4);
+
+    pub fn contains(self, t: Target) -> bool {
+        self.0 & t.bit() != 0
+    }
+    pub fn with(self, t: Target, on: bool) -> Targets {
+        if on {
+            Targets(self.0 | t.bit())
+        } else {
+            Targets(self.0 & !t.bit())
+        }
+    }
+    /// The query spelling: `all-linear` or a comma list in canonical order.
+    pub fn key(self) -> String {
+        if self == Targets::ALL_LINEAR {
+            return "all-linear".into();
+        }
+        Target::ALL
+            .iter()
+            .filter(|t| self.contains(**t))
+            .map(|t| t.key())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+    /// Parses `all-linear` or a comma list; names the first bad entry.
+    pub fn parse(s: &str) -> Result<Targets, String> {
+        if s == "all-linear" {
+            return Ok(Targets::ALL_LINEAR);
+        }
+        let mut bits = 0u8;
+        for part in s.split(',') {
+            let part = part.trim();
+            let t = Target::ALL
+                .iter()
+                .find(|t| t.key() == part || part.strip_suffix("_proj") == Some(t.key()))
+                .ok_or_else(|| {
+                    format!("unknown target {}; use a comma list of q,k,v,o,gate,up,down,lm_head or all-linear", quote(part))
+                })?;
+            bits |= t.bit();
+        }
+        if bits == 0 {
+            return Err("no target given".into());
+        }
+        Ok(Targets(bits))
+    }
+}
+
+/// Range limits of the integer keys: generous beyond any real run, small enough for exact arithmetic.
+pub const MAX_RANK: u64 = 65_536;
+pub const MAX_BATCH: u64 = 65_536;
+pub const MAX_SEQ: u64 = 16_777_216;
+pub const MAX_GPUS: u64 = 65_536;
+/// Most trainable token rows (larger than any vocabulary).
+pub const MAX_TOKEN_ROWS: u64 = 16_777_216;
