@@ -167,7 +167,10 @@ impl Seq {
         if bytes == 0 {
             return;
         }
-        debug_assert!(!self.sizes.contains_key(&tag), "tag {tag:#x} allocated twice");
+        debug_assert!(
+            !self.sizes.contains_key(&tag),
+            "tag {tag:#x} allocated twice"
+        );
         self.events.push(Event::Alloc { tag, bytes });
         self.sizes.insert(tag, bytes);
         self.live = self.live.saturating_add(bytes);
@@ -200,6 +203,8 @@ struct Builder<'s, 'a> {
     slots: u64,
     /// Gradient blocks in the order they were made.
     grads: Vec<u64>,
+    /// Gradient blocks made up by [`Builder::grads_to`] so far (each its own tag).
+    made_up: u64,
     /// Quantities whose blocks repeat per micro-batch (split once).
     saved: Vec<u64>,
     scores: Vec<u64>,
@@ -228,6 +233,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             layers,
             slots,
             grads: Vec::new(),
+            made_up: 0,
             // The stage counts the layers' saved tensors as a total: an even share a layer.
             saved: split(a.saved_in_layers, slots),
             scores: split(scores_in_layers, slots),
@@ -261,7 +267,8 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.seq.alloc(tag(EMBEDDING, 0), bytes(embedding));
         self.seq.alloc(tag(HEAD, 0), bytes(head));
         self.seq.alloc(tag(DDP_BUCKETS, 0), bytes(w.ddp_buckets));
-        self.seq.alloc(tag(INPUT_BUFFERS, 0), bytes(r.input_buffers));
+        self.seq
+            .alloc(tag(INPUT_BUFFERS, 0), bytes(r.input_buffers));
         // The base weights less what went apart: exact, as both are whole numbers.
         let rest = r.base_weights - embedding - head;
         let layer_weights = split(rest, self.layers);
@@ -271,9 +278,10 @@ impl<'s, 'a> Builder<'s, 'a> {
             let i64 = i as u64;
             self.seq.alloc(tag(LAYER_WEIGHTS, i64), layer_weights[i]);
             self.seq.alloc(tag(QUANT_CONSTANTS, i64), constants[i]);
-            self.seq.alloc(tag(LOAD_TRANSIENT, 0), bytes(w.load_transient));
-            self.seq.free(tag(LOAD_TRANSIENT, 0));
             self.seq.alloc(tag(ADAPTERS, i64), adapters[i]);
+            self.seq
+                .alloc(tag(LOAD_TRANSIENT, 0), bytes(w.load_transient));
+            self.seq.free(tag(LOAD_TRANSIENT, 0));
         }
     }
 
@@ -314,7 +322,8 @@ impl<'s, 'a> Builder<'s, 'a> {
         if !plan.optimizer_in_backward {
             self.states();
         }
-        self.seq.alloc(tag(OPTIMIZER_TEMPS, 0), bytes(r.optimizer_temps));
+        self.seq
+            .alloc(tag(OPTIMIZER_TEMPS, 0), bytes(r.optimizer_temps));
         self.seq.moment(total(&opt));
         self.seq.free(tag(OPTIMIZER_TEMPS, 0));
         // zero_grad(set_to_none=True), and the loop lets go of the output it held.
@@ -392,13 +401,21 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
         self.grads = keep;
         if target > kept {
-            self.grad(END_GRADS, 0, target - kept);
+            self.made_up += 1;
+            self.grad(END_GRADS, self.made_up, target - kept);
         }
     }
 
     fn micro_batch(&mut self, first: bool, last: bool) {
         let st = self.st;
-        let (s, r, a, l, w, t) = (&st.s, &st.resident, &st.acts, &st.logits, &st.work, &st.timeline);
+        let (s, r, a, l, w, t) = (
+            &st.s,
+            &st.resident,
+            &st.acts,
+            &st.logits,
+            &st.work,
+            &st.timeline,
+        );
         let plan = s.plan;
         let (held, head) = (&t.held, &t.head);
         let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
@@ -423,12 +440,14 @@ impl<'s, 'a> Builder<'s, 'a> {
         if persistent && first {
             self.grad(HELD_GRADS, 0, bytes(held.grads));
         }
-        self.seq.alloc(tag(GATHERED, 0), bytes(st.sharded.gathered[0]));
+        self.seq
+            .alloc(tag(GATHERED, 0), bytes(st.sharded.gathered[0]));
         if !plan.grad_checkpointing {
             self.seq.alloc(tag(MASK, 0), bytes(a.mask));
         }
         // The previous micro-batch's kept inputs: the engine counts them at the end of forward only.
-        self.seq.alloc(tag(PREVIOUS_INPUTS, 0), bytes(a.previous_inputs));
+        self.seq
+            .alloc(tag(PREVIOUS_INPUTS, 0), bytes(a.previous_inputs));
         let kv = split(l.kv_cache, self.layers);
         for i in 0..self.layers {
             self.buffers(true);
@@ -441,10 +460,13 @@ impl<'s, 'a> Builder<'s, 'a> {
             self.seq.alloc(tag(KV_CACHE, i), kv[i as usize]);
             self.buffers(false);
         }
-        self.seq
-            .alloc(tag(SAVED_AFTER_LAYERS, 0), bytes(a.saved - a.saved_in_layers));
+        self.seq.alloc(
+            tag(SAVED_AFTER_LAYERS, 0),
+            bytes(a.saved - a.saved_in_layers),
+        );
         self.seq.alloc(tag(HEAD_COPIES, 0), bytes(a.head_copies));
-        self.seq.alloc(tag(FUSED_HEAD_GRAD, 0), bytes(head.fused_grad));
+        self.seq
+            .alloc(tag(FUSED_HEAD_GRAD, 0), bytes(head.fused_grad));
         for (i, b) in blocks_of(l.forward, l.block).into_iter().enumerate() {
             self.seq.alloc(tag(LOSS_FORWARD, i as u64), b);
         }
@@ -485,7 +507,8 @@ impl<'s, 'a> Builder<'s, 'a> {
         // The head's backward: the logits' gradients and the head's gradient shares.
         if head.grads_live > 0.0 {
             self.seq.alloc(tag(HEAD_LOGIT_GRADS, 0), bytes(head.logits));
-            self.seq.alloc(tag(HEAD_GRAD_SHARES, 0), bytes(head.grads_live));
+            self.seq
+                .alloc(tag(HEAD_GRAD_SHARES, 0), bytes(head.grads_live));
             if last {
                 self.seq.moment(total(&t.backward_moments[1]));
             }
@@ -508,7 +531,8 @@ impl<'s, 'a> Builder<'s, 'a> {
             self.seq
                 .alloc(tag(RECOMPUTE, 0), bytes(w.backward_work - w.grad_flow));
             self.buffers(true);
-            self.seq.alloc(tag(STEP_IN_BACKWARD, 0), bytes(t.step_in_bwd));
+            self.seq
+                .alloc(tag(STEP_IN_BACKWARD, 0), bytes(t.step_in_bwd));
             if last && j + 1 == self.layers {
                 self.seq.moment(total(&t.backward_moments[2]));
             }
