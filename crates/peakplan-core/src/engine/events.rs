@@ -27,6 +27,16 @@
 //! load one counts them, so a replay equals the engine from the second step on (a lone first step peaks lower
 //! unless its peak is the optimizer step). The engine's load moment also counts them beside the load transient,
 //! which no replay holds at once: a plan whose peak is that moment replays lower by the optimizer's memory.
+//!
+//! # Where a replay exceeds the engine
+//!
+//! The engine's layers' moment is the first layer of backward (every layer's saved tensors, no new gradient) and
+//! its end moment has every gradient and no saved tensor. Made layer by layer, the gradients of the layers already
+//! done sit beside the saved tensors of the layers still to do; where a layer's gradients outweigh its saved
+//! tensors and something stays per layer that the end moment lacks (the two layers activation offloading keeps on
+//! the GPU to the last, a checkpointed layer's recomputed forward), the last layers' backward holds more than
+//! either moment. Sampled plans with activation offloading or checkpointing are held to at least the engine's
+//! peak, not to equality; that excess is a moment the engine does not count yet, not a rounding.
 
 use std::collections::HashMap;
 

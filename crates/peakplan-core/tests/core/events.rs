@@ -243,6 +243,13 @@ fn reserved_peak_of_the_simulator_against_the_engine() {
             ..unlimited()
         };
         let s = replay_steps(&config, &ev.setup, &[&ev.step, &ev.step]).unwrap();
+        // The engine's own figure under the plan's matching allocator key.
+        let keyed = plan(&format!(
+            "{}&alloc={}",
+            p.to_query(),
+            if expandable { "expandable" } else { "cached" }
+        ));
+        let e = estimate(arch, &keyed);
         println!(
             "expandable {expandable}: simulated reserved peak {} B, allocated peak {} B, requested peak {} B; \
              engine peak_reserved_bytes {} B, peak_allocated_bytes {} B; events {} setup + {} step",
