@@ -235,7 +235,6 @@ fn reserved_peak_of_the_simulator_against_the_engine() {
     // Printed for the record (`--nocapture`): llama-3.1-8b QLoRA, b=1, s=2048.
     let p = qlora(2048);
     let arch = preset_arch(&p);
-    let e = estimate(arch, &p);
     let ev = allocation_events(arch, &p);
     for expandable in [false, true] {
         let config = AllocatorConfig {
