@@ -34,9 +34,9 @@
 //! its end moment has every gradient and no saved tensor. Made layer by layer, the gradients of the layers already
 //! done sit beside the saved tensors of the layers still to do; where a layer's gradients outweigh its saved
 //! tensors and something stays per layer that the end moment lacks (the two layers activation offloading keeps on
-//! the GPU to the last, a checkpointed layer's recomputed forward), the last layers' backward holds more than
-//! either moment. Sampled plans with activation offloading or checkpointing are held to at least the engine's
-//! peak, not to equality; that excess is a moment the engine does not count yet, not a rounding.
+//! the GPU to the last, a checkpointed layer's recomputed forward, the layers ZeRO-3 gathers in backward where the
+//! end moment has only the root unit), the last layers' backward holds more than either moment. Sampled plans
+//! with activation offloading, checkpointing or ZeRO-3 are held to at least the engine's peak, not to equality; that excess is a moment the engine does not count yet, not a rounding.
 
 use std::collections::HashMap;
 

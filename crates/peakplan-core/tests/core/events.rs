@@ -165,9 +165,10 @@ proptest! {
 
 /// The plans whose layers' backward, replayed layer by layer, can hold more than any moment the engine counts
 /// (see the report): the gradients made so far beside a layer's saved tensors that stay (two offloaded layers),
-/// its recomputed forward, or two gathered layers.
+/// its recomputed forward, or the layers ZeRO-3 / FSDP full sharding gathers in backward (the end moment has
+/// only the root unit gathered).
 fn layers_backward_outgrows_the_moments(p: &Plan) -> bool {
-    p.offload_activations || p.grad_checkpointing
+    p.offload_activations || p.grad_checkpointing || (p.zero >= 3 && (p.gpus > 1 || p.cpu_offload))
 }
 
 /// llama-3.1-8b QLoRA at batch 1 and `s` tokens.
