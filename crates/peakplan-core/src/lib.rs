@@ -24,7 +24,9 @@ pub mod validate;
 pub mod workloads;
 
 pub use arch::{ArchError, Architecture, QkNorm, Target};
-pub use engine::{estimate, Category, Estimate, Kind, Phase, PhaseMemory};
+pub use engine::{
+    allocation_events, estimate, Category, Estimate, Kind, Phase, PhaseMemory, StepEvents,
+};
 pub use hf::import_config;
 pub use plan::{Diagnostic, Parsed, Plan};
 pub use presets::{GpuId, ModelId};

@@ -135,6 +135,12 @@ pub enum Event {
     Free {
         tag: u64,
     },
+    /// An allocation that persists once made: made unless the tag is live, as a torch optimizer creates its state
+    /// for a parameter at its first step and finds it at every later one.
+    AllocOnce {
+        tag: u64,
+        bytes: u64,
+    },
     /// `torch.cuda.empty_cache()`, as some frameworks call between steps.
     EmptyCache,
 }
@@ -142,31 +148,66 @@ pub enum Event {
 /// Replays `events` on a fresh allocator and returns its statistics, or the first out-of-memory error.
 /// Freeing a tag that is not live does nothing.
 pub fn replay(config: &AllocatorConfig, events: &[Event]) -> Result<Stats, OutOfMemory> {
-    let mut allocator = Allocator::new(config.clone());
-    // The latest allocation of each tag; earlier ones still live under the same tag wait in `shadowed`.
-    let mut tags: HashMap<u64, BlockId, TagHash> =
-        HashMap::with_capacity_and_hasher(events.len() / 2, TagHash);
-    let mut shadowed: HashMap<u64, Vec<BlockId>, TagHash> = HashMap::with_hasher(TagHash);
-    for event in events {
-        match *event {
-            Event::Alloc { tag, bytes } => {
-                let id = allocator.malloc(bytes)?;
-                if let Some(earlier) = tags.insert(tag, id) {
-                    shadowed.entry(tag).or_default().push(earlier);
-                }
-            }
-            Event::Free { tag } => {
-                if let Some(id) = tags.remove(&tag) {
-                    allocator.free(id);
-                    if let Some(earlier) = shadowed.get_mut(&tag).and_then(Vec::pop) {
-                        tags.insert(tag, earlier);
+    replay_steps(config, events, &[])
+}
+
+/// Replays `setup` and then each of `steps` in order on one fresh allocator (its cache carried from each step to
+/// the next), and returns its statistics, or the first out-of-memory error. Steps may come from different plans,
+/// such as one plan estimated at several sequence lengths.
+pub fn replay_steps(
+    config: &AllocatorConfig,
+    setup: &[Event],
+    steps: &[&[Event]],
+) -> Result<Stats, OutOfMemory> {
+    let mut r = Replay {
+        allocator: Allocator::new(config.clone()),
+        tags: HashMap::with_capacity_and_hasher(setup.len() / 2, TagHash),
+        shadowed: HashMap::with_hasher(TagHash),
+    };
+    r.run(setup)?;
+    for step in steps {
+        r.run(step)?;
+    }
+    Ok(r.allocator.stats())
+}
+
+/// An allocator and the tags of its live allocations.
+struct Replay {
+    allocator: Allocator,
+    /// The latest allocation of each tag; earlier ones still live under the same tag wait in `shadowed`.
+    tags: HashMap<u64, BlockId, TagHash>,
+    shadowed: HashMap<u64, Vec<BlockId>, TagHash>,
+}
+
+impl Replay {
+    fn run(&mut self, events: &[Event]) -> Result<(), OutOfMemory> {
+        let Replay {
+            allocator,
+            tags,
+            shadowed,
+        } = self;
+        for event in events {
+            match *event {
+                Event::AllocOnce { tag, .. } if tags.contains_key(&tag) => {}
+                Event::Alloc { tag, bytes } | Event::AllocOnce { tag, bytes } => {
+                    let id = allocator.malloc(bytes)?;
+                    if let Some(earlier) = tags.insert(tag, id) {
+                        shadowed.entry(tag).or_default().push(earlier);
                     }
                 }
+                Event::Free { tag } => {
+                    if let Some(id) = tags.remove(&tag) {
+                        allocator.free(id);
+                        if let Some(earlier) = shadowed.get_mut(&tag).and_then(Vec::pop) {
+                            tags.insert(tag, earlier);
+                        }
+                    }
+                }
+                Event::EmptyCache => allocator.empty_cache(),
             }
-            Event::EmptyCache => allocator.empty_cache(),
         }
+        Ok(())
     }
-    Ok(allocator.stats())
 }
 
 /// Tags are the caller's own numbers, not attacker-chosen keys, so a multiplicative hash serves (SipHash took

@@ -22,6 +22,10 @@ pub(super) struct Activations {
     /// The eager attention's 4D causal mask.
     pub mask: Count,
     pub saved: Count,
+    /// The part of `saved` the layers keep (the rest is the final norm's and a trainable head's input).
+    pub saved_in_layers: Count,
+    /// Layers whose saved tensors are on the GPU at once: all of them, or two under activation offloading.
+    pub kept_layers: Count,
     pub scores: Count,
     pub checkpoints: Count,
     pub previous_inputs: Count,
@@ -81,6 +85,11 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
     } else {
         kept_layers * copies.per_layer
     };
+    let saved_in_layers = if plan.grad_checkpointing {
+        0.0
+    } else {
+        kept_layers * layer.bytes - first_spared
+    };
     let (saved, scores, checkpoints) = if plan.grad_checkpointing {
         (
             final_norm + head_input,
@@ -98,6 +107,8 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
         layer,
         mask,
         saved,
+        saved_in_layers,
+        kept_layers,
         scores,
         checkpoints,
         previous_inputs,

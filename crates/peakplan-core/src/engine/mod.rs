@@ -10,6 +10,7 @@
 
 mod activations;
 mod count;
+mod events;
 mod logits;
 mod reserved;
 mod resident;
@@ -21,6 +22,7 @@ mod timeline;
 mod trainable;
 mod working;
 
+pub use events::{allocation_events, StepEvents};
 pub use reserved::CUDA_CONTEXT_BYTES;
 pub use result::{Category, Estimate, Kind, Phase, PhaseMemory};
 
@@ -51,13 +53,15 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
     if plan.split_layers && plan.gpus > 1 {
         return estimate_split(arch, plan);
     }
-    let s = setup::setup(arch, plan);
-    let resident = resident::resident(&s);
-    let acts = activations::activations(&s, &resident);
-    let logits = logits::logits(&s);
-    let work = working::working(&s, &resident, &acts);
-    let sharded = sharding::sharded(&s, &resident);
-    let timeline = timeline::timeline(&s, &resident, &acts, &logits, &work, &sharded);
+    let Stages {
+        s: _,
+        resident,
+        acts,
+        logits,
+        work,
+        sharded,
+        timeline,
+    } = stages(arch, plan);
     let transients = Transients {
         loss_block: logits.block,
         buffers: work.dequant_buffer + work.peft_buffers,
@@ -92,6 +96,37 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         peak_reserved_bytes: clamp(reserved.reserved, &mut saturated),
         device_bytes: clamp(reserved.device, &mut saturated),
         saturated,
+    }
+}
+
+/// The stages' results for one plan that runs as planned (no attention to resolve, no layer split).
+struct Stages<'a> {
+    s: setup::Setup<'a>,
+    resident: resident::Resident,
+    acts: activations::Activations,
+    logits: logits::Logits,
+    work: working::Working,
+    sharded: sharding::Sharded,
+    timeline: timeline::Timeline,
+}
+
+/// The pipeline up to the timeline: [`estimate`] and [`allocation_events`] read the same structs.
+fn stages<'a>(arch: &'a Architecture, plan: &'a Plan) -> Stages<'a> {
+    let s = setup::setup(arch, plan);
+    let resident = resident::resident(&s);
+    let acts = activations::activations(&s, &resident);
+    let logits = logits::logits(&s);
+    let work = working::working(&s, &resident, &acts);
+    let sharded = sharding::sharded(&s, &resident);
+    let timeline = timeline::timeline(&s, &resident, &acts, &logits, &work, &sharded);
+    Stages {
+        s,
+        resident,
+        acts,
+        logits,
+        work,
+        sharded,
+        timeline,
     }
 }
 
@@ -146,6 +181,17 @@ fn components(
 /// planned as a one-GPU run of its slice of layers, which also counts the input embedding (on the first GPU in
 /// fact: a small overcount for an untied model).
 fn estimate_split(arch: &Architecture, plan: &Plan) -> Estimate {
+    let (slice, whole) = split_slice(arch, plan);
+    let mut e = estimate(&slice, &whole);
+    // The counts shown stay the whole model's.
+    e.total_params = setup::total_params(arch, &whole) as u64;
+    e.trainable_params =
+        trainable::trainable_tensors(arch, &whole, &arch.layer_linears()).params() as u64;
+    e
+}
+
+/// The fullest GPU of a layer split, as a one-GPU plan over its slice of layers.
+fn split_slice(arch: &Architecture, plan: &Plan) -> (Architecture, Plan) {
     let whole = Plan {
         split_layers: false,
         gpus: 1,
@@ -156,10 +202,5 @@ fn estimate_split(arch: &Architecture, plan: &Plan) -> Estimate {
         layers: arch.layers.div_ceil(plan.gpus.max(1)),
         ..arch.clone()
     };
-    let mut e = estimate(&slice, &whole);
-    // The counts shown stay the whole model's.
-    e.total_params = setup::total_params(arch, &whole) as u64;
-    e.trainable_params =
-        trainable::trainable_tensors(arch, &whole, &arch.layer_linears()).params() as u64;
-    e
+    (slice, whole)
 }

@@ -18,24 +18,35 @@ pub(super) type Live = [Count; 5];
 /// The four phases' live bytes, and the peak.
 pub(super) struct Timeline {
     pub phases: [Live; 4],
+    /// Backward's moments in order (the loss's backward, the head's, the layers', the end); the largest is the
+    /// backward phase. The head's is all zeros where no head gradient is live there.
+    pub backward_moments: [Live; 4],
+    /// What every moment holds regardless of the moment.
+    pub held: Held,
+    /// A trainable head's gradient through backward.
+    pub head: HeadBackward,
+    /// Optimizer-in-backward's step in the layers (a gradient and the step's temporaries) and at the end (the
+    /// temporaries); 0 otherwise.
+    pub step_in_bwd: Count,
+    pub step_temps_in_bwd: Count,
     /// Index of the peak phase in [`crate::engine::Phase::ALL`].
     pub peak_phase: usize,
     pub peak: Count,
 }
 
 /// What every moment of the step holds regardless of the moment.
-struct Held {
-    weights: Count,
-    optimizer: Count,
-    other: Count,
+pub(super) struct Held {
+    pub weights: Count,
+    pub optimizer: Count,
+    pub other: Count,
     /// Gradients summed from earlier micro-batches.
-    grads: Count,
+    pub grads: Count,
     /// Dequantization, PEFT and gathered-layer buffers of a running matmul.
-    buffers: Count,
+    pub buffers: Count,
     /// What the layers keep for backward.
-    kept_in_layers: Count,
+    pub kept_in_layers: Count,
     /// That, and the head's 16-bit copies kept until the head's backward.
-    kept_to_head: Count,
+    pub kept_to_head: Count,
 }
 
 pub(super) fn timeline(
@@ -73,7 +84,8 @@ pub(super) fn timeline(
         held.kept_to_head + l.forward + a.previous_inputs + l.kv_cache,
         held.other + held.buffers,
     ];
-    let bwd = backward(s, r, l, w, sh, &held, &head);
+    let (bwd, backward_moments, step_in_bwd, step_temps_in_bwd) =
+        backward(s, r, l, w, sh, &held, &head);
     // DeepSpeed frees this GPU's 16-bit gradient partition once its fp32 copy (a step temporary) is made.
     let step_grads = if s.d.deepspeed_16bit {
         0.0
@@ -97,12 +109,18 @@ pub(super) fn timeline(
     }
     Timeline {
         phases,
+        backward_moments,
+        held,
+        head,
+        step_in_bwd,
+        step_temps_in_bwd,
         peak_phase,
         peak,
     }
 }
 
 /// Backward's moments, in order: the loss's backward, the head's, the layers', the end; the largest is the phase.
+/// Returns it, the moments, and optimizer-in-backward's step in the layers and at the end.
 fn backward(
     s: &Setup,
     r: &Resident,
@@ -111,7 +129,7 @@ fn backward(
     sh: &Sharded,
     held: &Held,
     head: &HeadBackward,
-) -> Live {
+) -> (Live, [Live; 4], Count, Count) {
     let plan = s.plan;
     // Optimizer-in-backward steps each parameter inside backward: its gradient and step temporaries join there.
     let step_temps_in_bwd = if plan.optimizer_in_backward {
@@ -172,21 +190,21 @@ fn backward(
             bwd = *m;
         }
     }
-    bwd
+    (bwd, moments, step_in_bwd, step_temps_in_bwd)
 }
 
 /// A trainable head's gradient through backward.
-struct HeadBackward {
+pub(super) struct HeadBackward {
     /// The head's gradient as Liger's fused linear cross-entropy holds it from the loss's forward on.
-    fused_grad: Count,
+    pub fused_grad: Count,
     /// The head's gradient while backward is in the layers.
-    grad_in_layers: Count,
+    pub grad_in_layers: Count,
     /// Logit gradients still live at the head's backward.
-    logits: Count,
+    pub logits: Count,
     /// Head-weight gradients live at the head's backward.
-    grads_live: Count,
+    pub grads_live: Count,
     /// What a tied embedding's share adds at the end.
-    tied_end: Count,
+    pub tied_end: Count,
 }
 
 /// A trainable head's weight gradient appears in the head's backward, right after the loss's. When the head runs

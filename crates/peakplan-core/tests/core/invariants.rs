@@ -53,7 +53,7 @@ fn values(key: &str) -> BoxedStrategy<String> {
 }
 
 /// A plan with every key of the vocabulary set, parsed as a link would be.
-fn any_plan() -> impl Strategy<Value = Plan> {
+pub(crate) fn any_plan() -> impl Strategy<Value = Plan> {
     let keys: Vec<BoxedStrategy<String>> = KEYS
         .iter()
         .map(|k| values(k).prop_map(move |v| format!("{k}={v}")).boxed())

@@ -8,14 +8,14 @@ use crate::util::{data, est_arch, plan};
 
 /// One row of a traced file of Llama-shaped steps (`hf_cpu.csv`, `tt_cpu.csv`, `lg_cpu.csv`, `hf_keys.csv`,
 /// `fsdp_cpu.csv`): the model's dimensions, the traced peak and the plan.
-struct LlamaRow {
-    id: String,
-    arch: Architecture,
+pub(crate) struct LlamaRow {
+    pub(crate) id: String,
+    pub(crate) arch: Architecture,
     traced_bytes: u64,
-    query: String,
+    pub(crate) query: String,
 }
 
-fn llama_rows(file: &str) -> Vec<LlamaRow> {
+pub(crate) fn llama_rows(file: &str) -> Vec<LlamaRow> {
     data(file)
         .lines()
         .skip(1)
@@ -30,6 +30,19 @@ fn llama_rows(file: &str) -> Vec<LlamaRow> {
                 traced_bytes: n(8),
                 query: f[9].to_string(),
             }
+        })
+        .collect()
+}
+
+/// The traced families' rows (`families.csv`): id, the imported architecture and the plan's query.
+pub(crate) fn family_rows() -> Vec<(String, Architecture, String)> {
+    data("traced/families.csv")
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let f: Vec<&str> = line.splitn(4, ',').collect();
+            let arch = import_config(&data(&format!("traced/{}", f[1]))).unwrap();
+            (f[0].to_string(), arch, f[3].to_string())
         })
         .collect()
 }

@@ -1,0 +1,591 @@
+//! The step as the caching allocator sees it: the engine's own quantities, emitted as an ordered sequence of
+//! allocations and frees ([`Event`]) that [`crate::allocator::replay_steps`] replays.
+//!
+//! No second formula: every block is a number of the stage structs ([`super::Stages`]) or a share of one, and the
+//! sequence passes through each moment of the [`super::timeline`] (the end of forward, backward's moments, the
+//! optimizer step) holding exactly what that moment sums, and never more than the largest of them in between:
+//! a replay's peak of `requested_bytes` is the engine's `peak_allocated_bytes`, to the byte. What a moment counts
+//! is placed where it is counted (the engine's end of forward counts a running matmul's buffers, so they are
+//! allocated there once more), and gradients, saved activations and buffers come and go layer by layer.
+//!
+//! # Rounding
+//!
+//! Counts are `f64` whole numbers almost everywhere; `clamp` turns a figure into bytes by truncation. Each
+//! quantity becomes whole bytes the same way (`as u64`: truncated, saturating) before it is split, and a split
+//! gives every part the quotient and the last part the remainder, so a quantity's blocks sum to its truncated
+//! value exactly. Where a moment's total has a fractional part (a few halves: torchtune's chunked head, a packed
+//! 4-bit layer), the truncated parts can fall short of the truncated total by less than one byte per part; at
+//! that moment a block of the missing bytes (under 8) is allocated and freed, so the peak is the figure `clamp`
+//! reports. Beyond 2^53 bytes (8 PiB) counts round in `f64` and no byte equality is claimed.
+//!
+//! # Steady state
+//!
+//! `setup` is what loading leaves resident (weights, quantized layer by layer with the load transient beside
+//! the layer being quantized; DDP's buckets; the WebGPU runtime's tables). The optimizer's states (and fp32
+//! master weights) are created by the first step, lazily as torch optimizers create them
+//! ([`Event::AllocOnce`]), and kept. The engine's phases describe a step that finds them: every moment but the
+//! load one counts them, so a replay equals the engine from the second step on (a lone first step peaks lower
+//! unless its peak is the optimizer step). The engine's load moment also counts them beside the load transient,
+//! which no replay holds at once: a plan whose peak is that moment replays lower by the optimizer's memory.
+//!
+//! # Where a replay exceeds the engine
+//!
+//! The engine's layers' moment is the first layer of backward (every layer's saved tensors, no new gradient) and
+//! its end moment has every gradient and no saved tensor. Made layer by layer, the gradients of the layers already
+//! done sit beside the saved tensors of the layers still to do; where a layer's gradients outweigh its saved
+//! tensors and something stays per layer that the end moment lacks (the two layers activation offloading keeps on
+//! the GPU to the last, a checkpointed layer's recomputed forward, the layers ZeRO-3 gathers in backward where the
+//! end moment has only the root unit), the last layers' backward holds more than either moment. Sampled plans
+//! with activation offloading, checkpointing or ZeRO-3 are held to at least the engine's peak, not to equality; that excess is a moment the engine does not count yet, not a rounding.
+
+use std::collections::HashMap;
+
+use super::count::Count;
+use super::{hf_attention, split_slice, stages, Stages};
+use crate::allocator::Event;
+use crate::arch::Architecture;
+use crate::plan::{Framework, Plan};
+
+/// One training step of a plan as allocations and frees.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StepEvents {
+    /// What loading the model leaves allocated (a transient at load comes and goes).
+    pub setup: Vec<Event>,
+    /// One training step (every micro-batch and the optimizer step). It frees everything it allocates except the
+    /// optimizer's states, which it allocates as [`Event::AllocOnce`]: the first step creates them, later steps
+    /// find them, so the step can be replayed any number of times.
+    pub step: Vec<Event>,
+}
+
+/// The allocation sequence of `plan` on `arch`, built from the quantities [`super::estimate`] sums.
+pub fn allocation_events(arch: &Architecture, plan: &Plan) -> StepEvents {
+    // The same runs as `estimate`: the attention transformers actually runs, and a layer split's fullest GPU.
+    let hf_attn = hf_attention(arch, plan.attn);
+    if plan.framework == Framework::Hf && hf_attn != plan.attn {
+        let mut runs = plan.clone();
+        runs.attn = hf_attn;
+        return allocation_events(arch, &runs);
+    }
+    if plan.split_layers && plan.gpus > 1 {
+        let (slice, whole) = split_slice(arch, plan);
+        return allocation_events(&slice, &whole);
+    }
+    let st = stages(arch, plan);
+    let mut b = Builder::new(&st);
+    b.setup();
+    let setup = std::mem::take(&mut b.seq.events);
+    b.step();
+    StepEvents {
+        setup,
+        step: b.seq.events,
+    }
+}
+
+/// A moment's missing fraction of a byte per part stays under this (see the module's rounding rule).
+const ROUNDING_SLACK: u64 = 8;
+
+// Tag kinds: a tag is `kind << 32 | index`.
+const EMBEDDING: u64 = 1;
+const HEAD: u64 = 2;
+const LAYER_WEIGHTS: u64 = 3;
+const QUANT_CONSTANTS: u64 = 4;
+const ADAPTERS: u64 = 5;
+const DDP_BUCKETS: u64 = 6;
+const INPUT_BUFFERS: u64 = 7;
+const LOAD_TRANSIENT: u64 = 8;
+const OPTIMIZER_STATES: u64 = 9;
+const MASTER_WEIGHTS: u64 = 10;
+const OPTIMIZER_TEMPS: u64 = 11;
+const GATHERED: u64 = 12;
+const MASK: u64 = 13;
+const PREVIOUS_INPUTS: u64 = 14;
+const DEQUANT: u64 = 15;
+const PEFT_BUFFERS: u64 = 16;
+const SAVED: u64 = 17;
+const SCORES: u64 = 18;
+const WEIGHT_COPIES: u64 = 19;
+const CHECKPOINT: u64 = 20;
+const KV_CACHE: u64 = 21;
+const SAVED_AFTER_LAYERS: u64 = 22;
+const HEAD_COPIES: u64 = 23;
+const FUSED_HEAD_GRAD: u64 = 24;
+const LOSS_FORWARD: u64 = 25;
+const LOSS_BACKWARD: u64 = 26;
+const HELD_LOGITS: u64 = 27;
+const HEAD_LOGIT_GRADS: u64 = 28;
+const HEAD_GRAD_SHARES: u64 = 29;
+const HEAD_GRAD: u64 = 30;
+const GRAD_FLOW: u64 = 31;
+const RECOMPUTE: u64 = 32;
+const STEP_IN_BACKWARD: u64 = 33;
+const STEP_TEMPS_IN_BACKWARD: u64 = 34;
+const LAYER_GRADS: u64 = 35;
+const HELD_GRADS: u64 = 36;
+const END_GRADS: u64 = 37;
+const ROUNDING: u64 = 38;
+
+fn tag(kind: u64, index: u64) -> u64 {
+    kind << 32 | index
+}
+
+/// A count as whole bytes, as `clamp` makes it (truncated; negative and NaN to 0, saturating at `u64::MAX`).
+fn bytes(v: Count) -> u64 {
+    v as u64
+}
+
+/// `total` in `n` parts: the quotient each, the remainder to the last.
+fn split(total: Count, n: u64) -> Vec<u64> {
+    let (t, n) = (bytes(total), n.max(1));
+    let mut parts = vec![t / n; n as usize];
+    if let Some(last) = parts.last_mut() {
+        *last += t % n;
+    }
+    parts
+}
+
+/// Blocks the loss's memory is cut into at most.
+const MAX_LOSS_BLOCKS: u64 = 256;
+
+/// `total` in blocks of `block` bytes (the loss's largest block), the remainder last; at most
+/// [`MAX_LOSS_BLOCKS`] blocks.
+fn blocks_of(total: Count, block: Count) -> Vec<u64> {
+    let (t, b) = (bytes(total), bytes(block));
+    if t == 0 {
+        return Vec::new();
+    }
+    if b == 0 || b >= t {
+        return vec![t];
+    }
+    let b = b.max(t.div_ceil(MAX_LOSS_BLOCKS - 1));
+    let mut v = vec![b; (t / b) as usize];
+    if t % b > 0 {
+        v.push(t % b);
+    }
+    v
+}
+
+/// The events, and the bytes live after them as the steady-state step sees them.
+#[derive(Default)]
+struct Seq {
+    events: Vec<Event>,
+    sizes: HashMap<u64, u64>,
+    live: u64,
+}
+
+impl Seq {
+    fn alloc(&mut self, tag: u64, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        debug_assert!(
+            !self.sizes.contains_key(&tag),
+            "tag {tag:#x} allocated twice"
+        );
+        self.events.push(Event::Alloc { tag, bytes });
+        self.sizes.insert(tag, bytes);
+        self.live = self.live.saturating_add(bytes);
+    }
+    fn free(&mut self, tag: u64) {
+        if let Some(b) = self.sizes.remove(&tag) {
+            self.events.push(Event::Free { tag });
+            self.live = self.live.saturating_sub(b);
+        }
+    }
+    fn size(&self, tag: u64) -> u64 {
+        self.sizes.get(&tag).copied().unwrap_or(0)
+    }
+    /// A moment of the timeline whose total is `total`: the fraction of a byte the truncated parts lost.
+    fn moment(&mut self, total: Count) {
+        let want = bytes(total);
+        if want > self.live && want - self.live < ROUNDING_SLACK {
+            let t = tag(ROUNDING, 0);
+            self.alloc(t, want - self.live);
+            self.free(t);
+        }
+    }
+}
+
+struct Builder<'s, 'a> {
+    st: &'s Stages<'a>,
+    seq: Seq,
+    layers: u64,
+    /// Layers' saved tensors on the GPU at once (two under activation offloading): slots reused in turn.
+    slots: u64,
+    /// Gradient blocks in the order they were made.
+    grads: Vec<u64>,
+    /// Gradient blocks made up by [`Builder::grads_to`] so far (each its own tag).
+    made_up: u64,
+    /// Quantities whose blocks repeat per micro-batch (split once).
+    saved: Vec<u64>,
+    scores: Vec<u64>,
+    copies: Vec<u64>,
+    checkpoints: Vec<u64>,
+}
+
+fn total(live: &[Count; 5]) -> Count {
+    live.iter().sum()
+}
+
+impl<'s, 'a> Builder<'s, 'a> {
+    fn new(st: &'s Stages<'a>) -> Self {
+        let layers = st.s.arch.layers.max(1);
+        let a = &st.acts;
+        let slots = (a.kept_layers as u64).clamp(1, layers);
+        // The mask is one per forward; the rest of the scores is the layers'.
+        let scores_in_layers = if st.s.plan.grad_checkpointing {
+            0.0
+        } else {
+            a.scores - a.mask
+        };
+        Builder {
+            st,
+            seq: Seq::default(),
+            layers,
+            slots,
+            grads: Vec::new(),
+            made_up: 0,
+            // The stage counts the layers' saved tensors as a total: an even share a layer.
+            saved: split(a.saved_in_layers, slots),
+            scores: split(scores_in_layers, slots),
+            copies: split(a.layer_weight_copies, slots),
+            checkpoints: split(a.checkpoints, slots),
+        }
+    }
+
+    /// Loading: the embedding and an untied head apart where they are whole on this GPU, then each layer's
+    /// weights, constants and adapters (the stage's totals, an even share a layer), quantized with the load
+    /// transient beside them.
+    fn setup(&mut self) {
+        let (s, r, w) = (&self.st.s, &self.st.resident, &self.st.work);
+        let (arch, plan) = (s.arch, s.plan);
+        let whole = s.zero < 3 && !(plan.cpu_offload && plan.zero >= 3);
+        let embedding = if whole {
+            arch.embedding_params() as Count * s.d.weight
+        } else {
+            0.0
+        };
+        let head = if whole && !arch.tied_embeddings && !s.head_quantized {
+            arch.lm_head_params() as Count * s.d.weight
+        } else {
+            0.0
+        };
+        let (embedding, head) = if embedding + head <= r.base_weights {
+            (embedding, head)
+        } else {
+            (0.0, 0.0)
+        };
+        self.seq.alloc(tag(EMBEDDING, 0), bytes(embedding));
+        self.seq.alloc(tag(HEAD, 0), bytes(head));
+        self.seq.alloc(tag(DDP_BUCKETS, 0), bytes(w.ddp_buckets));
+        self.seq
+            .alloc(tag(INPUT_BUFFERS, 0), bytes(r.input_buffers));
+        // The base weights less what went apart: exact, as both are whole numbers.
+        let rest = r.base_weights - embedding - head;
+        let layer_weights = split(rest, self.layers);
+        let constants = split(r.quant_constants, self.layers);
+        let adapters = split(r.adapter_weights, self.layers);
+        for i in 0..self.layers as usize {
+            let i64 = i as u64;
+            self.seq.alloc(tag(LAYER_WEIGHTS, i64), layer_weights[i]);
+            self.seq.alloc(tag(QUANT_CONSTANTS, i64), constants[i]);
+            self.seq.alloc(tag(ADAPTERS, i64), adapters[i]);
+            self.seq
+                .alloc(tag(LOAD_TRANSIENT, 0), bytes(w.load_transient));
+            self.seq.free(tag(LOAD_TRANSIENT, 0));
+        }
+    }
+
+    /// The optimizer's states, as the steady-state step finds them.
+    fn states(&mut self) {
+        let r = &self.st.resident;
+        let optimizer = [
+            (OPTIMIZER_STATES, r.optimizer_states),
+            (MASTER_WEIGHTS, r.master_weights),
+        ];
+        for (kind, v) in optimizer {
+            if bytes(v) > 0 {
+                self.seq.events.push(Event::AllocOnce {
+                    tag: tag(kind, 0),
+                    bytes: bytes(v),
+                });
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        let (r, t) = (&self.st.resident, &self.st.timeline);
+        // The steady state: the states the first step created are live.
+        self.seq.live = self
+            .seq
+            .live
+            .saturating_add(bytes(r.optimizer_states))
+            .saturating_add(bytes(r.master_weights));
+        let plan = self.st.s.plan;
+        let ga = plan.grad_accumulation.max(1);
+        for k in 0..ga {
+            self.micro_batch(k == 0, k + 1 == ga);
+        }
+        // The optimizer step: the gradients it reads (DeepSpeed has freed its 16-bit partition for an fp32 copy,
+        // one of the step's temporaries), its states, made at the first step, and its temporaries.
+        let opt = t.phases[3];
+        self.grads_to(opt[1]);
+        if !plan.optimizer_in_backward {
+            self.states();
+        }
+        self.seq
+            .alloc(tag(OPTIMIZER_TEMPS, 0), bytes(r.optimizer_temps));
+        self.seq.moment(total(&opt));
+        self.seq.free(tag(OPTIMIZER_TEMPS, 0));
+        // zero_grad(set_to_none=True), and the loop lets go of the output it held.
+        self.grads_to(0.0);
+        self.release_output();
+    }
+
+    /// What a loop that keeps the output holds (logits, the key/value cache), let go.
+    fn release_output(&mut self) {
+        self.seq.free(tag(HELD_LOGITS, 0));
+        for i in 0..self.layers {
+            self.seq.free(tag(KV_CACHE, i));
+        }
+    }
+
+    /// A running matmul's transient buffers (dequantized weight, PEFT's dense buffers).
+    fn buffers(&mut self, on: bool) {
+        if on {
+            let w = &self.st.work;
+            self.seq.alloc(tag(DEQUANT, 0), bytes(w.dequant_buffer));
+            self.seq.alloc(tag(PEFT_BUFFERS, 0), bytes(w.peft_buffers));
+        } else {
+            self.seq.free(tag(PEFT_BUFFERS, 0));
+            self.seq.free(tag(DEQUANT, 0));
+        }
+    }
+
+    /// The saved tensors of the layer in `slot`, made or let go.
+    fn kept(&mut self, slot: u64, on: bool) {
+        let i = slot as usize;
+        for (kind, parts) in [
+            (SAVED, &self.saved),
+            (SCORES, &self.scores),
+            (WEIGHT_COPIES, &self.copies),
+            (CHECKPOINT, &self.checkpoints),
+        ] {
+            if on {
+                self.seq.alloc(tag(kind, slot), parts[i]);
+            } else {
+                self.seq.free(tag(kind, slot));
+            }
+        }
+    }
+
+    fn gathered(&mut self, from: usize, to: usize) {
+        // The stage counts what is gathered at each moment as a total (the root unit and the layers in flight):
+        // one block a moment.
+        let g = self.st.sharded.gathered;
+        self.seq.free(tag(GATHERED, from as u64));
+        self.seq.alloc(tag(GATHERED, to as u64), bytes(g[to]));
+    }
+
+    fn grad(&mut self, kind: u64, index: u64, v: u64) {
+        let t = tag(kind, index);
+        self.seq.alloc(t, v);
+        if v > 0 {
+            self.grads.push(t);
+        }
+    }
+
+    /// Leaves `target` bytes of gradients: the blocks made first are kept while they fit, the others are freed
+    /// (reduced, stepped or set to None), and one block makes up the rest.
+    fn grads_to(&mut self, target: Count) {
+        let target = bytes(target);
+        let mut kept = 0u64;
+        let mut keep = Vec::new();
+        for t in std::mem::take(&mut self.grads) {
+            let size = self.seq.size(t);
+            if kept + size <= target {
+                kept += size;
+                keep.push(t);
+            } else {
+                self.seq.free(t);
+            }
+        }
+        self.grads = keep;
+        if target > kept {
+            self.made_up += 1;
+            self.grad(END_GRADS, self.made_up, target - kept);
+        }
+    }
+
+    fn micro_batch(&mut self, first: bool, last: bool) {
+        let st = self.st;
+        let (s, r, a, l, w, t) = (
+            &st.s,
+            &st.resident,
+            &st.acts,
+            &st.logits,
+            &st.work,
+            &st.timeline,
+        );
+        let plan = s.plan;
+        let (held, head) = (&t.held, &t.head);
+        let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
+        // Gradients the layers' backward makes and keeps: none where each is stepped at once or a persistent
+        // partition takes them; the held ones, made by the first micro-batch, when accumulating; else all but
+        // the head's, which the head's backward made.
+        let persistent = held.grads > 0.0 && !accumulating;
+        let layer_grads = if plan.optimizer_in_backward || persistent {
+            0.0
+        } else if accumulating {
+            if first {
+                held.grads
+            } else {
+                0.0
+            }
+        } else {
+            (r.gradients - head.grad_in_layers).max(0.0)
+        };
+        let layer_grads = split(layer_grads, self.layers);
+
+        // Forward.
+        if persistent && first {
+            self.grad(HELD_GRADS, 0, bytes(held.grads));
+        }
+        self.seq
+            .alloc(tag(GATHERED, 0), bytes(st.sharded.gathered[0]));
+        if !plan.grad_checkpointing {
+            self.seq.alloc(tag(MASK, 0), bytes(a.mask));
+        }
+        // The previous micro-batch's kept inputs: the engine counts them at the end of forward only.
+        self.seq
+            .alloc(tag(PREVIOUS_INPUTS, 0), bytes(a.previous_inputs));
+        let kv = split(l.kv_cache, self.layers);
+        for i in 0..self.layers {
+            self.buffers(true);
+            let slot = i % self.slots;
+            if i >= self.slots {
+                // Activation offloading: the layer two back goes to CPU memory.
+                self.kept(slot, false);
+            }
+            self.kept(slot, true);
+            self.seq.alloc(tag(KV_CACHE, i), kv[i as usize]);
+            self.buffers(false);
+        }
+        self.seq.alloc(
+            tag(SAVED_AFTER_LAYERS, 0),
+            bytes(a.saved - a.saved_in_layers),
+        );
+        self.seq.alloc(tag(HEAD_COPIES, 0), bytes(a.head_copies));
+        self.seq
+            .alloc(tag(FUSED_HEAD_GRAD, 0), bytes(head.fused_grad));
+        for (i, b) in blocks_of(l.forward, l.block).into_iter().enumerate() {
+            self.seq.alloc(tag(LOSS_FORWARD, i as u64), b);
+        }
+        // The engine's end of forward counts a running matmul's buffers.
+        self.buffers(true);
+        if last {
+            self.seq.moment(total(&t.phases[1]));
+        }
+        self.buffers(false);
+
+        // The loss's backward: the loop's held output (its logits, the key/value cache where it keeps them) and
+        // the loss's blocks.
+        self.seq.free(tag(PREVIOUS_INPUTS, 0));
+        for i in 0..MAX_LOSS_BLOCKS {
+            self.seq.free(tag(LOSS_FORWARD, i));
+        }
+        if l.held_kv == 0.0 {
+            for i in 0..self.layers {
+                self.seq.free(tag(KV_CACHE, i));
+            }
+        }
+        self.gathered(0, 1);
+        let held_logits = l.held_output - l.held_kv;
+        self.seq.alloc(tag(HELD_LOGITS, 0), bytes(held_logits));
+        for (i, b) in blocks_of(l.backward - held_logits, l.block)
+            .into_iter()
+            .enumerate()
+        {
+            self.seq.alloc(tag(LOSS_BACKWARD, i as u64), b);
+        }
+        if last {
+            self.seq.moment(total(&t.backward_moments[0]));
+        }
+        for i in 0..MAX_LOSS_BLOCKS {
+            self.seq.free(tag(LOSS_BACKWARD, i));
+        }
+
+        // The head's backward: the logits' gradients and the head's gradient shares.
+        if head.grads_live > 0.0 {
+            self.seq.alloc(tag(HEAD_LOGIT_GRADS, 0), bytes(head.logits));
+            self.seq
+                .alloc(tag(HEAD_GRAD_SHARES, 0), bytes(head.grads_live));
+            if last {
+                self.seq.moment(total(&t.backward_moments[1]));
+            }
+            self.seq.free(tag(HEAD_GRAD_SHARES, 0));
+            self.seq.free(tag(HEAD_LOGIT_GRADS, 0));
+        }
+        self.seq.free(tag(FUSED_HEAD_GRAD, 0));
+        self.grad(HEAD_GRAD, 0, bytes(head.grad_in_layers));
+        self.seq.free(tag(HEAD_COPIES, 0));
+
+        // The layers' backward, last layer first: the activations' gradients flow through all of them; each
+        // layer recomputes (under checkpointing), runs its buffers and, under optimizer-in-backward, steps, then
+        // lets its saved tensors go and keeps its gradients.
+        self.gathered(1, 2);
+        self.seq.alloc(tag(GRAD_FLOW, 0), bytes(w.grad_flow));
+        if plan.optimizer_in_backward {
+            self.states();
+        }
+        for j in (0..self.layers).rev() {
+            self.seq
+                .alloc(tag(RECOMPUTE, 0), bytes(w.backward_work - w.grad_flow));
+            self.buffers(true);
+            self.seq
+                .alloc(tag(STEP_IN_BACKWARD, 0), bytes(t.step_in_bwd));
+            if last && j + 1 == self.layers {
+                self.seq.moment(total(&t.backward_moments[2]));
+            }
+            self.seq.free(tag(STEP_IN_BACKWARD, 0));
+            self.buffers(false);
+            self.seq.free(tag(RECOMPUTE, 0));
+            let slot = j % self.slots;
+            self.kept(slot, false);
+            if j + 1 == self.layers {
+                self.seq.free(tag(SAVED_AFTER_LAYERS, 0));
+            }
+            if j == 0 {
+                self.seq.free(tag(MASK, 0));
+            }
+            if j >= self.slots {
+                // Activation offloading brings the layer `slots` below back into the slot just freed.
+                self.kept(slot, true);
+            }
+            self.grad(LAYER_GRADS, j, layer_grads[j as usize]);
+        }
+
+        if !last {
+            // The head's gradient joins the held ones (or its shard); the next micro-batch's output replaces this
+            // one's.
+            self.seq.free(tag(HEAD_GRAD, 0));
+            self.grads.retain(|&g| g != tag(HEAD_GRAD, 0));
+            self.seq.free(tag(GRAD_FLOW, 0));
+            self.seq.free(tag(GATHERED, 2));
+            self.release_output();
+            return;
+        }
+        // The end of backward: every gradient (a tied embedding's share beside the head's), the buffers of the
+        // embedding's matmul, optimizer-in-backward's temporaries.
+        self.gathered(2, 3);
+        let end = t.backward_moments[3];
+        self.grads_to(end[1]);
+        self.buffers(true);
+        self.seq
+            .alloc(tag(STEP_TEMPS_IN_BACKWARD, 0), bytes(t.step_temps_in_bwd));
+        self.seq.moment(total(&end));
+        self.seq.free(tag(STEP_TEMPS_IN_BACKWARD, 0));
+        self.buffers(false);
+        self.seq.free(tag(GRAD_FLOW, 0));
+        self.seq.free(tag(GATHERED, 3));
+    }
+}
