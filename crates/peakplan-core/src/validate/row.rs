@@ -6,8 +6,8 @@ use super::{source_label, Case, Metric, Outcome};
 use crate::arch::{Architecture, Target};
 use crate::hf::import_config;
 use crate::plan::{
-    Alloc, Attn, DType, Framework, Lengths, Loss, Method, Optimizer, Peft, Plan, Precision, Quant,
-    Shard, Targets, Wrap,
+    Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Shard,
+    Targets, Wrap,
 };
 use crate::presets::ModelId;
 use serde_json::json;
@@ -431,46 +431,7 @@ fn read_shape(r: &Rec, run: &Run, arch: &Architecture, plan: &mut Plan) -> Resul
     if run.method != Method::Full {
         plan.targets = targets_of(r.get("lora_target_modules"))?;
     }
-    read_lengths(&r.lower("seq_len_semantics"), plan);
     Ok(())
-}
-
-/// How the row's batch lengths vary, where it states its data's length statistics: ms-swift's "tokens
-/// 3234.4±2547.5, min 91" (a mean and deviation before truncation at `max_length`, in the Trainer's shuffled
-/// order), PEFT's MetaMathQA runs' "length-bucketed ... mean ~210 tok/sample" (grouped by length; no deviation
-/// stated, so the lengths module assumes half the mean). Packed or fixed-length data, and rows that state no
-/// statistics, stay at fixed length.
-fn read_lengths(semantics: &str, plan: &mut Plan) {
-    let number_after = |marker: &str| -> Option<f64> {
-        let at = semantics.find(marker)? + marker.len();
-        let digits: String = semantics[at..]
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '.')
-            .collect();
-        digits.parse().ok()
-    };
-    if let Some(pm) = semantics.find('±') {
-        let mean: String = semantics[..pm]
-            .chars()
-            .rev()
-            .take_while(|c| c.is_ascii_digit() || *c == '.')
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        if let (Ok(mean), Some(sd)) = (mean.parse::<f64>(), number_after("±")) {
-            plan.lengths = Lengths::Shuffled;
-            plan.length_mean = mean.round() as u64;
-            plan.length_sd = sd.round() as u64;
-            plan.length_min = number_after("min ").map_or(1, |m| m.round().max(1.0) as u64);
-        }
-    } else if semantics.contains("length-bucketed") {
-        if let Some(mean) = number_after("mean ~") {
-            plan.lengths = Lengths::Grouped;
-            plan.length_mean = mean.round() as u64;
-        }
-    }
 }
 
 /// Precision: pure 16-bit unless an autocast regime is named; an fp32 frozen base under autocast is `upcast`.
