@@ -12,7 +12,6 @@ pub mod gpu_choice;
 pub mod hf;
 pub mod hub;
 pub mod interop;
-pub mod lengths;
 pub mod micro;
 pub mod model_type;
 pub mod plan;

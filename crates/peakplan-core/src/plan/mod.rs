@@ -78,14 +78,6 @@ pub struct Plan {
     pub split_layers: bool,
     /// The caching allocator's state at the peak step (reserved against allocated).
     pub allocator: Alloc,
-    /// How the batches' token lengths vary from step to step; `Fixed` is every step at `seq_len`.
-    pub lengths: Lengths,
-    /// Mean token length of the data's samples before truncation at `seq_len` (0: not stated, half of `seq_len`).
-    pub length_mean: u64,
-    /// Standard deviation of the samples' token lengths (0: not stated, half the mean).
-    pub length_sd: u64,
-    /// The shortest sample's token length.
-    pub length_min: u64,
     pub embed: bool,
 }
 
@@ -132,10 +124,6 @@ impl Default for Plan {
             hold_logits_bits: 0,
             split_layers: false,
             allocator: Alloc::Cached,
-            lengths: Lengths::Fixed,
-            length_mean: 0,
-            length_sd: 0,
-            length_min: 1,
             embed: false,
         }
     }
@@ -169,7 +157,7 @@ pub const KEYS: &[&str] = &[
     "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "ga", "gc", "attn", "loss",
     "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "moe", "gpus", "zero", "shard",
     "wrap", "gsync", "gpu", "fw", "peft", "vt", "tt", "compile", "liger", "oib", "aoff", "cpuoff",
-    "qload", "hold", "split", "alloc", "lens", "lmean", "lsd", "lmin", "embed",
+    "qload", "hold", "split", "alloc", "embed",
 ];
 
 /// Decodes `%XX` escapes and `+`; invalid escapes are kept literally, invalid UTF-8 is replaced.
@@ -408,10 +396,6 @@ impl Plan {
             }
             "liger" => self.liger = parse_bool(key, v)?,
             "embed" => self.embed = parse_bool(key, v)?,
-            "lens" => self.lengths = keyword(key, v, Lengths::from_key, Lengths::accepted())?,
-            "lmean" => self.length_mean = parse_uint(key, v, 0, MAX_LENGTH_STAT)?,
-            "lsd" => self.length_sd = parse_uint(key, v, 0, MAX_LENGTH_STAT)?,
-            "lmin" => self.length_min = parse_uint(key, v, 1, MAX_LENGTH_STAT)?,
             _ => {
                 return Err(format!(
                     "unknown key {}; known keys: {}",
@@ -472,10 +456,6 @@ impl Plan {
             "hold" => self.hold_logits_bits.to_string(),
             "split" => b(self.split_layers),
             "alloc" => self.allocator.key().into(),
-            "lens" => self.lengths.key().into(),
-            "lmean" => self.length_mean.to_string(),
-            "lsd" => self.length_sd.to_string(),
-            "lmin" => self.length_min.to_string(),
             "liger" => b(self.liger),
             "embed" => b(self.embed),
             _ => return None,
@@ -508,11 +488,6 @@ impl Plan {
             "hold" => self.hold_logits_bits > 0,
             "split" => self.split_layers,
             "alloc" => self.allocator != Alloc::Cached,
-            // The statistics matter only where lengths vary, but stay part of the plan once set.
-            "lens" => self.lengths != Lengths::Fixed,
-            "lmean" => self.length_mean != 0,
-            "lsd" => self.length_sd != 0,
-            "lmin" => self.length_min != 1,
             "moe" => self.moe_experts != MoeExperts::Fused,
             "shard" => self.shard != Shard::Auto,
             "wrap" => self.wrap != Wrap::Auto,

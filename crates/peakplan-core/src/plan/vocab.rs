@@ -212,21 +212,6 @@ keyword_enum!(
 );
 
 keyword_enum!(
-    /// How the token lengths of the training batches vary from step to step (see [`crate::lengths`]).
-    Lengths {
-        /// Every step has `s` tokens per sequence: packed data, or data that always fills `s`.
-        Fixed = "fixed",
-        /// Lengths drawn from the plan's length distribution, cut at `s`, each batch padded to its longest, in a
-        /// shuffled order (the Trainer's default sampler without packing).
-        Shuffled = "shuffled",
-        /// The same lengths grouped by length (`group_by_length`): mega-batches of 50 batches, longest first.
-        Grouped = "grouped",
-        /// The same lengths shortest first, the caching allocator's worst order.
-        Sorted = "sorted",
-    }
-);
-
-keyword_enum!(
     /// Data type of QLoRA's quantized base: bitsandbytes 4-bit NF4 or FP4, LLM.int8 (`load_in_8bit`), or a
     /// GPTQ checkpoint of 4 or 8 bits (auto-gptq, group size 128).
     Quant { Nf4 = "nf4", Fp4 = "fp4", Int8 = "int8", Gptq4 = "gptq4", Gptq8 = "gptq8" }
@@ -329,5 +314,3 @@ pub const MAX_SEQ: u64 = 16_777_216;
 pub const MAX_GPUS: u64 = 65_536;
 /// Most trainable token rows (larger than any vocabulary).
 pub const MAX_TOKEN_ROWS: u64 = 16_777_216;
-/// Bound of the length statistics (`lmean`, `lsd`, `lmin`), in tokens.
-pub const MAX_LENGTH_STAT: u64 = 16_777_216;

@@ -103,7 +103,7 @@ fn domain(key: &str) -> Option<Domain> {
         "zero" => listed(&["0", "1", "2", "3"]),
         "dropout" => listed(&["0", ">0"]),
         "r" | "b" | "s" | "chunk" | "vt" => Some(Domain::Distinct),
-        "gpu" | "embed" | "alloc" | "lens" | "lmean" | "lsd" | "lmin" => Some(Domain::NoEffect),
+        "gpu" | "embed" | "alloc" => Some(Domain::NoEffect),
         _ => listed(&keyword_values(key)?),
     }
 }

@@ -41,8 +41,6 @@ fn values(key: &str) -> BoxedStrategy<String> {
         "vt" => int(64),
         "zero" => one_of(&["0", "1", "2", "3"]),
         "hold" => one_of(&["0", "16", "32"]),
-        "lmean" | "lsd" => int(65_536),
-        "lmin" => int(4096),
         "dropout" => one_of(&["0", "0.05", "0.1"]),
         "tt" => prop_oneof![one_of(&["0", "all"]), int(4096)].boxed(),
         "targets" => (1u8..=0xff).prop_map(|t| Targets(t).key()).boxed(),

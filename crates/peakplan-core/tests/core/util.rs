@@ -1,8 +1,8 @@
 //! Helpers the subjects share: plans from queries, their estimates, and the test data.
 
 use peakplan_core::plan::{
-    Alloc, Attn, DType, Framework, GradSync, Lengths, Loss, Method, MoeExperts, Optimizer, Peft,
-    Plan, Precision, Quant, Shard, Wrap,
+    Alloc, Attn, DType, Framework, GradSync, Loss, Method, MoeExperts, Optimizer, Peft, Plan,
+    Precision, Quant, Shard, Wrap,
 };
 use peakplan_core::{estimate, preset_arch, Architecture, Estimate};
 
@@ -58,7 +58,6 @@ pub(crate) fn keyword_values(key: &str) -> Option<Vec<&'static str>> {
         "fw" => all(Framework::ALL, Framework::key),
         "peft" => all(Peft::ALL, Peft::key),
         "alloc" => all(Alloc::ALL, Alloc::key),
-        "lens" => all(Lengths::ALL, Lengths::key),
         "shard" => all(Shard::ALL, Shard::key),
         "wrap" => all(Wrap::ALL, Wrap::key),
         "gsync" => all(GradSync::ALL, GradSync::key),
