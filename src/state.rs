@@ -124,6 +124,15 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
     ctx
 }
 
+/// A value derived from the plan (and other signals) that tells its readers only when it changes: a slider move
+/// then reaches the controls whose value or state it changes, instead of re-running every derived reason and
+/// re-setting every control's attributes.
+pub(crate) fn memo<T: Clone + PartialEq + Send + Sync + 'static>(
+    f: impl Fn() -> T + Send + Sync + 'static,
+) -> Signal<T> {
+    Memo::new(move |_| f()).into()
+}
+
 pub(crate) fn ctx() -> Ctx {
     use_context::<Ctx>().expect("App provides the context")
 }

@@ -134,7 +134,7 @@ pub(crate) fn KeySelect(
 
 /// Why a LoRA setting is greyed out under full fine-tuning, if it is.
 pub(crate) fn not_peft_reason(c: Ctx) -> Signal<Option<&'static str>> {
-    Signal::derive(move || {
+    crate::state::memo(move || {
         c.plan
             .with(|p| p.method == Method::Full)
             .then_some("LoRA settings apply to LoRA and QLoRA, not full fine-tuning")

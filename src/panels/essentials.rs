@@ -54,12 +54,12 @@ pub(crate) fn PlanEssentials() -> impl IntoView {
         <ModelPicker models=models/>
         <KeySelect label="GPU" key="gpu" options=gpus/>
         <LogSlider label="LoRA rank" key="r" testid="slider-rank" scale=scale::RANK
-            value=Signal::derive(move || c.plan.with(|p| p.rank)) set=|p, v| p.rank = v disabled=not_peft/>
+            value=crate::state::memo(move || c.plan.with(|p| p.rank)) set=|p, v| p.rank = v disabled=not_peft/>
         <LogSlider label="Micro-batch per GPU" key="b" testid="slider-batch" scale=scale::BATCH
-            value=Signal::derive(move || c.plan.with(|p| p.micro_batch)) set=|p, v| p.micro_batch = v
+            value=crate::state::memo(move || c.plan.with(|p| p.micro_batch)) set=|p, v| p.micro_batch = v
             disabled=Signal::derive(|| None)/>
         <LogSlider label="Sequence length (tokens)" key="s" testid="slider-seq" scale=scale::SEQ
-            value=Signal::derive(move || c.plan.with(|p| p.seq_len)) set=|p, v| p.seq_len = v
+            value=crate::state::memo(move || c.plan.with(|p| p.seq_len)) set=|p, v| p.seq_len = v
             disabled=Signal::derive(|| None)/>
         <TargetPicker disabled=not_peft/>
     }
@@ -75,6 +75,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
     let models = StoredValue::new(models);
     // The model alone: read through the whole plan, every slider move would rebuild the option list.
     let model = Memo::new(move |_| c.plan.with(|p| p.get("model").unwrap_or_default()));
+    let from_hub = Memo::new(move |_| c.plan.with(|p| p.hub.is_some()));
     // Forty-odd presets: filtering again is cheaper than a memo's code in the wasm.
     let found = move || {
         filter.with(|f| {
@@ -132,7 +133,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
                 {move || {
                     let current = model.get();
                     // A Hub model is the list's first entry while it is the plan's.
-                    let hub = c.plan.with(|p| p.hub.is_some()).then(|| {
+                    let hub = from_hub.get().then(|| {
                         view! { <option value=current.clone() selected=true>{format!("{current} (Hub)")}</option> }
                     });
                     let kept = found().0;

@@ -12,8 +12,9 @@ use peakplan_core::hub::HubId;
 #[component]
 pub(crate) fn HubWait() -> impl IntoView {
     let c = ctx();
+    let hub = Memo::new(move |_| c.plan.with(|p| p.hub.clone()));
     let state = move || {
-        let id = c.plan.with(|p| p.hub.clone())?;
+        let id = hub.get()?;
         let failure = c.hub.with(|h| h.failure(&id).cloned());
         Some((id, failure))
     };

@@ -19,25 +19,25 @@ pub(crate) fn PlanSettings() -> impl IntoView {
     let c = ctx();
     let method = Memo::new(move |_| c.plan.with(|p| p.method));
     let not_peft = not_peft_reason(c);
-    let not_virtual = Signal::derive(move || {
+    let not_virtual = crate::state::memo(move || {
         c.plan
             .with(|p| p.method == Method::Full || !p.peft.uses_virtual_tokens())
             .then_some("Applies to prompt and prefix tuning only")
     });
-    let not_qlora = Signal::derive(move || {
+    let not_qlora = crate::state::memo(move || {
         (method.get() != Method::Qlora).then_some("Quantization settings apply to QLoRA only")
     });
-    let not_chunked = Signal::derive(move || {
+    let not_chunked = crate::state::memo(move || {
         c.plan
             .with(|p| p.loss != Loss::Chunked)
             .then_some("Applies to the chunked loss only")
     });
-    let not_standard_loss = Signal::derive(move || {
+    let not_standard_loss = crate::state::memo(move || {
         c.plan
             .with(|p| !p.returns_full_logits())
             .then_some("Applies to the HF and torchtune profiles' standard loss only")
     });
-    let not_four_bit = Signal::derive(move || {
+    let not_four_bit = crate::state::memo(move || {
         not_qlora.get().or_else(|| {
             c.plan.with(|p| match p.quant {
                 Quant::Int8 => Some("LLM.int8 has one scale per row, nothing to quantize twice"),
@@ -48,14 +48,14 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             })
         })
     });
-    let not_bnb = Signal::derive(move || {
+    let not_bnb = crate::state::memo(move || {
         not_qlora.get().or_else(|| {
             c.plan
                 .with(|p| p.quant.gptq_bits().is_some())
                 .then_some("A bitsandbytes/torchao setting: a GPTQ checkpoint comes quantized and keeps its dequantized weight, not its input")
         })
     });
-    let not_moe = Signal::derive(move || {
+    let not_moe = crate::state::memo(move || {
         not_qlora.get().or_else(|| {
             if !c.is_moe() {
                 Some("The model has no MoE experts")
@@ -66,26 +66,26 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             }
         })
     });
-    let single_gpu = Signal::derive(move || {
+    let single_gpu = crate::state::memo(move || {
         c.plan
             .with(|p| p.gpus == 1)
             .then_some("Sharding needs more than one GPU")
     });
-    let not_sharded = Signal::derive(move || {
+    let not_sharded = crate::state::memo(move || {
         single_gpu.get().or_else(|| {
             c.plan
                 .with(|p| p.split_layers)
                 .then_some("The layers are split across the GPUs: nothing is sharded")
         })
     });
-    let not_fsdp1_peft = Signal::derive(move || {
+    let not_fsdp1_peft = crate::state::memo(move || {
         not_sharded.get().or_else(|| not_peft.get()).or_else(|| {
             c.plan
                 .with(|p| p.sharding().shard != Shard::Fsdp1)
                 .then_some("Applies to FSDP1 only")
         })
     });
-    let no_split = Signal::derive(move || {
+    let no_split = crate::state::memo(move || {
         c.plan
             .with(|p| p.gpus == 1)
             .then_some("Splitting needs more than one GPU")
