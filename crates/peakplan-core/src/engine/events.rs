@@ -416,36 +416,12 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
     }
 
-    fn micro_batch(&mut self, first: bool, last: bool) {
+    /// One micro-batch's forward: its gathered weights, masks and kept tensors layer by layer, then the head's
+    /// copies and the loss's forward blocks.
+    fn forward(&mut self, first: bool, last: bool, persistent: bool) {
         let st = self.st;
-        let (s, r, a, l, w, t) = (
-            &st.s,
-            &st.resident,
-            &st.acts,
-            &st.logits,
-            &st.work,
-            &st.timeline,
-        );
-        let plan = s.plan;
-        let (held, head) = (&t.held, &t.head);
-        let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
-        // Gradients the layers' backward makes and keeps: none where each is stepped at once or a persistent
-        // partition takes them; the held ones, made by the first micro-batch, when accumulating; else all but
-        // the head's, which the head's backward made.
-        let persistent = held.grads > 0.0 && !accumulating;
-        let layer_grads = if plan.optimizer_in_backward || persistent {
-            0.0
-        } else if accumulating {
-            if first {
-                held.grads
-            } else {
-                0.0
-            }
-        } else {
-            (r.gradients - head.grad_in_layers).max(0.0)
-        };
-        let layer_grads = split(layer_grads, self.layers);
-
+        let (a, l, t) = (&st.acts, &st.logits, &st.timeline);
+        let (plan, held, head) = (st.s.plan, &t.held, &t.head);
         // Forward.
         if persistent && first {
             self.grad(HELD_GRADS, 0, bytes(held.grads));
@@ -486,7 +462,14 @@ impl<'s, 'a> Builder<'s, 'a> {
             self.seq.moment(total(&t.phases[1]));
         }
         self.buffers(false);
+    }
 
+    /// The loss's backward and the head's: the loop's held output, the loss's blocks, the logits' gradients and
+    /// the head's gradient shares.
+    fn loss_and_head_backward(&mut self, last: bool) {
+        let st = self.st;
+        let (l, t) = (&st.logits, &st.timeline);
+        let head = &t.head;
         // The loss's backward: the loop's held output (its logits, the key/value cache where it keeps them) and
         // the loss's blocks.
         self.seq.free(tag(PREVIOUS_INPUTS, 0));
@@ -528,6 +511,33 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.seq.free(tag(FUSED_HEAD_GRAD, 0));
         self.grad(HEAD_GRAD, 0, bytes(head.grad_in_layers));
         self.seq.free(tag(HEAD_COPIES, 0));
+    }
+
+    fn micro_batch(&mut self, first: bool, last: bool) {
+        let st = self.st;
+        let (s, r, w, t) = (&st.s, &st.resident, &st.work, &st.timeline);
+        let plan = s.plan;
+        let (held, head) = (&t.held, &t.head);
+        let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
+        // Gradients the layers' backward makes and keeps: none where each is stepped at once or a persistent
+        // partition takes them; the held ones, made by the first micro-batch, when accumulating; else all but
+        // the head's, which the head's backward made.
+        let persistent = held.grads > 0.0 && !accumulating;
+        let layer_grads = if plan.optimizer_in_backward || persistent {
+            0.0
+        } else if accumulating {
+            if first {
+                held.grads
+            } else {
+                0.0
+            }
+        } else {
+            (r.gradients - head.grad_in_layers).max(0.0)
+        };
+        let layer_grads = split(layer_grads, self.layers);
+
+        self.forward(first, last, persistent);
+        self.loss_and_head_backward(last);
 
         // The layers' backward, last layer first: the activations' gradients flow through all of them; each
         // layer recomputes (under checkpointing), runs its buffers and, under optimizer-in-backward, steps, then

@@ -502,7 +502,8 @@ fn edge_inputs_never_panic() {
 }
 
 #[test]
-fn pytorch_stated_cases() {
+/// PyTorch's test_cuda.py cases about rounding and `roundup_power2_divisions`.
+fn pytorch_stated_rounding_cases() {
     // test_allocator_settings: 21 Mi floats (84 MiB) allocate exactly 84 MiB; with roundup_power2_divisions:4
     // the next 84 MiB takes power2_div(84 MiB, 4) = 96 MiB; `requested_bytes` grows by the 84 MiB asked.
     let nbytes = 4 * 21 * MIB;
@@ -574,6 +575,12 @@ fn pytorch_stated_cases() {
             ..Expect::default()
         },
     );
+}
+
+/// PyTorch's test_cuda.py cases about the device's limit: the memory fraction, the retry, `max_split_size_mb`
+/// with expandable segments, the expandable GC, the snapshot.
+#[test]
+fn pytorch_stated_cases_at_the_device_limit() {
     // test_set_per_process_memory_fraction: fraction 0.5 of an 80 GiB device; a 4 KiB tensor holds a 2 MiB
     // segment; int(total × 0.499) - max reserved succeeds; after freeing and empty_cache, int(total × 0.5) fails.
     let total = 80 * GIB;
