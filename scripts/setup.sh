@@ -37,6 +37,11 @@ fi
 
 # The release site's wasm is built by the nightly toolchain with the standard library rebuilt for size
 # (scripts/build-site.sh), which needs nightly's rust-src; without a nightly it builds with stable, larger.
+# A machine that only builds the site (--site: GitHub Pages) gets a minimal nightly.
+if $site_only && ! cargo +nightly --version >/dev/null 2>&1; then
+  say "installing a minimal nightly toolchain with rust-src (the site's wasm rebuilds the standard library for size)"
+  rustup toolchain install nightly --profile minimal --component rust-src || say "no nightly: the site builds with stable"
+fi
 if cargo +nightly --version >/dev/null 2>&1 && ! rustup component list --installed --toolchain nightly 2>/dev/null | grep -q '^rust-src'; then
   say "adding rust-src to the nightly toolchain (the release site rebuilds the standard library for size)"
   rustup component add rust-src --toolchain nightly || say "no rust-src: the site builds with stable, about 26 KB gzipped larger"
