@@ -126,6 +126,16 @@ pub fn record_timing(ms: f64) {
     }
 }
 
+/// A canvas that is in no document, to draw on without showing anything.
+pub fn detached_canvas() -> Option<web_sys::HtmlCanvasElement> {
+    window()?
+        .document()?
+        .create_element("canvas")
+        .ok()?
+        .dyn_into()
+        .ok()
+}
+
 /// Records, once, when the chart was first painted (`window.__peakplanFirstPaint`, ms since navigation).
 pub fn mark_first_paint() {
     let Some(w) = window() else { return };
