@@ -41,10 +41,10 @@
 use std::collections::HashMap;
 
 use super::count::Count;
-use super::{hf_attention, split_slice, stages, Stages};
+use super::{runs, split_slice, stages, Runs, Stages};
 use crate::allocator::Event;
 use crate::arch::Architecture;
-use crate::plan::{Framework, Plan};
+use crate::plan::Plan;
 
 /// One training step of a plan as allocations and frees.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -60,15 +60,13 @@ pub struct StepEvents {
 /// The allocation sequence of `plan` on `arch`, built from the quantities [`super::estimate`] sums.
 pub fn allocation_events(arch: &Architecture, plan: &Plan) -> StepEvents {
     // The same runs as `estimate`: the attention transformers actually runs, and a layer split's fullest GPU.
-    let hf_attn = hf_attention(arch, plan.attn);
-    if plan.framework == Framework::Hf && hf_attn != plan.attn {
-        let mut runs = plan.clone();
-        runs.attn = hf_attn;
-        return allocation_events(arch, &runs);
-    }
-    if plan.split_layers && plan.gpus > 1 {
-        let (slice, whole) = split_slice(arch, plan);
-        return allocation_events(&slice, &whole);
+    match runs(arch, plan) {
+        Runs::Resolved(resolved) => return allocation_events(arch, &resolved),
+        Runs::Split => {
+            let (slice, whole) = split_slice(arch, plan);
+            return allocation_events(&slice, &whole);
+        }
+        Runs::AsPlanned => {}
     }
     let st = stages(arch, plan);
     let mut b = Builder::new(&st);

@@ -42,16 +42,35 @@ pub(crate) fn hf_attention(arch: &Architecture, attn: Attn) -> Attn {
     }
 }
 
-/// Computes the memory of one training step of `plan` on `arch`.
-pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
+/// How a plan runs, decided once for [`estimate`] and [`allocation_events`].
+enum Runs {
+    /// With the attention transformers actually runs in place of the planned one.
+    Resolved(Plan),
+    /// Layers split over the GPUs: the fullest GPU's slice ([`split_slice`]).
+    Split,
+    AsPlanned,
+}
+
+fn runs(arch: &Architecture, plan: &Plan) -> Runs {
     let hf_attn = hf_attention(arch, plan.attn);
     if plan.framework == Framework::Hf && hf_attn != plan.attn {
-        let mut runs = plan.clone();
-        runs.attn = hf_attn;
-        return estimate(arch, &runs);
+        Runs::Resolved(Plan {
+            attn: hf_attn,
+            ..plan.clone()
+        })
+    } else if plan.split_layers && plan.gpus > 1 {
+        Runs::Split
+    } else {
+        Runs::AsPlanned
     }
-    if plan.split_layers && plan.gpus > 1 {
-        return estimate_split(arch, plan);
+}
+
+/// Computes the memory of one training step of `plan` on `arch`.
+pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
+    match runs(arch, plan) {
+        Runs::Resolved(resolved) => return estimate(arch, &resolved),
+        Runs::Split => return estimate_split(arch, plan),
+        Runs::AsPlanned => {}
     }
     let Stages {
         s: _,
