@@ -36,17 +36,18 @@ pub fn App() -> impl IntoView {
 fn EmbedView() -> impl IntoView {
     let c = ctx();
     let caption = move || {
-        let comp = c.computed.get();
         let p = c.plan.get();
-        format!(
-            "{} · {} · b={} s={} · nvidia-smi peak {}{} · peakplan",
-            comp.model_name,
-            method_label(p.method),
-            p.micro_batch,
-            p.seq_len,
-            format_bytes(comp.selected.device_bytes),
-            units::per_gpu(&p)
-        )
+        c.computed.with(|comp| {
+            format!(
+                "{} · {} · b={} s={} · nvidia-smi peak {}{} · peakplan",
+                comp.model_name,
+                method_label(p.method),
+                p.micro_batch,
+                p.seq_len,
+                format_bytes(comp.selected.device_bytes),
+                units::per_gpu(&p)
+            )
+        })
     };
     let link = move || {
         browser::url_with_query(&{

@@ -37,12 +37,15 @@ fn repaint(
     let c = ctx();
     let size = watched_size(canvas);
     Effect::new(move |_| {
-        let comp = c.computed.get();
         let Some(size) = size.get() else {
+            // Tracked all the same, so the first size paints whatever the plan is by then.
+            c.computed.track();
             return;
         };
         if let Some(el) = canvas.get_untracked() {
-            paint(&el, size, &comp);
+            c.computed.with(|comp| paint(&el, size, comp));
+        } else {
+            c.computed.track();
         }
     });
 }
@@ -183,8 +186,7 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
                 on:mousemove=on_move on:mouseleave=move |_| tip.set(None)
                 on:focus=move |_| show_focused() on:blur=move |_| tip.set(None) on:keydown=on_key
                 aria-label=move || {
-                    let comp = c.computed.get();
-                    comp.chart.bars.iter().map(|b| format!("{}: {}", b.label, format_bytes(b.parts.total()))).collect::<Vec<_>>().join(", ")
+                    c.computed.with(|comp| comp.chart.bars.iter().map(|b| format!("{}: {}", b.label, format_bytes(b.parts.total()))).collect::<Vec<_>>().join(", "))
                 }></canvas>
         </figure>
     }

@@ -19,8 +19,9 @@ fn measured(e: &peakplan_core::Estimate) -> String {
 #[component]
 pub(crate) fn Verdict() -> impl IntoView {
     let c = ctx();
-    move || {
-        let comp = c.computed.get();
+    // The words are worked out in a memo and the elements built once: a slider move changes their texts only.
+    let words = Memo::new(move |_| {
+        c.computed.with(|comp| {
         let p = c.plan.get();
         // Beyond u64 the engine saturates rather than wrapping: say so instead of printing a clamped figure.
         let need = if comp.selected.saturated {
@@ -65,13 +66,16 @@ pub(crate) fn Verdict() -> impl IntoView {
             e.peak_phase.label(),
             measured(e)
         );
-        view! {
-            <div class=class data-testid="verdict" role="status">
-                <p class="big">{text}</p>
-                <p>{limits}</p>
-                <p class="model">{model}</p>
-            </div>
-        }
+        [class.to_string(), text, limits, model]
+    })
+    });
+    let part = move |i: usize| move || words.with(|w| w[i].clone());
+    view! {
+        <div class=part(0) data-testid="verdict" role="status">
+            <p class="big">{part(1)}</p>
+            <p>{part(2)}</p>
+            <p class="model">{part(3)}</p>
+        </div>
     }
 }
 
@@ -117,24 +121,25 @@ pub(crate) fn ComponentTable() -> impl IntoView {
             <table data-testid="components">
                 <thead><tr><th>"Component"</th><th>"Category"</th><th class="num">"Bytes"</th><th>"How it is computed"</th></tr></thead>
                 <tbody>
-                    {move || {
-                        let comp = c.computed.get();
-                        Kind::ALL
-                            .iter()
-                            .filter(|k| comp.selected.component(**k) > 0)
-                            .map(|k| {
-                                let b = comp.selected.component(*k);
-                                view! {
-                                    <tr data-testid=format!("component-{}", k.key()) data-bytes=b.to_string()>
+                    // One row per kind, built once: a slider move updates the figures of the rows whose bytes
+                    // changed, where rebuilding the list re-set some 130 attributes and texts each move.
+                    {Kind::ALL
+                        .iter()
+                        .map(|&k| {
+                            let b = Memo::new(move |_| c.computed.with(|comp| comp.selected.component(k)));
+                            let shown = Memo::new(move |_| b.get() > 0);
+                            move || {
+                                shown.get().then(|| view! {
+                                    <tr data-testid=format!("component-{}", k.key()) data-bytes=move || b.get().to_string()>
                                         <td>{k.label()}</td>
                                         <td>{k.category().label()}</td>
-                                        <td class="num" title=b.to_string()>{format_bytes(b)}</td>
+                                        <td class="num" title=move || b.get().to_string()>{move || format_bytes(b.get())}</td>
                                         <td class="formula">{k.formula()}</td>
                                     </tr>
-                                }
-                            })
-                            .collect_view()
-                    }}
+                                })
+                            }
+                        })
+                        .collect_view()}
                 </tbody>
             </table>
         </details>
