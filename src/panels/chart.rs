@@ -50,7 +50,8 @@ fn repaint(
     });
 }
 
-/// Runs a slider drag's work (the plan's figures at 48 sequence lengths, each chart painted on a detached canvas)
+/// Runs a slider drag's work (the plan's figures at 48 sequence lengths, both charts painted on a detached canvas,
+/// the link's query written)
 /// once the page is idle after its first paint. The browser compiles wasm with a quick baseline tier first and
 /// optimizes a function only once it has run hot, so without this the first drag ran on baseline code: its moves
 /// took 3.5 ms at the median and 11 ms at the 95th percentile, against 2.7 and 7.1 ms once warm (headless
@@ -67,6 +68,8 @@ fn warm_up(c: crate::state::Ctx, size: (u32, u32)) {
         p.seq_len = 64 + (i * 211) % 8192;
         let comp = Computed::new(&arch, &p);
         paint_chart(&canvas, size, &comp.chart, &theme());
+        paint_timeline(&canvas, size, &comp.selected, &theme());
+        std::hint::black_box(p.to_query());
     }
 }
 
