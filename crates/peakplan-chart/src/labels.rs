@@ -17,13 +17,42 @@ pub(crate) const CAPACITY_LABEL_GAP: i32 = 4;
 /// Half the height of the band around the GPU line that no total may cover (the dashes are 2 px thick).
 const LINE_BAND: i32 = 3;
 
-/// Estimated advance of one character, in ems: wide enough for proportional sans-serif digits and capitals, since
-/// the backends measure nothing (an over-estimate only moves a label sooner). Every label is sized with it.
-pub(crate) const CHAR_WIDTH_EM: f64 = 0.58;
+/// Advance widths of printable ASCII (space to `~`), in thousandths of an em: Helvetica's published metrics, which
+/// Arial and Liberation Sans (the sans-serif fonts browsers fall back to on Windows, macOS and most Linux) share.
+const ADVANCE_MILLI_EM: [u16; 95] = [
+    278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278,
+    278, // space to /
+    556, 556, 556, 556, 556, 556, 556, 556, 556, 556, // 0 to 9
+    278, 278, 584, 584, 584, 556, 1015, // : to @
+    667, 667, 722, 722, 667, 611, 778, 722, 278, 500, 667, 556, 833, 722, 778, 667, 778, 722, 667,
+    611, 722, 667, 944, 667, 667, 611, // A to Z
+    278, 278, 278, 469, 556, 333, // [ to `
+    556, 556, 500, 556, 556, 278, 556, 556, 222, 222, 500, 222, 833, 556, 556, 556, 556, 333, 500,
+    278, 556, 500, 722, 500, 500, 500, // a to z
+    334, 260, 334, 584, // { to ~
+];
 
-/// Estimated width of a label.
+/// Room left for fonts wider than those metrics (bold, DejaVu Sans): the backends measure nothing, so every label
+/// is sized with an over-estimate, which only moves a label sooner.
+const WIDTH_MARGIN: f64 = 1.1;
+
+/// Advance of one character, in thousandths of an em.
+fn advance_milli_em(c: char) -> u32 {
+    match c {
+        ' '..='~' => u32::from(ADVANCE_MILLI_EM[c as usize - ' ' as usize]),
+        '…' => 1000,
+        '·' => 278,
+        '×' | '−' | '≤' | '≥' => 584,
+        c if (c as u32) < 0x2E80 => 600,
+        // CJK and other wide scripts.
+        _ => 1000,
+    }
+}
+
+/// Estimated width of a label at `size` pixels.
 pub(crate) fn text_width(label: &str, size: f64) -> i32 {
-    (label.chars().count() as f64 * size * CHAR_WIDTH_EM).ceil() as i32
+    let milli_em: u32 = label.chars().map(advance_milli_em).sum();
+    (f64::from(milli_em) / 1000.0 * size * WIDTH_MARGIN).ceil() as i32
 }
 
 /// Height of a label's box: the font size and a pixel of room above and below.
@@ -57,15 +86,16 @@ fn legend_item_width(label: &str, font: f64) -> i32 {
     22 + text_width(label, font)
 }
 
-/// The title on one line, shrunk to fit the width down to 9 px, or beyond that on two (a plan on many GPUs on a
-/// phone); with its font size.
+/// The title on one line, shrunk to fit the width down to a point under the chart's font, or beyond that on two
+/// lines at that size (a phone); with its font size. A title stays within a point of the legend under it.
 pub(crate) fn title_lines(title: &str, w: i32, font: f64) -> (Vec<String>, f64) {
-    let chars = title.chars().count().max(1) as f64;
-    let size = ((w - 24) as f64 / (chars * CHAR_WIDTH_EM)).clamp(9.0, font + 1.0);
+    let smallest = (font - 1.0).max(9.0);
+    let width_at_1px = f64::from(text_width(title, 100.0).max(1)) / 100.0;
+    let size = ((w - 24) as f64 / width_at_1px).clamp(smallest, font + 1.0);
     if text_width(title, size) <= w - 24 {
         return (vec![title.to_string()], size);
     }
-    let size = (font - 1.0).max(9.0);
+    let size = smallest;
     // Break before the bracketed shape of the step where the words before it fit, else wherever a line fills.
     match title.rfind('(') {
         Some(i) if text_width(&title[..i], size) <= w - 24 => {
@@ -129,8 +159,15 @@ fn clip_to(s: &str, width: i32, size: f64) -> String {
     if text_width(s, size) <= width {
         return s.to_string();
     }
-    let keep = ((width as f64 / (size * CHAR_WIDTH_EM)) as usize).saturating_sub(1);
-    let cut: String = s.chars().take(keep).collect();
+    // The longest start that fits with the ellipsis after it.
+    let mut cut = String::new();
+    for c in s.chars() {
+        cut.push(c);
+        if text_width(&format!("{cut}…"), size) > width {
+            cut.pop();
+            break;
+        }
+    }
     format!("{}…", cut.trim_end())
 }
 

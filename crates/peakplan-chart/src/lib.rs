@@ -142,7 +142,7 @@ impl BackendTextStyle for Text {
     }
     fn layout_box(&self, text: &str) -> Result<((i32, i32), (i32, i32)), Self::FontError> {
         // An estimate is enough: backends here anchor text themselves.
-        let w = (text.chars().count() as f64 * self.size * 0.55) as i32;
+        let w = labels::text_width(text, self.size);
         Ok(((0, 0), (w, self.size as i32)))
     }
     fn draw<E, F: FnMut(i32, i32, BackendColor) -> Result<(), E>>(
