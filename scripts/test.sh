@@ -20,6 +20,9 @@ if cargo tree -q -p peakplan-core -e normal --target all | grep -E '(web-sys|was
 fi
 echo "none"
 
+step "build scripts (the release build's wasm renaming)"
+python3 -m unittest discover -s scripts -p 'test_*.py'
+
 step "clippy (native and wasm32)"
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p peakplan-web --target wasm32-unknown-unknown --all-targets -- -D warnings
