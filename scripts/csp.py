@@ -35,14 +35,14 @@ def minify_glue():
         if not name.endswith(".js"):
             continue
         js = os.path.join(staging, name)
-        wasm = js[:-3] + "_bg.wasm"
+        wasm, cache = js[:-3] + "_bg.wasm", js + ".names.json"
+        glue = os.path.exists(wasm)
         # --module: the glue is an ES module (strict, top-level names are its own); its exports keep their names.
         command = [terser, js, "--module", "--compress", "--mangle", "--output", js]
-        if os.path.exists(wasm):
-            cache = js + ".names.json"
+        if glue:
             command += ["--mangle-props", "regex=/^(__wbg_|__wbindgen_|wasm_bindgen_)/", "--name-cache", cache]
         subprocess.run(command, check=True)
-        if os.path.exists(wasm):
+        if glue:
             names = wasm_names.from_name_cache(json.load(open(cache, encoding="utf-8")))
             os.remove(cache)
             module = open(wasm, "rb").read()

@@ -25,6 +25,8 @@ pub(crate) struct Ctx {
     pub(crate) refused: RwSignal<Refused>,
     /// Hub models fetched this session, the one on its way and the last failure.
     pub(crate) hub: RwSignal<HubModels>,
+    /// The plan's Hub model id, if it names one: changes only when the model does, not on every slider move.
+    pub(crate) hub_id: Memo<Option<HubId>>,
     /// An access token for gated models: in memory only, sent only to the Hub, never in the URL or storage.
     pub(crate) hub_token: StoredValue<Option<String>>,
 }
@@ -98,6 +100,7 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
         preview.set(None);
         plan.set(restored);
     });
+    let hub_id = Memo::new(move |_| plan.with(|p| p.hub.clone()));
     let ctx = Ctx {
         plan,
         computed,
@@ -109,12 +112,12 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
             typed: Vec::new(),
         }),
         hub: hub_models,
+        hub_id,
         hub_token: StoredValue::new(None),
     };
     // The plan's Hub model is requested once; a failure waits for "Try again".
-    let wanted = Memo::new(move |_| plan.with(|p| p.hub.clone()));
     Effect::new(move |_| {
-        if let Some(id) = wanted.get() {
+        if let Some(id) = hub_id.get() {
             if hub_models.with_untracked(|h| h.needs_fetch(&id)) {
                 ctx.load_hub(id);
             }

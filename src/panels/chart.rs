@@ -37,22 +37,17 @@ fn repaint(
     let c = ctx();
     let size = watched_size(canvas);
     Effect::new(move |_| {
-        let Some(size) = size.get() else {
-            // Tracked all the same, so the first size paints whatever the plan is by then.
-            c.computed.track();
+        // Tracked before anything can return, so the first size paints whatever the plan is by then.
+        c.computed.track();
+        let (Some(size), Some(el)) = (size.get(), canvas.get_untracked()) else {
             return;
         };
-        if let Some(el) = canvas.get_untracked() {
-            c.computed.with(|comp| paint(&el, size, comp));
-        } else {
-            c.computed.track();
-        }
+        c.computed.with_untracked(|comp| paint(&el, size, comp));
     });
 }
 
 /// Runs a slider drag's work (the plan's figures at 48 sequence lengths, both charts painted on a detached canvas,
-/// the link's query written)
-/// once the page is idle after its first paint. The browser compiles wasm with a quick baseline tier first and
+/// the link's query written) once the page is idle after its first paint. The browser compiles wasm with a quick baseline tier first and
 /// optimizes a function only once it has run hot, so without this the first drag ran on baseline code: its moves
 /// took 3.5 ms at the median and 11 ms at the 95th percentile, against 2.7 and 7.1 ms once warm (headless
 /// Chromium, 200 moves). About 150 ms of idle time; nothing on the page changes.
@@ -63,12 +58,13 @@ fn warm_up(c: crate::state::Ctx, size: (u32, u32)) {
     };
     let (arch, plan) = c.with_model(|a, p| (a.cloned(), p.clone()));
     let Some(arch) = arch else { return };
+    let theme = theme();
     let mut p = plan;
     for i in 0..48u64 {
         p.seq_len = 64 + (i * 211) % 8192;
         let comp = Computed::new(&arch, &p);
-        paint_chart(&canvas, size, &comp.chart, &theme());
-        paint_timeline(&canvas, size, &comp.selected, &theme());
+        paint_chart(&canvas, size, &comp.chart, &theme);
+        paint_timeline(&canvas, size, &comp.selected, &theme);
         std::hint::black_box(p.to_query());
     }
 }

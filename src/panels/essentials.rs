@@ -75,7 +75,6 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
     let models = StoredValue::new(models);
     // The model alone: read through the whole plan, every slider move would rebuild the option list.
     let model = Memo::new(move |_| c.plan.with(|p| p.get("model").unwrap_or_default()));
-    let from_hub = Memo::new(move |_| c.plan.with(|p| p.hub.is_some()));
     // Forty-odd presets: filtering again is cheaper than a memo's code in the wasm.
     let found = move || {
         filter.with(|f| {
@@ -133,7 +132,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
                 {move || {
                     let current = model.get();
                     // A Hub model is the list's first entry while it is the plan's.
-                    let hub = from_hub.get().then(|| {
+                    let hub = c.hub_id.with(Option::is_some).then(|| {
                         view! { <option value=current.clone() selected=true>{format!("{current} (Hub)")}</option> }
                     });
                     let kept = found().0;

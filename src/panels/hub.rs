@@ -12,9 +12,8 @@ use peakplan_core::hub::HubId;
 #[component]
 pub(crate) fn HubWait() -> impl IntoView {
     let c = ctx();
-    let hub = Memo::new(move |_| c.plan.with(|p| p.hub.clone()));
     let state = move || {
-        let id = hub.get()?;
+        let id = c.hub_id.get()?;
         let failure = c.hub.with(|h| h.failure(&id).cloned());
         Some((id, failure))
     };
@@ -82,7 +81,7 @@ fn HubError(
 #[component]
 pub(crate) fn HubLine() -> impl IntoView {
     let c = ctx();
-    let current = Memo::new(move |_| c.plan.with(|p| p.hub.clone()));
+    let current = c.hub_id;
     let loaded = move || {
         let id = current.get()?;
         c.hub.with(|h| h.get(&id).map(hub::summary))

@@ -1,8 +1,9 @@
 //! The answer in words and figures: the verdict, the category figures and the table of every component.
 
+use crate::planner::Computed;
 use crate::state::ctx;
 use leptos::prelude::*;
-use peakplan_core::plan::Method;
+use peakplan_core::plan::{Method, Plan};
 use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::Kind;
 
@@ -16,58 +17,62 @@ fn measured(e: &peakplan_core::Estimate) -> String {
     )
 }
 
+/// The verdict's class and its three lines (fits or not, the largest batch and sequence, the model and what is
+/// counted) for the plan `p` and its figures.
+fn verdict_words(comp: &Computed, p: &Plan) -> [String; 4] {
+    // Beyond u64 the engine saturates rather than wrapping: say so instead of printing a clamped figure.
+    let need = if comp.selected.saturated {
+        "more than 16 EiB (beyond what the arithmetic holds)".to_string()
+    } else {
+        format_bytes(comp.selected.device_bytes)
+    };
+    let per_gpu = units::per_gpu(p);
+    let (class, text) = if comp.fits() {
+        (
+            "verdict fits",
+            format!(
+                "Fits: needs {need}{per_gpu} of the {}'s {}",
+                comp.gpu_name,
+                format_bytes(comp.capacity_bytes)
+            ),
+        )
+    } else {
+        (
+            "verdict nofit",
+            format!(
+                "Does not fit: needs {need}{per_gpu}, the {} has {}",
+                comp.gpu_name,
+                format_bytes(comp.capacity_bytes)
+            ),
+        )
+    };
+    let limits = match (comp.max_batch, comp.max_seq) {
+        (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
+        (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
+        _ => format!(
+            "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU (\"On other GPUs\" below counts them).",
+            if p.method == Method::Qlora { "" } else { "QLoRA, " }
+        ),
+    };
+    let e = &comp.selected;
+    let model = format!(
+        "{} · {} params · {} trainable · peak during {}. {}",
+        comp.model_name,
+        format_count(e.total_params),
+        format_count(e.trainable_params),
+        e.peak_phase.label(),
+        measured(e)
+    );
+    [class.to_string(), text, limits, model]
+}
+
 #[component]
 pub(crate) fn Verdict() -> impl IntoView {
     let c = ctx();
     // The words are worked out in a memo and the elements built once: a slider move changes their texts only.
     let words = Memo::new(move |_| {
-        c.computed.with(|comp| {
         let p = c.plan.get();
-        // Beyond u64 the engine saturates rather than wrapping: say so instead of printing a clamped figure.
-        let need = if comp.selected.saturated {
-            "more than 16 EiB (beyond what the arithmetic holds)".to_string()
-        } else {
-            format_bytes(comp.selected.device_bytes)
-        };
-        let per_gpu = units::per_gpu(&p);
-        let (class, text) = if comp.fits() {
-            (
-                "verdict fits",
-                format!(
-                    "Fits: needs {need}{per_gpu} of the {}'s {}",
-                    comp.gpu_name,
-                    format_bytes(comp.capacity_bytes)
-                ),
-            )
-        } else {
-            (
-                "verdict nofit",
-                format!(
-                    "Does not fit: needs {need}{per_gpu}, the {} has {}",
-                    comp.gpu_name,
-                    format_bytes(comp.capacity_bytes)
-                ),
-            )
-        };
-        let limits = match (comp.max_batch, comp.max_seq) {
-            (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
-            (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
-            _ => format!(
-                "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU (\"On other GPUs\" below counts them).",
-                if p.method == Method::Qlora { "" } else { "QLoRA, " }
-            ),
-        };
-        let e = &comp.selected;
-        let model = format!(
-            "{} · {} params · {} trainable · peak during {}. {}",
-            comp.model_name,
-            format_count(e.total_params),
-            format_count(e.trainable_params),
-            e.peak_phase.label(),
-            measured(e)
-        );
-        [class.to_string(), text, limits, model]
-    })
+        c.computed.with(|comp| verdict_words(comp, &p))
     });
     let part = move |i: usize| move || words.with(|w| w[i].clone());
     view! {

@@ -50,10 +50,14 @@ fn advance_milli_em(c: char) -> u32 {
     }
 }
 
+/// Estimated width, at `size` pixels, of characters whose advances add up to `milli_em`.
+fn width_px(milli_em: u32, size: f64) -> i32 {
+    (f64::from(milli_em) / 1000.0 * size * WIDTH_MARGIN).ceil() as i32
+}
+
 /// Estimated width of a label at `size` pixels.
 pub(crate) fn text_width(label: &str, size: f64) -> i32 {
-    let milli_em: u32 = label.chars().map(advance_milli_em).sum();
-    (f64::from(milli_em) / 1000.0 * size * WIDTH_MARGIN).ceil() as i32
+    width_px(label.chars().map(advance_milli_em).sum(), size)
 }
 
 /// Height of a label's box: the font size and a pixel of room above and below.
@@ -91,8 +95,9 @@ fn legend_item_width(label: &str, font: f64) -> i32 {
 /// lines at that size (a phone); with its font size. A title stays within a point of the legend under it.
 pub(crate) fn title_lines(title: &str, w: i32, font: f64) -> (Vec<String>, f64) {
     let smallest = (font - 1.0).max(9.0);
-    let width_at_1px = f64::from(text_width(title, 100.0).max(1)) / 100.0;
-    let size = ((w - 24) as f64 / width_at_1px).clamp(smallest, font + 1.0);
+    let milli_em: u32 = title.chars().map(advance_milli_em).sum();
+    let em = (f64::from(milli_em.max(1)) / 1000.0) * WIDTH_MARGIN;
+    let size = ((w - 24) as f64 / em).clamp(smallest, font + 1.0);
     if text_width(title, size) <= w - 24 {
         return (vec![title.to_string()], size);
     }
@@ -161,13 +166,14 @@ fn clip_to(s: &str, width: i32, size: f64) -> String {
         return s.to_string();
     }
     // The longest start that fits with the ellipsis after it.
+    let mut milli_em = advance_milli_em('…');
     let mut cut = String::new();
     for c in s.chars() {
-        cut.push(c);
-        if text_width(&format!("{cut}…"), size) > width {
-            cut.pop();
+        milli_em += advance_milli_em(c);
+        if width_px(milli_em, size) > width {
             break;
         }
+        cut.push(c);
     }
     format!("{}…", cut.trim_end())
 }
