@@ -5,6 +5,10 @@
 
 use std::collections::BTreeSet;
 
+/// The one key of the allocator's ordered sets (free blocks by size, unmapped ranges and segments by address): one
+/// ordered-set type, compiled once, keeps the page's wasm small.
+pub(super) type Key = (u64, u64, usize);
+
 /// Small (≤ 1 MiB requests) or large pool (`get_pool`, line 2444).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum PoolKind {
@@ -48,12 +52,12 @@ impl Block {
 }
 
 /// A pool (`struct BlockPool`, line 186): its free mapped blocks by (size, address, slot), its
-/// unmapped expandable ranges by (address, slot), and the count of searches that ages blocks for the garbage
+/// unmapped expandable ranges by (address, 0, slot), and the count of searches that ages blocks for the garbage
 /// collector.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Pool {
-    pub free: BTreeSet<(u64, u64, usize)>,
-    pub unmapped: BTreeSet<(u64, usize)>,
+    pub free: BTreeSet<Key>,
+    pub unmapped: BTreeSet<Key>,
     pub get_free_blocks_call_count: u64,
 }
 

@@ -23,9 +23,9 @@ impl Allocator {
     /// The base address of the segment holding `addr`.
     fn segment_base(&self, addr: u64) -> u64 {
         self.segments
-            .range(..=addr)
+            .range(..=(addr, u64::MAX, usize::MAX))
             .next_back()
-            .map_or(addr, |(&base, _)| base)
+            .map_or(addr, |&(base, _, _)| base)
     }
 
     /// `try_allocate_expandable_block` (line 2296): maps pages until a free block of at
@@ -63,7 +63,7 @@ impl Allocator {
         let unmapped: Vec<usize> = self.pools[kind.index()]
             .unmapped
             .iter()
-            .map(|&(_, slot)| slot)
+            .map(|&(_, _, slot)| slot)
             .collect();
         for slot in unmapped {
             let start = free_or_unmapped(self, self.slab.blocks[slot].prev).unwrap_or(slot);
@@ -84,7 +84,7 @@ impl Allocator {
         let capacity = self.limits.capacity_bytes;
         let address_space = round_up(capacity.saturating_add(capacity / 8), page).max(page);
         let base = self.place_segment(address_space)?;
-        self.segments.insert(base, address_space);
+        self.segments.insert((base, address_space, 0));
         let slot = self.slab.insert(Block {
             addr: base,
             size: address_space,
@@ -97,7 +97,7 @@ impl Allocator {
             expandable: true,
             gc_count_base: 0,
         });
-        self.pool(kind).unmapped.insert((base, slot));
+        self.pool(kind).unmapped.insert((base, 0, slot));
         Some(slot)
     }
 
@@ -113,7 +113,7 @@ impl Allocator {
         if mapped == 0 || self.total_reserved.saturating_add(mapped) > self.limits.capacity_bytes {
             return None;
         }
-        self.pool(b.pool).unmapped.remove(&(b.addr, slot));
+        self.pool(b.pool).unmapped.remove(&(b.addr, 0, slot));
         self.slab.blocks[slot].mapped = true;
         if mapped < b.size {
             let rest = self.slab.insert(Block {
@@ -127,7 +127,9 @@ impl Allocator {
             }
             self.slab.blocks[slot].next = Some(rest);
             self.slab.blocks[slot].size = mapped;
-            self.pool(b.pool).unmapped.insert((b.addr + mapped, rest));
+            self.pool(b.pool)
+                .unmapped
+                .insert((b.addr + mapped, 0, rest));
         }
         self.try_merge_blocks(slot, self.slab.blocks[slot].prev);
         self.try_merge_blocks(slot, self.slab.blocks[slot].next);
@@ -183,7 +185,7 @@ impl Allocator {
         self.try_merge_blocks(slot, self.slab.blocks[slot].prev);
         self.try_merge_blocks(slot, self.slab.blocks[slot].next);
         let (addr, kind) = (self.slab.blocks[slot].addr, self.slab.blocks[slot].pool);
-        self.pool(kind).unmapped.insert((addr, slot));
+        self.pool(kind).unmapped.insert((addr, 0, slot));
         self.total_reserved = self.total_reserved.saturating_sub(end - begin);
         self.stats.reserved_bytes.sub(end - begin);
         self.stats.device_frees += 1;
@@ -194,8 +196,8 @@ impl Allocator {
     /// given up.
     pub(super) fn release_expandable_segment(&mut self, slot: usize) {
         let (addr, kind) = (self.slab.blocks[slot].addr, self.slab.blocks[slot].pool);
-        self.pool(kind).unmapped.remove(&(addr, slot));
-        self.segments.remove(&addr);
+        self.pool(kind).unmapped.remove(&(addr, 0, slot));
+        self.remove_segment(addr);
         self.slab.remove(slot);
     }
 }

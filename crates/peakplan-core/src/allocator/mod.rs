@@ -80,6 +80,24 @@ impl Allocator {
         self.stats
     }
 
+    /// `torch.cuda.reset_peak_memory_stats()` (`resetPeakStats`): every high-water mark falls to its current
+    /// value, as a measurement that starts at a chosen step does.
+    pub fn reset_peak_stats(&mut self) {
+        let s = &mut self.stats;
+        for stat in [
+            &mut s.allocated_bytes,
+            &mut s.reserved_bytes,
+            &mut s.active_bytes,
+            &mut s.requested_bytes,
+            &mut s.inactive_split_bytes,
+            &mut s.inactive_split_blocks,
+            &mut s.segments,
+            &mut s.allocations,
+        ] {
+            stat.peak = stat.current;
+        }
+    }
+
     /// Every segment with its blocks, in address order (`snapshot`, line 1915): an expandable segment shows
     /// as one segment per contiguous mapped range.
     pub fn snapshot(&self) -> Vec<Segment> {
@@ -159,11 +177,7 @@ pub fn replay_steps(
     setup: &[Event],
     steps: &[&[Event]],
 ) -> Result<Stats, OutOfMemory> {
-    let mut r = Replay {
-        allocator: Allocator::new(config.clone()),
-        tags: HashMap::with_capacity_and_hasher(setup.len() / 2, TagHash),
-        shadowed: HashMap::with_hasher(TagHash),
-    };
+    let mut r = Replay::new(config.clone(), setup.len() / 2);
     r.run(setup)?;
     for step in steps {
         r.run(step)?;
@@ -171,16 +185,28 @@ pub fn replay_steps(
     Ok(r.allocator.stats())
 }
 
-/// An allocator and the tags of its live allocations.
-struct Replay {
-    allocator: Allocator,
-    /// The latest allocation of each tag; earlier ones still live under the same tag wait in `shadowed`.
-    tags: HashMap<u64, BlockId, TagHash>,
-    shadowed: HashMap<u64, Vec<BlockId>, TagHash>,
+/// An allocator and the tags of its live allocations: a sequence of [`Event`]s replayed piece by piece, so a
+/// caller can act between pieces (empty the cache, reset the peaks) as a training script does between steps.
+pub struct Replay {
+    pub allocator: Allocator,
+    /// The latest allocation of each tag (its [`BlockId`]'s number); earlier ones still live under the same tag
+    /// wait in `shadowed`, latest last (a sequence that reuses a live tag is rare: the engine's never does).
+    tags: HashMap<u64, u64, TagHash>,
+    shadowed: Vec<(u64, u64)>,
 }
 
 impl Replay {
-    fn run(&mut self, events: &[Event]) -> Result<(), OutOfMemory> {
+    /// A fresh allocator, with room for about `live_tags` tags live at once.
+    pub fn new(config: AllocatorConfig, live_tags: usize) -> Replay {
+        Replay {
+            allocator: Allocator::new(config),
+            tags: HashMap::with_capacity_and_hasher(live_tags, TagHash),
+            shadowed: Vec::new(),
+        }
+    }
+
+    /// Replays `events`; freeing a tag that is not live does nothing.
+    pub fn run(&mut self, events: &[Event]) -> Result<(), OutOfMemory> {
         let Replay {
             allocator,
             tags,
@@ -191,15 +217,15 @@ impl Replay {
                 Event::AllocOnce { tag, .. } if tags.contains_key(&tag) => {}
                 Event::Alloc { tag, bytes } | Event::AllocOnce { tag, bytes } => {
                     let id = allocator.malloc(bytes)?;
-                    if let Some(earlier) = tags.insert(tag, id) {
-                        shadowed.entry(tag).or_default().push(earlier);
+                    if let Some(earlier) = tags.insert(tag, id.0) {
+                        shadowed.push((tag, earlier));
                     }
                 }
                 Event::Free { tag } => {
                     if let Some(id) = tags.remove(&tag) {
-                        allocator.free(id);
-                        if let Some(earlier) = shadowed.get_mut(&tag).and_then(Vec::pop) {
-                            tags.insert(tag, earlier);
+                        allocator.free(BlockId(id));
+                        if let Some(at) = shadowed.iter().rposition(|&(t, _)| t == tag) {
+                            tags.insert(tag, shadowed.remove(at).1);
                         }
                     }
                 }
@@ -213,10 +239,10 @@ impl Replay {
 /// Tags are the caller's own numbers, not attacker-chosen keys, so a multiplicative hash serves (SipHash took
 /// a third of a replay's time).
 #[derive(Clone, Copy, Default)]
-struct TagHash;
+pub(crate) struct TagHash;
 
 #[derive(Default)]
-struct TagHasher(u64);
+pub(crate) struct TagHasher(u64);
 
 impl BuildHasher for TagHash {
     type Hasher = TagHasher;

@@ -11,7 +11,7 @@ impl Allocator {
         self.remove_free(slot);
         let b = &self.slab.blocks[slot];
         let (addr, size) = (b.addr, b.size);
-        self.segments.remove(&addr);
+        self.remove_segment(addr);
         self.total_reserved = self.total_reserved.saturating_sub(size);
         self.stats.segments.sub(1);
         self.stats.reserved_bytes.sub(size);

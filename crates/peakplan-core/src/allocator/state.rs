@@ -2,12 +2,12 @@
 //! the device for a segment, releasing cached segments and retrying before it gives up; the found block is split
 //! when the rules allow; `free` returns a block to its pool, merged with its free neighbours.
 
-use super::block::{Block, Pool, PoolKind, Slab};
+use super::block::{Block, Key, Pool, PoolKind, Slab};
 use super::config::{
     get_allocation_size, round_size, Limits, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, SMALL_SIZE_BYTES,
 };
 use super::stats::{OutOfMemory, Stats};
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 /// A handed-out allocation (its block's slot and that slot's generation, so a stale id matches nothing).
 /// `BlockId::EMPTY` is what a 0-byte request gets: PyTorch hands out a null pointer
@@ -27,9 +27,9 @@ pub struct Allocator {
     pub(super) limits: Limits,
     pub(super) slab: Slab,
     pub(super) pools: [Pool; 2],
-    /// Every live segment's size by its base address: where new segments may go, and the expandable segments'
+    /// Every live segment as (base address, size, 0): where new segments may go, and the expandable segments'
     /// page grid.
-    pub(super) segments: BTreeMap<u64, u64>,
+    pub(super) segments: BTreeSet<Key>,
     pub(super) next_addr: u64,
     /// `total_allocated_memory`: bytes held from the device (equal to `stats.reserved_bytes.current`).
     pub(super) total_reserved: u64,
@@ -42,11 +42,19 @@ impl Allocator {
             limits,
             slab: Slab::default(),
             pools: [Pool::default(), Pool::default()],
-            segments: BTreeMap::new(),
+            segments: BTreeSet::new(),
             // Address 0 stays unused, as a null pointer would.
             next_addr: 1 << 21,
             total_reserved: 0,
             stats: Stats::default(),
+        }
+    }
+
+    /// Forgets the segment based at `base`.
+    pub(super) fn remove_segment(&mut self, base: u64) {
+        let found = self.segments.range((base, 0, 0)..).next().copied();
+        if let Some(key) = found.filter(|k| k.0 == base) {
+            self.segments.remove(&key);
         }
     }
 
@@ -190,7 +198,7 @@ impl Allocator {
             return self.try_allocate_expandable_block(kind, size);
         }
         let base = self.place_segment(alloc_size)?;
-        self.segments.insert(base, alloc_size);
+        self.segments.insert((base, alloc_size, 0));
         self.total_reserved += alloc_size;
         self.stats.segments.add(1);
         self.stats.reserved_bytes.add(alloc_size);
@@ -218,7 +226,7 @@ impl Allocator {
             return Some(base);
         }
         let mut cursor: u64 = 1 << 21;
-        for (&base, &segment_size) in &self.segments {
+        for &(base, segment_size, _) in &self.segments {
             if base.saturating_sub(cursor) >= size {
                 return Some(cursor);
             }
@@ -361,7 +369,7 @@ impl Allocator {
         if s.mapped {
             self.pool(kind).free.remove(&(s.size, s.addr, src));
         } else {
-            self.pool(kind).unmapped.remove(&(s.addr, src));
+            self.pool(kind).unmapped.remove(&(s.addr, 0, src));
         }
         self.slab.remove(src);
         s.size
