@@ -1,7 +1,7 @@
 //! The advisor: the changes that lower a plan's peak, what each saves and costs, and the smallest set that fits.
 
 use crate::arch::Architecture;
-use crate::engine::estimate;
+use crate::engine::{estimate, estimate_on, estimate_rough, Kind};
 use crate::plan::{
     Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining, MAX_GRAD_ACCUMULATION,
 };
@@ -459,6 +459,8 @@ pub fn apply(plan: &Plan, changes: &[&Change]) -> Plan {
     p
 }
 
+/// The plan with `changes` applied and its figures; its largest batch and longest sequence only where the
+/// changes save memory (`with_limits`), the two searches being most of its cost.
 fn suggestion(
     arch: &Architecture,
     plan: &Plan,
@@ -467,16 +469,18 @@ fn suggestion(
     capacity: Option<u64>,
 ) -> Suggestion {
     let p = apply(plan, changes);
-    let e = estimate(arch, &p);
+    let e = estimate_on(arch, &p, capacity.unwrap_or(p.gpu.preset().capacity_bytes));
+    let saved_bytes = base_bytes.saturating_sub(e.device_bytes);
+    let limits = capacity.filter(|_| saved_bytes > 0);
     Suggestion {
         changes: changes.iter().map(|c| (*c).clone()).collect(),
         query: p.to_query(),
         device_bytes: e.device_bytes,
-        saved_bytes: base_bytes.saturating_sub(e.device_bytes),
+        saved_bytes,
         cost: changes.iter().map(|c| c.cost).max().unwrap_or(Cost::Free),
         fits: capacity.map(|c| e.device_bytes <= c),
-        max_batch: capacity.and_then(|c| solve::max_batch(arch, &p, c)),
-        max_seq: capacity.and_then(|c| solve::max_seq(arch, &p, c)),
+        max_batch: limits.and_then(|c| solve::max_batch(arch, &p, c)),
+        max_seq: limits.and_then(|c| solve::max_seq(arch, &p, c)),
         plan: p,
     }
 }
@@ -489,7 +493,8 @@ const MAX_SET: usize = 4;
 
 /// Advises on a plan, against a capacity when one is given (the plan's GPU by default).
 pub fn advise(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice {
-    let base = estimate(arch, plan).device_bytes;
+    let on = capacity.unwrap_or(plan.gpu.preset().capacity_bytes);
+    let base = estimate_on(arch, plan, on).device_bytes;
     let all = candidates(plan);
     let mut levers: Vec<Suggestion> = all
         .iter()
@@ -567,12 +572,19 @@ fn smallest_fitting_set(
             set.pop();
         }
     }
+    // The allocated peak (exact in the rough estimate) rules a set out before any replay.
     let check = |changes: &[&Change]| {
-        let bytes = estimate(arch, &apply(plan, changes)).device_bytes;
+        let p = apply(plan, changes);
+        let rough = estimate_rough(arch, &p);
+        let lowest = rough.device_bytes - rough.components[Kind::AllocatorSlack as usize];
+        if lowest > cap {
+            return None;
+        }
+        let bytes = estimate_on(arch, &p, cap).device_bytes;
         (bytes <= cap).then_some(bytes)
     };
     walk(0, &useful, &mut set, &mut best, &check);
-    let base = estimate(arch, plan).device_bytes;
+    let base = estimate_on(arch, plan, cap).device_bytes;
     if let Some((_, changes)) = best {
         return Some(suggestion(arch, plan, base, &changes, Some(cap)));
     }

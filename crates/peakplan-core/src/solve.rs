@@ -1,52 +1,125 @@
 //! The inverse questions: the largest micro-batch and the longest sequence that fit a memory budget.
 
 use crate::arch::Architecture;
-use crate::engine::estimate;
+use crate::engine::{estimate_on, estimate_rough, fits_on};
 use crate::plan::{Plan, MAX_BATCH, MAX_SEQ};
 
-/// Which figure must stay under the budget.
-fn needed_bytes(arch: &Architecture, plan: &Plan) -> u64 {
-    estimate(arch, plan).device_bytes
+/// Which figure must stay under the budget, by the replayed estimate or by its quick rough stand-in.
+fn needed_bytes(arch: &Architecture, plan: &Plan, capacity_bytes: u64, rough: bool) -> u64 {
+    if rough {
+        estimate_rough(arch, plan).device_bytes
+    } else {
+        estimate_on(arch, plan, capacity_bytes).device_bytes
+    }
 }
 
-/// Largest value in `1..=max` for which `fits` holds, given that it is monotone (true then false); None if 1 fails.
-fn largest(max: u64, mut fits: impl FnMut(u64) -> bool) -> Option<u64> {
-    if !fits(1) {
-        return None;
-    }
+/// Largest value in `lo..=hi` for which `fits` holds, given that it is monotone (true then false) and holds at
+/// `lo - 1`; `lo - 1` when it fails at `lo`.
+fn bisect(lo: u64, hi: u64, mut fits: impl FnMut(u64) -> bool) -> u64 {
     // Exponential probe first: most answers are small, and it keeps the search short.
-    let mut lo = 1u64;
-    let mut hi = 2u64;
-    while hi <= max && fits(hi) {
-        lo = hi;
-        hi = hi.saturating_mul(2);
-    }
-    let mut hi = hi.min(max + 1);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid) {
-            lo = mid;
+    let (mut good, mut bad) = (lo - 1, hi + 1);
+    let mut step = 1u64;
+    while good + step < bad {
+        if fits(good + step) {
+            good += step;
+            step = step.saturating_mul(2);
         } else {
-            hi = mid;
+            bad = good + step;
+            break;
         }
     }
-    Some(lo)
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        if fits(mid) {
+            good = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    good
+}
+
+/// Largest value in `1..=max` whose plan (`plan_at`) needs at most `capacity_bytes`, or None if 1 does not fit.
+///
+/// The replayed estimate costs a hundred rough ones and is no smooth curve: blocks round to 2 MiB, and near the
+/// card's limit the allocator releases its cache and retries, so the figure bends and can even fall. The rough
+/// estimate picks the first probe; replayed probes then step by the slope between the last two (the rough
+/// slope at first) until one fits and one does not, and bisection closes the bracket. The value returned fits by
+/// the replay and the next one does not (or is past `max`). The bisection asks only whether a value fits
+/// ([`fits_on`]: one replay on the card where a figure may take two).
+fn largest(
+    arch: &Architecture,
+    max: u64,
+    capacity_bytes: u64,
+    plan_at: impl Fn(u64) -> Plan,
+) -> Option<u64> {
+    let cap = capacity_bytes;
+    let rough = |v: u64| needed_bytes(arch, &plan_at(v), cap, true);
+    let exact = |v: u64| needed_bytes(arch, &plan_at(v), cap, false);
+    // Known results: the largest value that fits and the smallest that does not.
+    let (mut good, mut bad) = (0u64, max.saturating_add(1));
+    let mut probe = bisect(1, max, |v| rough(v) <= cap).max(1);
+    let mut last: Option<(u64, u64)> = None;
+    // Step toward the limit until both ends are known.
+    while good == 0 || bad > max {
+        if probe <= good || probe >= bad {
+            break;
+        }
+        let bytes = exact(probe);
+        let fits = bytes <= cap;
+        if fits {
+            good = probe;
+        } else {
+            bad = probe;
+        }
+        if bad - good <= 1 {
+            break;
+        }
+        let slope = match last {
+            Some((v, b)) if v != probe => bytes.abs_diff(b) / v.abs_diff(probe),
+            _ => {
+                let width = (probe / 16).max(1);
+                rough(probe.saturating_add(width)).saturating_sub(rough(probe)) / width
+            }
+        }
+        .max(1);
+        last = Some((probe, bytes));
+        probe = if fits {
+            probe.saturating_add((cap - bytes) / slope + 1)
+        } else {
+            probe.saturating_sub((bytes - cap) / slope + 1)
+        };
+        // A step that would leave the bracket (or reach 0) goes to its middle instead.
+        if probe <= good || probe >= bad {
+            probe = good + (bad - good) / 2;
+            if probe == 0 {
+                probe = 1;
+            }
+        }
+    }
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        if fits_on(arch, &plan_at(mid), cap) {
+            good = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    (good >= 1).then_some(good)
 }
 
 /// The largest micro-batch for which `nvidia-smi` memory stays within `capacity_bytes`, keeping the rest of the plan.
 pub fn max_batch(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<u64> {
-    let mut p = plan.clone();
-    largest(MAX_BATCH, |b| {
-        p.micro_batch = b;
-        needed_bytes(arch, &p) <= capacity_bytes
+    largest(arch, MAX_BATCH, capacity_bytes, |b| Plan {
+        micro_batch: b,
+        ..plan.clone()
     })
 }
 
 /// The longest sequence for which `nvidia-smi` memory stays within `capacity_bytes`, keeping the rest of the plan.
 pub fn max_seq(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<u64> {
-    let mut p = plan.clone();
-    largest(MAX_SEQ, |s| {
-        p.seq_len = s;
-        needed_bytes(arch, &p) <= capacity_bytes
+    largest(arch, MAX_SEQ, capacity_bytes, |s| Plan {
+        seq_len: s,
+        ..plan.clone()
     })
 }

@@ -42,7 +42,7 @@ use std::collections::HashMap;
 
 use super::count::Count;
 use super::{runs, split_slice, stages, Runs, Stages};
-use crate::allocator::Event;
+use crate::allocator::{Event, TagHash};
 use crate::arch::Architecture;
 use crate::plan::Plan;
 
@@ -68,8 +68,12 @@ pub fn allocation_events(arch: &Architecture, plan: &Plan) -> StepEvents {
         }
         Runs::AsPlanned => {}
     }
-    let st = stages(arch, plan);
-    let mut b = Builder::new(&st);
+    step_events(&stages(arch, plan))
+}
+
+/// The allocation sequence of a plan's stages.
+pub(super) fn step_events(st: &Stages) -> StepEvents {
+    let mut b = Builder::new(st);
     b.setup();
     let setup = std::mem::take(&mut b.seq.events);
     b.step();
@@ -166,7 +170,7 @@ fn blocks_of(total: Count, block: Count) -> Vec<u64> {
 #[derive(Default)]
 struct Seq {
     events: Vec<Event>,
-    sizes: HashMap<u64, u64>,
+    sizes: HashMap<u64, u64, TagHash>,
     live: u64,
 }
 
@@ -293,7 +297,8 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
     }
 
-    /// The optimizer's states, as the steady-state step finds them.
+    /// The optimizer's states, as the steady-state step finds them. A torch optimizer keeps them per parameter,
+    /// made at its first step parameter by parameter: a block a layer here, as the layers' weights and gradients.
     fn states(&mut self) {
         let r = &self.st.resident;
         let optimizer = [
@@ -301,11 +306,25 @@ impl<'s, 'a> Builder<'s, 'a> {
             (MASTER_WEIGHTS, r.master_weights),
         ];
         for (kind, v) in optimizer {
-            if bytes(v) > 0 {
-                self.seq.events.push(Event::AllocOnce {
-                    tag: tag(kind, 0),
-                    bytes: bytes(v),
-                });
+            for (i, part) in split(v, self.layers).into_iter().enumerate() {
+                if part > 0 {
+                    self.seq.events.push(Event::AllocOnce {
+                        tag: tag(kind, i as u64),
+                        bytes: part,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The optimizer step's temporaries (a foreach kernel returns one tensor per parameter), made or let go.
+    fn step_temps(&mut self, on: bool) {
+        let temps = split(self.st.resident.optimizer_temps, self.layers);
+        for (i, part) in temps.into_iter().enumerate() {
+            if on {
+                self.seq.alloc(tag(OPTIMIZER_TEMPS, i as u64), part);
+            } else {
+                self.seq.free(tag(OPTIMIZER_TEMPS, i as u64));
             }
         }
     }
@@ -330,10 +349,9 @@ impl<'s, 'a> Builder<'s, 'a> {
         if !plan.optimizer_in_backward {
             self.states();
         }
-        self.seq
-            .alloc(tag(OPTIMIZER_TEMPS, 0), bytes(r.optimizer_temps));
+        self.step_temps(true);
         self.seq.moment(total(&opt));
-        self.seq.free(tag(OPTIMIZER_TEMPS, 0));
+        self.step_temps(false);
         // zero_grad(set_to_none=True), and the loop lets go of the output it held.
         self.grads_to(0.0);
         self.release_output();

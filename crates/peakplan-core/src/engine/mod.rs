@@ -23,7 +23,7 @@ mod trainable;
 mod working;
 
 pub use events::{allocation_events, StepEvents};
-pub use reserved::CUDA_CONTEXT_BYTES;
+pub use reserved::{CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
 pub use result::{Category, Estimate, Kind, Phase, PhaseMemory};
 
 use crate::arch::Architecture;
@@ -65,13 +65,59 @@ fn runs(arch: &Architecture, plan: &Plan) -> Runs {
     }
 }
 
-/// Computes the memory of one training step of `plan` on `arch`.
+/// Computes the memory of one training step of `plan` on `arch`, its reserved memory by replaying the step
+/// through the caching-allocator simulator on the plan's GPU ([`reserved`]).
 pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
+    estimate_on(arch, plan, plan.gpu.preset().capacity_bytes)
+}
+
+/// [`estimate`] on a GPU of `capacity_bytes` rather than the plan's own: the capacity decides when the
+/// allocator must free its cache and retry.
+pub fn estimate_on(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Estimate {
+    let by = Reserve::Replay {
+        capacity_bytes,
+        card_only: false,
+    };
+    estimate_by(arch, plan, by)
+}
+
+/// [`estimate`] with reserved and device memory by the allocator's rule of thumb instead of a replay: about a
+/// hundred times quicker, for searches that weigh many plans and then check their answer with [`estimate`].
+/// Allocated memory and every component but the allocator's slack are the same.
+pub fn estimate_rough(arch: &Architecture, plan: &Plan) -> Estimate {
+    estimate_by(arch, plan, Reserve::Rule)
+}
+
+/// Whether `plan` fits a GPU of `capacity_bytes` (as `nvidia-smi` counts it): the same answer as
+/// `estimate_on(arch, plan, capacity_bytes).device_bytes <= capacity_bytes`, from one replay on the card
+/// where that may take two. For searches.
+pub fn fits_on(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> bool {
+    let by = Reserve::Replay {
+        capacity_bytes,
+        card_only: true,
+    };
+    estimate_by(arch, plan, by).device_bytes <= capacity_bytes
+}
+
+/// How reserved memory is found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reserve {
+    /// Replayed on a card of `capacity_bytes`; `card_only` skips the replay without limit that tells how much
+    /// a step the card cannot hold would need.
+    Replay {
+        capacity_bytes: u64,
+        card_only: bool,
+    },
+    Rule,
+}
+
+fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
     match runs(arch, plan) {
-        Runs::Resolved(resolved) => return estimate(arch, &resolved),
-        Runs::Split => return estimate_split(arch, plan),
+        Runs::Resolved(resolved) => return estimate_by(arch, &resolved, by),
+        Runs::Split => return estimate_split(arch, plan, by),
         Runs::AsPlanned => {}
     }
+    let st = stages(arch, plan);
     let Stages {
         s: _,
         resident,
@@ -80,7 +126,7 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         work,
         sharded,
         timeline,
-    } = stages(arch, plan);
+    } = &st;
     let transients = Transients {
         loss_block: logits.block,
         buffers: work.dequant_buffer + work.peft_buffers,
@@ -89,13 +135,28 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
         optimizer_temps: resident.optimizer_temps,
         largest_tensor: resident.largest_tensor,
     };
-    let reserved = reserved::reserved(
+    let rule = reserved::rule(
         plan.allocator,
         timeline.peak,
         &transients,
         resident.paged_states,
     );
-    let components = components(&resident, &acts, &logits, &work, &sharded, &reserved);
+    let reserved = match by {
+        Reserve::Rule => rule,
+        Reserve::Replay {
+            capacity_bytes,
+            card_only,
+        } => reserved::replayed(
+            plan.allocator,
+            capacity_bytes,
+            card_only,
+            &events::step_events(&st),
+            timeline.peak,
+            resident.paged_states,
+            rule,
+        ),
+    };
+    let components = components(resident, acts, logits, work, sharded, &reserved);
 
     let mut saturated = false;
     let to_phase = |a: timeline::Live, sat: &mut bool| PhaseMemory {
@@ -199,9 +260,9 @@ fn components(
 /// last one also holds the final norm and the head and computes the logits, which makes it the fullest. It is
 /// planned as a one-GPU run of its slice of layers, which also counts the input embedding (on the first GPU in
 /// fact: a small overcount for an untied model).
-fn estimate_split(arch: &Architecture, plan: &Plan) -> Estimate {
+fn estimate_split(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
     let (slice, whole) = split_slice(arch, plan);
-    let mut e = estimate(&slice, &whole);
+    let mut e = estimate_by(&slice, &whole, by);
     // The counts shown stay the whole model's.
     e.total_params = setup::total_params(arch, &whole) as u64;
     e.trainable_params =

@@ -1,7 +1,22 @@
 //! Stage 6, reserved and device memory: what PyTorch's caching allocator holds beyond the allocated peak, and
 //! what `nvidia-smi` shows beside it (the CUDA context, paged optimizer states).
+//!
+//! Reserved memory comes from replaying the step's own allocation sequence ([`super::events`]) through the
+//! caching-allocator simulator ([`crate::allocator`]) on the plan's GPU: loading, then two steps, so the second
+//! finds the cache the first left (a warm cache), or an emptied one (`alloc=emptied`: `empty_cache()` and
+//! `reset_peak_memory_stats()` before the measured step), or expandable segments (`alloc=expandable`). The
+//! device is the GPU's memory less the CUDA context, so a step near the limit frees its cached blocks and retries
+//! as PyTorch does instead of growing past the card. A plan the card cannot hold reports what the same replay
+//! reaches on a device without limit: the memory it would need.
+//!
+//! [`rule`] is a quick stand-in for the replay (allocated, rounded, plus one largest transient block where the
+//! cache is warm). Searches that weigh many plans (the largest batch, the fewest GPUs, the advisor's sets) screen
+//! with it and check their answers with the replay; no figure shown comes from it, except for plans past what a
+//! replay takes (more than [`MAX_REPLAYED_EVENTS`] events, or requests beyond the allocator's 1 EB limit).
 
 use super::count::{ceil_div, Count, MIB};
+use super::events::StepEvents;
+use crate::allocator::{AllocatorConfig, Event, Replay, Stats};
 use crate::plan::Alloc;
 
 /// The CUDA context plus cuBLAS workspace that `nvidia-smi` shows beside PyTorch's own memory (CUDA 12, lazy loading).
@@ -25,8 +40,8 @@ pub(super) struct Reserved {
     pub device: Count,
 }
 
-/// The reserved and device memory of a step whose allocated peak is `peak`.
-pub(super) fn reserved(alloc: Alloc, peak: Count, t: &Transients, paged_states: Count) -> Reserved {
+/// The reserved and device memory of a step whose allocated peak is `peak`, by the rule of thumb.
+pub(super) fn rule(alloc: Alloc, peak: Count, t: &Transients, paged_states: Count) -> Reserved {
     // A warm cache strands about one largest transient block; an emptied cache or expandable segments do not:
     // the step's frees serve its own later allocations (the backward's fp32 gradients land in the blocks the
     // forward's upcast freed), so only block rounding stays.
@@ -40,11 +55,76 @@ pub(super) fn reserved(alloc: Alloc, peak: Count, t: &Transients, paged_states: 
         0.0
     };
     let rounded = ceil_div(peak, 2.0 * MIB) * 2.0 * MIB;
-    let allocator_slack = rounded - peak + largest_transient;
-    let reserved = peak + allocator_slack;
+    with_reserved(peak, rounded + largest_transient, paged_states)
+}
+
+fn with_reserved(peak: Count, reserved: Count, paged_states: Count) -> Reserved {
+    let reserved = reserved.max(peak);
     Reserved {
-        allocator_slack,
+        allocator_slack: reserved - peak,
         reserved,
         device: reserved + CUDA_CONTEXT_BYTES as Count + paged_states,
     }
+}
+
+/// Sequences longer than this (a model of tens of thousands of layers) take the rule: a replay costs about
+/// 0.2 µs per event.
+pub const MAX_REPLAYED_EVENTS: usize = 400_000;
+
+/// A device without limit, below PyTorch's 1 EB request refusal.
+const UNLIMITED_BYTES: u64 = 1 << 59;
+
+/// The reserved and device memory of a step by replaying its `events` on a GPU of `capacity_bytes`
+/// (see the module doc); `fallback` (the rule's figures) where no replay can stand for the step. With
+/// `card_only`, only the replay on the card runs: a step it cannot hold reports no figure but "more than the
+/// card" (`u64::MAX` reserved), which is all a search needs to know.
+pub(super) fn replayed(
+    alloc: Alloc,
+    capacity_bytes: u64,
+    card_only: bool,
+    events: &StepEvents,
+    peak: Count,
+    paged_states: Count,
+    fallback: Reserved,
+) -> Reserved {
+    if events.setup.len() + events.step.len() > MAX_REPLAYED_EVENTS {
+        return fallback;
+    }
+    let device = capacity_bytes.saturating_sub(CUDA_CONTEXT_BYTES);
+    if card_only {
+        let reserved = replay(alloc, events, device).map_or(u64::MAX, |s| s.reserved_bytes.peak);
+        return with_reserved(peak, reserved as Count, paged_states);
+    }
+    let Ok(unlimited) = replay(alloc, events, UNLIMITED_BYTES) else {
+        return fallback;
+    };
+    let peak_bytes = unlimited.reserved_bytes.peak;
+    // Where the unlimited device never held more than the card, the card's replay is the same one.
+    let reserved = if peak_bytes <= device {
+        peak_bytes
+    } else {
+        replay(alloc, events, device).map_or(peak_bytes, |on_card| on_card.reserved_bytes.peak)
+    };
+    with_reserved(peak, reserved as Count, paged_states)
+}
+
+/// Loading, a first step, and the measured second step, on a device of `capacity_bytes`.
+fn replay(
+    alloc: Alloc,
+    events: &StepEvents,
+    capacity_bytes: u64,
+) -> Result<Stats, crate::allocator::OutOfMemory> {
+    let config = AllocatorConfig {
+        expandable_segments: alloc == Alloc::Expandable,
+        ..AllocatorConfig::with_capacity(capacity_bytes)
+    };
+    let mut r = Replay::new(config, events.setup.len());
+    r.run(&events.setup)?;
+    r.run(&events.step)?;
+    if alloc == Alloc::Emptied {
+        r.run(&[Event::EmptyCache])?;
+        r.allocator.reset_peak_stats();
+    }
+    r.run(&events.step)?;
+    Ok(r.allocator.stats())
 }

@@ -138,7 +138,7 @@ components! {
     ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
         "DDP keeps gradient buckets the size of the gradients";
     AllocatorSlack => "allocator_slack", Other, "Allocator cache (reserved - allocated)",
-        "PyTorch's caching allocator rounds blocks to 2 MiB; warm from earlier steps (alloc=cached) it also keeps about one largest transient block it cannot reuse, which an emptied cache or expandable segments avoid";
+        "the step's own allocations and frees replayed through a simulator of PyTorch's caching allocator on this GPU (loading, then two steps): blocks round to 512 B or 2 MiB, segments to 2 or 20 MiB, and a block freed in a segment still in use stays reserved; near the card's limit the allocator releases its cached segments and retries; alloc=emptied empties the cache before the measured step, alloc=expandable maps pages instead of whole segments";
     CudaContext => "cuda_context", Other, "CUDA context",
         "CUDA context, cuBLAS workspace and loaded kernels: about 0.5 GiB, seen by nvidia-smi but not by torch";
     PagedStates => "paged_states", Other, "Paged optimizer states",

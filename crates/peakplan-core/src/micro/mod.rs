@@ -17,7 +17,7 @@ pub use model::{AdamState, Batch, Lora, MicroModel, TensorId};
 pub use rng::Rng;
 
 use crate::arch::{Architecture, Target};
-use crate::engine::estimate;
+use crate::engine::estimate_rough;
 use crate::plan::{
     Attn, DType, Framework, Loss, Method, Optimizer, Plan, Precision, Quant, Targets,
 };
@@ -311,5 +311,6 @@ impl MicroConfig {
 
 /// The accounting engine's peak allocated bytes for the micro run (the figure the page sets beside the measurement).
 pub fn predicted_peak_bytes(cfg: &MicroConfig) -> u64 {
-    estimate(&cfg.architecture(), &cfg.plan()).peak_allocated_bytes
+    // Allocated memory needs no allocator replay.
+    estimate_rough(&cfg.architecture(), &cfg.plan()).peak_allocated_bytes
 }

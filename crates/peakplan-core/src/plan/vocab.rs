@@ -199,11 +199,10 @@ pub enum TokenTraining {
 keyword_enum!(
     /// The state of PyTorch's CUDA caching allocator at the peak step, which sets reserved against allocated.
     Alloc {
-        /// The default allocator, warm from earlier steps: blocks freed by them stay cached, and about one
-        /// largest transient block is held but cannot serve the peak.
+        /// The default allocator, warm from the step before: the segments it left cached serve this one.
         Cached = "cached",
-        /// The peak step starts from an emptied cache (`torch.cuda.empty_cache()` before it): only the step's
-        /// own blocks are reserved, and its frees serve its later allocations.
+        /// The measured step starts from an emptied cache (`torch.cuda.empty_cache()` and
+        /// `reset_peak_memory_stats()` before it): its segments are laid out anew.
         Emptied = "emptied",
         /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`: segments grow page by page, so freed blocks
         /// are reused instead of stranded.

@@ -3,7 +3,7 @@
 //! their order, and every plan survives its own query.
 
 use peakplan_core::plan::{Method, Optimizer, Peft, Plan, Targets, TokenTraining, KEYS};
-use peakplan_core::{estimate, preset_arch, Estimate, GpuId, ModelId};
+use peakplan_core::{estimate, estimate_rough, preset_arch, Estimate, GpuId, ModelId};
 use proptest::prelude::*;
 
 use crate::util::keyword_values;
@@ -67,9 +67,17 @@ fn est(p: &Plan) -> Estimate {
     estimate(preset_arch(p), p)
 }
 
+/// The estimate with reserved memory by the allocator's rule rather than a replay. The orders below hold for
+/// allocated memory and for the rule, not for a replay: a caching allocator's reserved memory is not monotone
+/// (one more small block can move where the large ones land, and a run with DDP's buckets reserved 80 MB less
+/// than one without).
+fn rough(p: &Plan) -> Estimate {
+    estimate_rough(preset_arch(p), p)
+}
+
 /// `more` is `plan` with one key changed in a way that can only add memory: no figure may fall.
 fn never_lower(plan: &Plan, more: &Plan, what: &str) -> Result<(), TestCaseError> {
-    let (a, b) = (est(plan), est(more));
+    let (a, b) = (rough(plan), rough(more));
     prop_assert!(
         b.peak_allocated_bytes >= a.peak_allocated_bytes && b.device_bytes >= a.device_bytes,
         "{what} lowered the peak: {} -> {} allocated, {} -> {} device\n{}\n{}",
@@ -140,12 +148,15 @@ proptest! {
                 p.split_layers = split;
                 p.zero = if split { 0 } else { 3 };
                 p.gpus = n;
-                est(&p)
+                rough(&p)
             };
             let n = plan.gpus.clamp(2, 64);
             let (fewer, more) = (on(n), on(n + step));
             prop_assert!(more.device_bytes <= fewer.device_bytes, "{} (split {split}): {n} GPUs need {}, {} need {}",
                 plan.to_query(), fewer.device_bytes, n + step, more.device_bytes);
+            prop_assert!(more.peak_allocated_bytes <= fewer.peak_allocated_bytes, "{} (split {split}): {n} GPUs \
+                allocate {}, {} allocate {}", plan.to_query(), fewer.peak_allocated_bytes, n + step,
+                more.peak_allocated_bytes);
         }
     }
 }

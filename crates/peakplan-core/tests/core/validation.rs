@@ -35,21 +35,21 @@ fn validation_replays_every_row_and_holds_its_ground() {
         [29, 19, 10],
         "outcomes: all, single, multi"
     );
-    // Regression floor while the accuracy work goes on: today's median is 6.0% (the traced mechanisms of #28
-    // moved the LoRA-FA row from +3.3% to -6.2%, and litgpt's 2024 tables, measured before its 2025 attention
-    // kept v as a view, from a 1.2% to a 1.5% median).
+    // Regression floor while the accuracy work goes on: today's median is 5.3%. Reserved memory comes from
+    // replaying each step through the caching-allocator simulator on the row's own GPU (it was 6.0% with the
+    // rule of one stranded transient block; the replay's free-and-retry near a card's limit and its segments
+    // moved the multi-GPU rows most, and the optimizer's states and temporaries made per layer, as torch makes
+    // them per parameter, the full fine-tunes).
     let median = report.median_abs_pct().unwrap();
-    assert!(median < 7.0, "median absolute error {median:.1}%");
+    assert!(median < 5.5, "median absolute error {median:.1}%");
     let (right, total) = report.outcomes();
-    assert!(right >= 25, "{right} of {total} outcomes right");
-    // The split, each with its own floor: single-GPU runs 4.7% today, multi-GPU runs 13.1% (sharding, #22). The
-    // multi-GPU floor moved from 13.0% when DeepSpeed's 16-bit module (traced: bf16 adapters, no autocast, fp32
-    // master partitions) lowered its two ZeRO-3 LoRA rows, which measure nvidia-smi over ZeRO-3 gathering and an
-    // allocator the engine does not model yet (#23).
+    assert!(right >= 26, "{right} of {total} outcomes right");
+    // The split, each with its own floor: single-GPU runs 4.8% today (4.7% by the rule), multi-GPU runs 5.9%
+    // (13.1% by the rule).
     let single = one.median_abs_pct.unwrap();
     assert!(single < 5.0, "single-GPU median {single:.1}%");
     let multi = several.median_abs_pct.unwrap();
-    assert!(multi < 13.5, "multi-GPU median {multi:.1}%");
+    assert!(multi < 6.5, "multi-GPU median {multi:.1}%");
     // No multi-GPU run that ran is predicted not to fit, nor one that ran out of memory to fit.
     assert_eq!(several.outcomes_right, several.outcomes_total);
     // Mechanisms pinned by single well-documented runs.
@@ -61,8 +61,9 @@ fn validation_replays_every_row_and_holds_its_ground() {
             .and_then(|r| r.error_pct())
             .unwrap()
     };
-    // Full FT of a bf16-loaded model under the HF Trainer: 2+2+4 B/param plus foreach AdamW's 2 B/param temporary.
-    assert!(err("swift-qwen-7b-chat-full-L2048").abs() < 2.0);
+    // Full FT of a bf16-loaded model under the HF Trainer: 2+2+4 B/param plus foreach AdamW's 2 B/param temporary,
+    // and what a warm cache strands on an 80 GB card near its limit (the run's lengths vary; the plan's do not).
+    assert!(err("swift-qwen-7b-chat-full-L2048").abs() < 5.0);
     // Pure bf16 full FT with bf16 AdamW states (PEFT's MetaMathQA harness, reserved bytes, its peak step on an
     // emptied cache).
     assert!(err("peft-mmqa-full-finetuning-lr_0.00001").abs() < 5.0);
@@ -76,8 +77,9 @@ fn validation_replays_every_row_and_holds_its_ground() {
     ] {
         assert!(err(id).abs() < 5.0, "{id}");
     }
-    // fsdp_qlora's loop holds fp32 logits through backward (655M logits at batch 10 x 2048 tokens).
-    assert!(err("aai-7b-qlora-bs10-c2048").abs() < 3.0);
+    // fsdp_qlora's loop holds fp32 logits through backward (655M logits at batch 10 x 2048 tokens); the replay
+    // of a warm cache adds what it strands (+3.7%).
+    assert!(err("aai-7b-qlora-bs10-c2048").abs() < 4.0);
     // fsdp_qlora's doc also gives the allocated peaks of its LoRA batch-1 runs. FSDP1 keeps the root unit
     // (embedding and head, 0.5 GB) gathered through backward and, its adapters being units of their own, one
     // layer in the layers' backward (tools/trace/fsdp_step.py): +0.6% and +3.1% (+1.7% before the root).
@@ -85,8 +87,9 @@ fn validation_replays_every_row_and_holds_its_ground() {
     assert!(err("aai-7b-lora-bs1-c2048#allocated").abs() < 3.5);
     // FSDP NO_SHARD ("ddp") keeps a whole replica per GPU.
     assert!(err("aai-7b-lora-ddp-bs4-c2048").abs() < 3.0);
-    // PEFT's sft script loads LoRA bases in fp32; FSDP keeps fp32 shards and gathers 16-bit layers.
-    assert!(err("peftdocs-llama2-70b-lora-fsdp-8xH100").abs() < 3.0);
+    // PEFT's sft script loads LoRA bases in fp32; FSDP keeps fp32 shards and gathers 16-bit layers. The figure is
+    // nvidia-smi's: the replayed cache reserves 6.5% above it (the rule's one transient block: 0.9% below).
+    assert!(err("peftdocs-llama2-70b-lora-fsdp-8xH100").abs() < 7.0);
     // litgpt's TinyLlama full fine-tune accumulates 32 / 4 = 8 micro-batches (its cited config): the previous
     // micro-batches' bf16 gradients stay through the next forward and backward.
     assert!(err("litgpt-cfghub-tiny-llama-full").abs() < 3.0);
