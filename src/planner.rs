@@ -5,7 +5,7 @@ use peakplan_core::advise::Suggestion;
 use peakplan_core::plan::Method;
 use peakplan_core::{estimate, presets, solve, units, Architecture, Estimate, Plan};
 
-/// Everything derived from one plan: the three methods' estimates, the verdict and the inverse answers.
+/// Everything derived from one plan on a slider move: the three methods' estimates and the verdict.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Computed {
     /// The plan's own method.
@@ -14,12 +14,32 @@ pub struct Computed {
     pub by_method: [Estimate; 3],
     pub capacity_bytes: u64,
     pub gpu_name: String,
-    pub max_batch: Option<u64>,
-    pub max_seq: Option<u64>,
     pub chart: ChartData,
     pub model_name: String,
     /// The estimate behind the "after" bar, while a suggestion is previewed.
     pub preview_estimate: Option<Estimate>,
+}
+
+/// The inverse answers on the plan's GPU: the largest micro-batch at its sequence length and the longest
+/// sequence at its micro-batch. Each search replays the step a dozen times or more, so the page works them out
+/// once the plan settles rather than on every slider move.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// The plan they answer for.
+    pub plan: Plan,
+    pub max_batch: Option<u64>,
+    pub max_seq: Option<u64>,
+}
+
+impl Limits {
+    pub fn new(arch: &Architecture, plan: &Plan) -> Self {
+        let capacity_bytes = plan.gpu.preset().capacity_bytes;
+        Limits {
+            plan: plan.clone(),
+            max_batch: solve::max_batch(arch, plan, capacity_bytes),
+            max_seq: solve::max_seq(arch, plan, capacity_bytes),
+        }
+    }
 }
 
 /// Display label of a method.
@@ -73,8 +93,6 @@ impl Computed {
             Some((capacity_bytes, gpu_name.clone())),
         );
         Computed {
-            max_batch: solve::max_batch(arch, plan, capacity_bytes),
-            max_seq: solve::max_seq(arch, plan, capacity_bytes),
             selected,
             by_method,
             capacity_bytes,
@@ -173,6 +191,32 @@ mod tests {
             at(&format!("{base}&s=32768")).activations > at(&format!("{base}&s=16")).activations
         );
         assert!(at(&format!("{base}&b=256")).activations > at(&format!("{base}&b=1")).activations);
+    }
+
+    #[test]
+    fn the_limits_are_the_largest_values_the_replay_fits() {
+        let p = Plan::parse_query("model=llama-3.1-8b&method=lora&b=2&s=2048&gpu=rtx-4090").plan;
+        let (arch, cap) = (preset_arch(&p), p.gpu.preset().capacity_bytes);
+        let l = Limits::new(arch, &p);
+        assert_eq!(l.plan, p);
+        let (b, s) = (l.max_batch.expect("a batch"), l.max_seq.expect("a length"));
+        let fits = |q: Plan| estimate(arch, &q).device_bytes <= cap;
+        assert!(fits(Plan {
+            micro_batch: b,
+            ..p.clone()
+        }));
+        assert!(!fits(Plan {
+            micro_batch: b + 1,
+            ..p.clone()
+        }));
+        assert!(fits(Plan {
+            seq_len: s,
+            ..p.clone()
+        }));
+        assert!(!fits(Plan {
+            seq_len: s + 1,
+            ..p.clone()
+        }));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The answer in words and figures: the verdict, the category figures and the table of every component.
 
-use crate::planner::Computed;
-use crate::state::ctx;
+use crate::planner::{Computed, Limits};
+use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
 use peakplan_core::plan::{Method, Plan};
 use peakplan_core::units::{self, format_bytes, format_count};
@@ -17,9 +17,25 @@ fn measured(e: &peakplan_core::Estimate) -> String {
     )
 }
 
+/// Waits this long after the last change before the inverse searches (a dozen replays each).
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(60);
+
+/// The verdict's line on the largest batch and the longest sequence of `l.plan`.
+fn limits_words(l: &Limits) -> String {
+    let p = &l.plan;
+    match (l.max_batch, l.max_seq) {
+        (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
+        (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
+        _ => format!(
+            "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU (\"On other GPUs\" below counts them).",
+            if p.method == Method::Qlora { "" } else { "QLoRA, " }
+        ),
+    }
+}
+
 /// The verdict's class and its three lines (fits or not, the largest batch and sequence, the model and what is
 /// counted) for the plan `p` and its figures.
-fn verdict_words(comp: &Computed, p: &Plan) -> [String; 4] {
+fn verdict_words(comp: &Computed, limits: Option<&(Plan, String)>, p: &Plan) -> [String; 4] {
     // Beyond u64 the engine saturates rather than wrapping: say so instead of printing a clamped figure.
     let need = if comp.selected.saturated {
         "more than 16 EiB (beyond what the arithmetic holds)".to_string()
@@ -46,12 +62,12 @@ fn verdict_words(comp: &Computed, p: &Plan) -> [String; 4] {
             ),
         )
     };
-    let limits = match (comp.max_batch, comp.max_seq) {
-        (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
-        (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
+    // The limits' words where they answer for this plan; else a slider is moving and they are being worked out.
+    let limits = match limits {
+        Some((of, words)) if of == p => words.clone(),
         _ => format!(
-            "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU (\"On other GPUs\" below counts them).",
-            if p.method == Method::Qlora { "" } else { "QLoRA, " }
+            "Largest micro-batch at s={} and longest sequence at b={}: working them out…",
+            p.seq_len, p.micro_batch
         ),
     };
     let e = &comp.selected;
@@ -70,9 +86,16 @@ fn verdict_words(comp: &Computed, p: &Plan) -> [String; 4] {
 pub(crate) fn Verdict() -> impl IntoView {
     let c = ctx();
     // The words are worked out in a memo and the elements built once: a slider move changes their texts only.
+    // The plan and its limits' words: the advisor's signal type, so no new signal code reaches the wasm.
+    let limits: RwSignal<Option<(Plan, String)>> = RwSignal::new(None);
+    on_settled_plan(
+        SETTLE,
+        || true,
+        move |arch, plan| limits.set(Some((plan.clone(), limits_words(&Limits::new(arch, plan))))),
+    );
     let words = Memo::new(move |_| {
         let p = c.plan.get();
-        c.computed.with(|comp| verdict_words(comp, &p))
+        limits.with(|l| c.computed.with(|comp| verdict_words(comp, l.as_ref(), &p)))
     });
     let part = move |i: usize| move || words.with(|w| w[i].clone());
     view! {
