@@ -1,7 +1,7 @@
 //! The core's speed budgets measured inside the browser, for comparing wasm with native (`window.wasmBindings.bench_core`).
 
 use peakplan_core::workloads::{gpu_table, plan_70b_qlora, sweep_256x3, INVERSE_CAPACITY_BYTES};
-use peakplan_core::{estimate, preset_arch, solve};
+use peakplan_core::{estimate, estimate_rough, preset_arch, solve};
 use wasm_bindgen::prelude::*;
 
 fn time_ns(iters: u32, mut f: impl FnMut() -> u64) -> f64 {
@@ -29,7 +29,13 @@ pub fn bench_core(iters: u32) -> js_sys::Object {
     };
     put(
         "estimate_ns",
-        time_ns(iters * 100, || estimate(arch, &plan).peak_allocated_bytes),
+        time_ns(iters * 100, || {
+            estimate_rough(arch, &plan).peak_allocated_bytes
+        }),
+    );
+    put(
+        "replayed_ns",
+        time_ns(iters, || estimate(arch, &plan).peak_reserved_bytes),
     );
     put(
         "sweep_ns",
@@ -37,19 +43,19 @@ pub fn bench_core(iters: u32) -> js_sys::Object {
     );
     put(
         "max_batch_ns",
-        time_ns(iters * 10, || {
+        time_ns(iters.div_ceil(10), || {
             solve::max_batch(arch, &plan, INVERSE_CAPACITY_BYTES).unwrap_or(0)
         }),
     );
     put(
         "max_seq_ns",
-        time_ns(iters * 10, || {
+        time_ns(iters.div_ceil(20), || {
             solve::max_seq(arch, &plan, INVERSE_CAPACITY_BYTES).unwrap_or(0)
         }),
     );
     put(
         "gpu_table_ns",
-        time_ns(iters.div_ceil(10), || gpu_table(&plan)),
+        time_ns(iters.div_ceil(100), || gpu_table(&plan)),
     );
     out
 }
