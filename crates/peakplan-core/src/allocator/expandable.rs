@@ -23,8 +23,8 @@ impl Allocator {
     /// The base address of the segment holding `addr`.
     fn segment_base(&self, addr: u64) -> u64 {
         self.segments
-            .range(..=(addr, u64::MAX, usize::MAX))
-            .next_back()
+            .up_to((addr, u64::MAX, usize::MAX))
+            .last()
             .map_or(addr, |&(base, _, _)| base)
     }
 

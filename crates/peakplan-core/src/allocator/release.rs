@@ -39,7 +39,7 @@ impl Allocator {
         }
         let key = size.max(max_split);
         let pool = &self.pools[kind.index()];
-        if let Some(&(_, _, slot)) = pool.free.range((key, 0, 0)..).next() {
+        if let Some(&(_, _, slot)) = pool.free.from((key, 0, 0)).first() {
             if !self.releasable(slot) {
                 return false;
             }

@@ -2,12 +2,11 @@
 //! the device for a segment, releasing cached segments and retrying before it gives up; the found block is split
 //! when the rules allow; `free` returns a block to its pool, merged with its free neighbours.
 
-use super::block::{Block, Key, Pool, PoolKind, Slab};
+use super::block::{Block, Pool, PoolKind, Slab, SortedSet};
 use super::config::{
     get_allocation_size, round_size, Limits, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, SMALL_SIZE_BYTES,
 };
 use super::stats::{OutOfMemory, Stats};
-use std::collections::BTreeSet;
 
 /// A handed-out allocation (its block's slot and that slot's generation, so a stale id matches nothing).
 /// `BlockId::EMPTY` is what a 0-byte request gets: PyTorch hands out a null pointer
@@ -29,7 +28,7 @@ pub struct Allocator {
     pub(super) pools: [Pool; 2],
     /// Every live segment as (base address, size, 0): where new segments may go, and the expandable segments'
     /// page grid.
-    pub(super) segments: BTreeSet<Key>,
+    pub(super) segments: SortedSet,
     pub(super) next_addr: u64,
     /// `total_allocated_memory`: bytes held from the device (equal to `stats.reserved_bytes.current`).
     pub(super) total_reserved: u64,
@@ -42,7 +41,7 @@ impl Allocator {
             limits,
             slab: Slab::default(),
             pools: [Pool::default(), Pool::default()],
-            segments: BTreeSet::new(),
+            segments: SortedSet::default(),
             // Address 0 stays unused, as a null pointer would.
             next_addr: 1 << 21,
             total_reserved: 0,
@@ -52,7 +51,7 @@ impl Allocator {
 
     /// Forgets the segment based at `base`.
     pub(super) fn remove_segment(&mut self, base: u64) {
-        let found = self.segments.range((base, 0, 0)..).next().copied();
+        let found = self.segments.from((base, 0, 0)).first().copied();
         if let Some(key) = found.filter(|k| k.0 == base) {
             self.segments.remove(&key);
         }
@@ -143,7 +142,7 @@ impl Allocator {
             self.pool(kind).get_free_blocks_call_count += 1;
         }
         let pool = &self.pools[kind.index()];
-        let mut candidates = pool.free.range((size, 0, 0)..);
+        let mut candidates = pool.free.from((size, 0, 0)).iter();
         let mut best = *candidates.next()?;
         if self.slab.blocks[best.2].expandable {
             // In an expandable segment a block's worth is what it can grow to: a free block before the unmapped
@@ -226,7 +225,7 @@ impl Allocator {
             return Some(base);
         }
         let mut cursor: u64 = 1 << 21;
-        for &(base, segment_size, _) in &self.segments {
+        for &(base, segment_size, _) in self.segments.iter() {
             if base.saturating_sub(cursor) >= size {
                 return Some(cursor);
             }

@@ -92,15 +92,21 @@ pub(super) fn replayed(
     }
     let device = capacity_bytes.saturating_sub(CUDA_CONTEXT_BYTES);
     if card_only {
-        let reserved = replay(alloc, events, device).map_or(u64::MAX, |s| s.reserved_bytes.peak);
+        let on_card = if peak > device as Count {
+            None
+        } else {
+            replay(alloc, events, device).ok()
+        };
+        let reserved = on_card.map_or(u64::MAX, |s| s.reserved_bytes.peak);
         return with_reserved(peak, reserved as Count, paged_states);
     }
     let Ok(unlimited) = replay(alloc, events, UNLIMITED_BYTES) else {
         return fallback;
     };
     let peak_bytes = unlimited.reserved_bytes.peak;
-    // Where the unlimited device never held more than the card, the card's replay is the same one.
-    let reserved = if peak_bytes <= device {
+    // Where the unlimited device never held more than the card, the card's replay is the same one; where the
+    // step allocates more than the card, the card's replay runs out for certain.
+    let reserved = if peak_bytes <= device || peak > device as Count {
         peak_bytes
     } else {
         replay(alloc, events, device).map_or(peak_bytes, |on_card| on_card.reserved_bytes.peak)
