@@ -7,8 +7,8 @@
 pub(super) type Key = (u64, u64, usize);
 
 /// An ordered set of keys kept as a sorted vector. The sets hold tens to a few hundred entries (a pool's free
-/// blocks, the live segments), where a binary search and a short move beat a B-tree's node walk, in less code:
-/// a replay runs faster and the page's wasm is smaller.
+/// blocks, the live segments): in the browser a binary search and a short move beat a B-tree's node walk (a
+/// replay takes half the time; natively about 1.5 times as long), in far less code.
 #[derive(Clone, Debug, Default)]
 pub(super) struct SortedSet(Vec<Key>);
 
