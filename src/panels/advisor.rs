@@ -5,7 +5,7 @@ use crate::history::changed;
 use crate::planner::suggestion_name;
 use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
-use peakplan_core::advise::{advise, Advice, Suggestion};
+use peakplan_core::advise::{add_limits, advise_without_limits, Advice, Suggestion};
 use peakplan_core::units::format_bytes;
 use peakplan_core::Plan;
 use std::time::Duration;
@@ -13,18 +13,51 @@ use std::time::Duration;
 /// Waits this long after the last change before advising: the search runs thousands of estimates.
 const SETTLE: Duration = Duration::from_millis(120);
 
+/// Levers listed; the fitting set, when there is one, comes before them.
+const SHOWN_LEVERS: usize = 8;
+
+/// The `i`-th card: the fitting set first, when there is one, then the levers.
+fn card(a: &mut Advice, i: usize) -> Option<&mut Suggestion> {
+    a.to_fit.iter_mut().chain(a.levers.iter_mut()).nth(i)
+}
+
 /// Lists the changes that lower the peak; when the plan does not fit, the smallest set that makes it fit first.
 /// Hovering a suggestion shows it as an "after" bar in the chart; "Apply" makes it the plan (and the URL).
 #[component]
 pub fn Advisor() -> impl IntoView {
     let c = ctx();
     let advice: RwSignal<Option<Advice>> = RwSignal::new(None);
+    // Which advice the pending limit tasks belong to: a newer one makes them moot.
+    let generation = StoredValue::new(0u64);
     on_settled_plan(
         SETTLE,
         || true,
         move |arch, plan| {
             let cap = plan.gpu.preset().capacity_bytes;
-            advice.set(Some(advise(arch, plan, Some(cap))));
+            let a = advise_without_limits(arch, plan, Some(cap));
+            // One more than shown, in case the fitting set is also a lever and is listed once.
+            let cards = usize::from(a.to_fit.is_some()) + a.levers.len().min(SHOWN_LEVERS + 1);
+            advice.set(Some(a));
+            generation.update_value(|g| *g += 1);
+            let now = generation.get_value();
+            // Each card's largest batch and longest sequence (a dozen replays each) in a task of its own, so a
+            // click or a key press between them is not kept waiting.
+            for i in 0..cards {
+                let arch = arch.clone();
+                set_timeout(
+                    move || {
+                        if generation.get_value() != now {
+                            return;
+                        }
+                        advice.update(|a| {
+                            if let Some(s) = a.as_mut().and_then(|a| card(a, i)) {
+                                add_limits(&arch, s, cap);
+                            }
+                        });
+                    },
+                    Duration::ZERO,
+                );
+            }
         },
     );
     // The last "Apply": the plan before it and the plan it made, in the preview's type (plan and label) so that no
@@ -56,6 +89,9 @@ pub fn Advisor() -> impl IntoView {
         let apply = s.plan.clone();
         let changes = s.changes.iter().map(|ch| view! { <li>{ch.label.clone()}<span class="why">{format!(" ({})", ch.cost_text)}</span></li> }).collect_view();
         let limits = match (s.max_batch, s.max_seq) {
+            _ if !s.limits_known => {
+                "working out its largest batch and longest sequence…".to_string()
+            }
             (Some(b), Some(q)) => format!("largest batch {b}, longest sequence {q}"),
             (None, Some(q)) => format!("no batch fits at this length; longest sequence {q}"),
             _ => "nothing fits this GPU".to_string(),
@@ -107,7 +143,7 @@ pub fn Advisor() -> impl IntoView {
                         .then(|| view! { <p class="error">"No combination of up to four changes fits this GPU: \"On other GPUs\" below says which GPU holds it, and how many sharded with ZeRO-3."</p> });
                     // The fit suggestion is often one lever on its own: listing it twice in a row reads as a glitch.
                     let fit_plan = a.to_fit.as_ref().map(|s| &s.plan);
-                    let levers = a.levers.iter().filter(|s| Some(&s.plan) != fit_plan).take(8).cloned().enumerate()
+                    let levers = a.levers.iter().filter(|s| Some(&s.plan) != fit_plan).take(SHOWN_LEVERS).cloned().enumerate()
                         .map(|(i, s)| row(s, format!("advisor-apply-{i}"), false)).collect_view();
                     view! {
                         {fit}

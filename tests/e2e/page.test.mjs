@@ -421,6 +421,18 @@ await test('share and embed sit right under the chart, before the advisor', asyn
   assert(embed.y < advisor.y && link.y < 900, `embed ${embed.y}, advisor ${advisor.y}`);
 });
 
+await test('advisor cards show at once and work out their largest batch and longest sequence one by one', async page => {
+  await page.goto(base + '?model=llama-2-13b&method=lora&b=8&s=4096&gpu=rtx-4090');
+  await ready(page);
+  await page.locator('.suggestion').first().waitFor({ timeout: 10000 });
+  await page.waitForFunction(() => {
+    const cards = [...document.querySelectorAll('.suggestion p.why, .suggestion p.nofit')].map(p => p.textContent);
+    return cards.length > 1 && cards.every(t => !t.includes('working out'));
+  }, null, { timeout: 20000 });
+  const lines = await page.locator('.suggestion p[data-fits]').allTextContents();
+  assert(lines.some(t => /largest batch \d+, longest sequence \d+/.test(t)), `cards: ${lines.join(' | ')}`);
+});
+
 await test('the micro-batch card keeps the effective batch, and a card that still does not fit says so', async page => {
   await page.goto(base + '?model=llama-2-70b&method=lora&b=4&ga=4&s=2048&gpu=rtx-4090');
   await ready(page);

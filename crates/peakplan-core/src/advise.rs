@@ -67,6 +67,9 @@ pub struct Suggestion {
     pub fits: Option<bool>,
     pub max_batch: Option<u64>,
     pub max_seq: Option<u64>,
+    /// Whether `max_batch` and `max_seq` are worked out ([`add_limits`]); until then both are None.
+    #[serde(skip)]
+    pub limits_known: bool,
 }
 
 /// The advisor's answer for a plan.
@@ -459,8 +462,8 @@ pub fn apply(plan: &Plan, changes: &[&Change]) -> Plan {
     p
 }
 
-/// The plan with `changes` applied and its figures; its largest batch and longest sequence only where the
-/// changes save memory (`with_limits`), the two searches being most of its cost.
+/// The plan with `changes` applied and its figures, its largest batch and longest sequence not yet worked out
+/// ([`add_limits`]: the two searches are most of a suggestion's cost).
 fn suggestion(
     arch: &Architecture,
     plan: &Plan,
@@ -471,7 +474,6 @@ fn suggestion(
     let p = apply(plan, changes);
     let e = estimate_on(arch, &p, capacity.unwrap_or(p.gpu.preset().capacity_bytes));
     let saved_bytes = base_bytes.saturating_sub(e.device_bytes);
-    let limits = capacity.filter(|_| saved_bytes > 0);
     Suggestion {
         changes: changes.iter().map(|c| (*c).clone()).collect(),
         query: p.to_query(),
@@ -479,10 +481,18 @@ fn suggestion(
         saved_bytes,
         cost: changes.iter().map(|c| c.cost).max().unwrap_or(Cost::Free),
         fits: capacity.map(|c| e.device_bytes <= c),
-        max_batch: limits.and_then(|c| solve::max_batch(arch, &p, c)),
-        max_seq: limits.and_then(|c| solve::max_seq(arch, &p, c)),
+        max_batch: None,
+        max_seq: None,
+        limits_known: false,
         plan: p,
     }
+}
+
+/// Works out a suggestion's largest micro-batch and longest sequence on a GPU of `capacity_bytes`.
+pub fn add_limits(arch: &Architecture, s: &mut Suggestion, capacity_bytes: u64) {
+    s.max_batch = solve::max_batch(arch, &s.plan, capacity_bytes);
+    s.max_seq = solve::max_seq(arch, &s.plan, capacity_bytes);
+    s.limits_known = true;
 }
 
 /// The ranking key of a change set (highest cost, size, total cost, bytes) and the set.
@@ -491,8 +501,21 @@ type Best<'a> = ((Cost, usize, usize, u64), Vec<&'a Change>);
 /// Most changes combined when searching for a fitting set.
 const MAX_SET: usize = 4;
 
-/// Advises on a plan, against a capacity when one is given (the plan's GPU by default).
+/// Advises on a plan, against a capacity when one is given (the plan's GPU by default), with every suggestion's
+/// largest batch and longest sequence against that capacity.
 pub fn advise(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice {
+    let mut advice = advise_without_limits(arch, plan, capacity);
+    if let Some(cap) = capacity {
+        for s in advice.to_fit.iter_mut().chain(advice.levers.iter_mut()) {
+            add_limits(arch, s, cap);
+        }
+    }
+    advice
+}
+
+/// [`advise`] without the suggestions' limits, which cost a dozen replays each: a page shows the advice at once
+/// and works them out one suggestion at a time ([`add_limits`]).
+pub fn advise_without_limits(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice {
     let on = capacity.unwrap_or(plan.gpu.preset().capacity_bytes);
     let base = estimate_on(arch, plan, on).device_bytes;
     let all = candidates(plan);

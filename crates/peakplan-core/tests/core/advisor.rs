@@ -151,3 +151,24 @@ fn each_sharding_card_names_its_mechanism() {
         assert!(ch.cost_text.contains(words), "{key}: {}", ch.cost_text);
     }
 }
+
+#[test]
+fn advice_without_limits_is_the_advice_until_each_card_works_its_limits_out() {
+    let p = plan("model=llama-2-13b&method=lora&b=8&s=4096&gpu=rtx-4090");
+    let (arch, cap) = (preset_arch(&p), p.gpu.preset().capacity_bytes);
+    let full = peakplan_core::advise::advise(arch, &p, Some(cap));
+    let mut quick = peakplan_core::advise::advise_without_limits(arch, &p, Some(cap));
+    assert!(full.to_fit.is_some() && !full.levers.is_empty());
+    assert_eq!(
+        (quick.to_fit.is_some(), quick.levers.len()),
+        (true, full.levers.len())
+    );
+    for s in quick.to_fit.iter_mut().chain(quick.levers.iter_mut()) {
+        assert!(!s.limits_known && s.max_batch.is_none() && s.max_seq.is_none());
+        peakplan_core::advise::add_limits(arch, s, cap);
+        assert!(s.limits_known);
+    }
+    // Worked out card by card, the advice is the whole advice.
+    assert_eq!(quick, full);
+    assert!(full.levers.iter().any(|s| s.max_batch.is_some()));
+}
