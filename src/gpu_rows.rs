@@ -91,9 +91,14 @@ fn free_note(rows: &[GpuFit]) -> String {
 
 /// The table for `rows`, worked out for a plan on `current_gpu` at micro-batch `micro_batch` and sequence `seq_len`.
 pub fn table_html(rows: &[GpuFit], current_gpu: &str, micro_batch: u64, seq_len: u64) -> String {
-    let opt = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
     let mut body = String::new();
     for r in rows {
+        // A row whose limits are still being worked out shows an ellipsis rather than "none".
+        let opt = |v: Option<u64>| match v {
+            _ if !r.limits_known => "…".to_string(),
+            None => "none".to_string(),
+            Some(v) => v.to_string(),
+        };
         let current = r.id == current_gpu;
         let verdict = r.verdict();
         let action = if current && r.fits {

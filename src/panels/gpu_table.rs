@@ -3,7 +3,7 @@
 use crate::gpu_rows::{summary, table_html, UseGpu};
 use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
-use peakplan_core::gpu_choice::{gpu_fits, plan_on_gpus};
+use peakplan_core::gpu_choice::{add_row_limits, gpu_fits_without_limits, plan_on_gpus, GpuFit};
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 
@@ -31,17 +31,46 @@ pub fn GpuTable() -> impl IntoView {
     let c = ctx();
     let open = RwSignal::new(false);
     let table: RwSignal<Option<String>> = RwSignal::new(None);
+    // The rows shown, and which working-out the pending row tasks belong to (a newer one makes them moot).
+    let rows: StoredValue<Vec<GpuFit>> = StoredValue::new(Vec::new());
+    let generation = StoredValue::new(0u64);
     on_settled_plan(
         SETTLE,
         move || open.get(),
         move |arch, plan| {
-            let rows = gpu_fits(arch, plan);
-            table.set(Some(table_html(
-                &rows,
-                plan.gpu.id(),
-                plan.micro_batch,
-                plan.seq_len,
-            )));
+            let render = move |plan: &peakplan_core::Plan| {
+                rows.with_value(|r| {
+                    table.set(Some(table_html(
+                        r,
+                        plan.gpu.id(),
+                        plan.micro_batch,
+                        plan.seq_len,
+                    )))
+                })
+            };
+            rows.set_value(gpu_fits_without_limits(arch, plan));
+            render(plan);
+            generation.update_value(|g| *g += 1);
+            let now = generation.get_value();
+            // Each row's largest batch and longest sequence (a dozen replays each) in a task of its own, so a
+            // click or a key press between them is not kept waiting.
+            for i in 0..rows.with_value(Vec::len) {
+                let (arch, plan) = (arch.clone(), plan.clone());
+                set_timeout(
+                    move || {
+                        if generation.get_value() != now {
+                            return;
+                        }
+                        rows.update_value(|r| {
+                            if let Some(row) = r.get_mut(i) {
+                                add_row_limits(&arch, &plan, row);
+                            }
+                        });
+                        render(&plan);
+                    },
+                    Duration::ZERO,
+                );
+            }
         },
     );
     let line = move || {

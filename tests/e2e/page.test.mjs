@@ -327,6 +327,9 @@ await test('the GPU table lists every GPU only when opened, and Use moves the pl
   const needed = Number(await page.locator('[data-testid="gpu-needed-h100-80gb"]').textContent());
   // The fewest count, not the next power of two: 17 H100s hold it, 16 do not (the core's test pins both).
   assert(needed === 17, `H100s needed: ${needed}`);
+  // The rows show at once; each works out its largest batch and longest sequence in a task of its own.
+  await page.waitForFunction(() => ![...document.querySelectorAll('[data-testid^="gpu-row-"] td')].some(td => td.textContent === '…'),
+    null, { timeout: 20000 });
   await page.click('[data-testid="gpu-use-h100-80gb"]'); await page.waitForTimeout(400);
   for (const kv of [`gpus=${needed}`, 'zero=3', 'gpu=h100-80gb'])
     assert(new RegExp(`[?&]${kv}(&|$)`).test(page.url()), `URL lacks ${kv}: ${page.url()}`);

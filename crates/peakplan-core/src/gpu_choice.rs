@@ -36,6 +36,9 @@ pub struct GpuFit {
     pub gpus_needed_with_free_changes: Option<u64>,
     /// The free changes that lower the count, when `gpus_needed_with_free_changes` is set; else empty.
     pub free_changes: Vec<Change>,
+    /// Whether `max_batch` and `max_seq` are worked out ([`add_row_limits`]); until then both are None.
+    #[serde(skip)]
+    pub limits_known: bool,
 }
 
 impl GpuFit {
@@ -68,6 +71,23 @@ pub fn plan_on_gpus(plan: &Plan, n: u64) -> Plan {
 
 /// The plan on every bundled GPU, smallest memory first.
 pub fn gpu_fits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
+    let mut rows = gpu_fits_without_limits(arch, plan);
+    for r in &mut rows {
+        add_row_limits(arch, plan, r);
+    }
+    rows
+}
+
+/// Works out a row's largest micro-batch and longest sequence for `plan` on that row's GPU.
+pub fn add_row_limits(arch: &Architecture, plan: &Plan, row: &mut GpuFit) {
+    row.max_batch = solve::max_batch(arch, plan, row.capacity_bytes);
+    row.max_seq = solve::max_seq(arch, plan, row.capacity_bytes);
+    row.limits_known = true;
+}
+
+/// [`gpu_fits`] without the rows' limits, which cost a dozen replays each: a page shows the table at once and
+/// works them out one row at a time ([`add_row_limits`]).
+pub fn gpu_fits_without_limits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
     let unlimited = estimate_on(arch, plan, u64::MAX);
     let mut counts = GpuCounts::new(arch, plan);
     // Ordered by insertion rather than a sort call: eighteen entries, and no sort code in the page's wasm.
@@ -96,11 +116,12 @@ pub fn gpu_fits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
                 capacity_bytes: cap,
                 device_bytes,
                 fits,
-                max_batch: solve::max_batch(arch, plan, cap),
-                max_seq: solve::max_seq(arch, plan, cap),
+                max_batch: None,
+                max_seq: None,
                 gpus_needed,
                 gpus_needed_with_free_changes: None,
                 free_changes: Vec::new(),
+                limits_known: false,
             }
         })
         .collect();
@@ -232,6 +253,21 @@ mod tests {
         // LoRA of an 8B model in bf16 (16 GB of weights) fits an 80 GB card and not a 12 GB one.
         assert!(row(&rows, "a100-80gb").fits);
         assert!(!row(&rows, "rtx-3060-12gb").fits);
+    }
+
+    #[test]
+    fn rows_worked_out_one_by_one_are_the_table() {
+        let p = Plan::parse_query("model=llama-3.1-8b&method=lora&b=3&s=2048").plan;
+        let arch = preset_arch(&p);
+        let mut rows = gpu_fits_without_limits(arch, &p);
+        assert!(rows
+            .iter()
+            .all(|r| !r.limits_known && r.max_batch.is_none() && r.max_seq.is_none()));
+        for r in &mut rows {
+            add_row_limits(arch, &p, r);
+        }
+        assert_eq!(rows, gpu_fits(arch, &p));
+        assert!(rows.iter().any(|r| r.max_seq.is_some()));
     }
 
     #[test]
