@@ -1,7 +1,7 @@
 //! The advisor: the changes that lower a plan's peak, what each saves and costs, and the smallest set that fits.
 
 use crate::arch::Architecture;
-use crate::engine::{estimate, estimate_on, estimate_rough, Kind};
+use crate::engine::{estimate, estimate_on, estimate_rough};
 use crate::plan::{
     Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining, MAX_GRAD_ACCUMULATION,
 };
@@ -598,9 +598,7 @@ fn smallest_fitting_set(
     // The allocated peak (exact in the rough estimate) rules a set out before any replay.
     let check = |changes: &[&Change]| {
         let p = apply(plan, changes);
-        let rough = estimate_rough(arch, &p);
-        let lowest = rough.device_bytes - rough.components[Kind::AllocatorSlack as usize];
-        if lowest > cap {
+        if estimate_rough(arch, &p).device_bytes_uncached() > cap {
             return None;
         }
         let bytes = estimate_on(arch, &p, cap).device_bytes;

@@ -197,8 +197,7 @@ impl<'a> GpuCounts<'a> {
         while (self.counts.len() as u64) < n {
             let count = self.counts.len() as u64 + 1;
             let e = estimate_rough(self.arch, &plan_on_gpus(self.plan, count));
-            let lowest = e.device_bytes - e.components[crate::Kind::AllocatorSlack as usize];
-            self.counts.push((lowest, None));
+            self.counts.push((e.device_bytes_uncached(), None));
         }
         let (lowest, unlimited) = &mut self.counts[n as usize - 1];
         if *lowest > capacity_bytes {

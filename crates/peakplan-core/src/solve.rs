@@ -4,13 +4,17 @@ use crate::arch::Architecture;
 use crate::engine::{estimate_on, estimate_rough, fits_on};
 use crate::plan::{Plan, MAX_BATCH, MAX_SEQ};
 
-/// Which figure must stay under the budget, by the replayed estimate or by its quick rough stand-in.
-fn needed_bytes(arch: &Architecture, plan: &Plan, capacity_bytes: u64, rough: bool) -> u64 {
-    if rough {
-        estimate_rough(arch, plan).device_bytes
-    } else {
-        estimate_on(arch, plan, capacity_bytes).device_bytes
+/// Narrows a bracket where `fits` holds at `good` and fails at `bad` until they are neighbours; returns `good`.
+fn close(mut good: u64, mut bad: u64, mut fits: impl FnMut(u64) -> bool) -> u64 {
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        if fits(mid) {
+            good = mid;
+        } else {
+            bad = mid;
+        }
     }
+    good
 }
 
 /// Largest value in `lo..=hi` for which `fits` holds, given that it is monotone (true then false) and holds at
@@ -28,15 +32,7 @@ fn bisect(lo: u64, hi: u64, mut fits: impl FnMut(u64) -> bool) -> u64 {
             break;
         }
     }
-    while bad - good > 1 {
-        let mid = good + (bad - good) / 2;
-        if fits(mid) {
-            good = mid;
-        } else {
-            bad = mid;
-        }
-    }
-    good
+    close(good, bad, fits)
 }
 
 /// Largest value in `1..=max` whose plan (`plan_at`) needs at most `capacity_bytes`, or None if 1 does not fit.
@@ -54,8 +50,8 @@ fn largest(
     plan_at: impl Fn(u64) -> Plan,
 ) -> Option<u64> {
     let cap = capacity_bytes;
-    let rough = |v: u64| needed_bytes(arch, &plan_at(v), cap, true);
-    let exact = |v: u64| needed_bytes(arch, &plan_at(v), cap, false);
+    let rough = |v: u64| estimate_rough(arch, &plan_at(v)).device_bytes;
+    let exact = |v: u64| estimate_on(arch, &plan_at(v), cap).device_bytes;
     // Known results: the largest value that fits and the smallest that does not.
     let (mut good, mut bad) = (0u64, max.saturating_add(1));
     let mut probe = bisect(1, max, |v| rough(v) <= cap).max(1);
@@ -97,14 +93,7 @@ fn largest(
             }
         }
     }
-    while bad - good > 1 {
-        let mid = good + (bad - good) / 2;
-        if fits_on(arch, &plan_at(mid), cap) {
-            good = mid;
-        } else {
-            bad = mid;
-        }
-    }
+    let good = close(good, bad, |v| fits_on(arch, &plan_at(v), cap));
     (good >= 1).then_some(good)
 }
 

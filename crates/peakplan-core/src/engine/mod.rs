@@ -150,7 +150,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
             plan.allocator,
             capacity_bytes,
             card_only,
-            &events::step_events(&st),
+            || events::step_events(&st),
             timeline.peak,
             resident.paged_states,
             rule,

@@ -16,7 +16,7 @@
 
 use super::count::{ceil_div, Count, MIB};
 use super::events::StepEvents;
-use crate::allocator::{AllocatorConfig, Event, Replay, Stats};
+use crate::allocator::{AllocatorConfig, Replay, Stats};
 use crate::plan::Alloc;
 
 /// The CUDA context plus cuBLAS workspace that `nvidia-smi` shows beside PyTorch's own memory (CUDA 12, lazy loading).
@@ -74,42 +74,44 @@ pub const MAX_REPLAYED_EVENTS: usize = 400_000;
 /// A device without limit, below PyTorch's 1 EB request refusal.
 const UNLIMITED_BYTES: u64 = 1 << 59;
 
-/// The reserved and device memory of a step by replaying its `events` on a GPU of `capacity_bytes`
-/// (see the module doc); `fallback` (the rule's figures) where no replay can stand for the step. With
+/// The reserved and device memory of a step by replaying its events (built by `events` only when a replay
+/// runs) on a GPU of `capacity_bytes` (see the module doc); `fallback` (the rule's figures) where no replay can
+/// stand for the step. With
 /// `card_only`, only the replay on the card runs: a step it cannot hold reports no figure but "more than the
 /// card" (`u64::MAX` reserved), which is all a search needs to know.
 pub(super) fn replayed(
     alloc: Alloc,
     capacity_bytes: u64,
     card_only: bool,
-    events: &StepEvents,
+    events: impl FnOnce() -> StepEvents,
     peak: Count,
     paged_states: Count,
     fallback: Reserved,
 ) -> Reserved {
+    let device = capacity_bytes.saturating_sub(CUDA_CONTEXT_BYTES);
+    // A step that allocates more than the card cannot be held by it, whatever the replay.
+    let beyond_card = peak > device as Count;
+    if card_only && beyond_card {
+        return with_reserved(peak, u64::MAX as Count, paged_states);
+    }
+    let events = events();
     if events.setup.len() + events.step.len() > MAX_REPLAYED_EVENTS {
         return fallback;
     }
-    let device = capacity_bytes.saturating_sub(CUDA_CONTEXT_BYTES);
     if card_only {
-        let on_card = if peak > device as Count {
-            None
-        } else {
-            replay(alloc, events, device).ok()
-        };
-        let reserved = on_card.map_or(u64::MAX, |s| s.reserved_bytes.peak);
+        let reserved = replay(alloc, &events, device).map_or(u64::MAX, |s| s.reserved_bytes.peak);
         return with_reserved(peak, reserved as Count, paged_states);
     }
-    let Ok(unlimited) = replay(alloc, events, UNLIMITED_BYTES) else {
+    let Ok(unlimited) = replay(alloc, &events, UNLIMITED_BYTES) else {
         return fallback;
     };
     let peak_bytes = unlimited.reserved_bytes.peak;
     // Where the unlimited device never held more than the card, the card's replay is the same one; where the
     // step allocates more than the card, the card's replay runs out for certain.
-    let reserved = if peak_bytes <= device || peak > device as Count {
+    let reserved = if peak_bytes <= device || beyond_card {
         peak_bytes
     } else {
-        replay(alloc, events, device).map_or(peak_bytes, |on_card| on_card.reserved_bytes.peak)
+        replay(alloc, &events, device).map_or(peak_bytes, |on_card| on_card.reserved_bytes.peak)
     };
     with_reserved(peak, reserved as Count, paged_states)
 }
@@ -128,7 +130,7 @@ fn replay(
     r.run(&events.setup)?;
     r.run(&events.step)?;
     if alloc == Alloc::Emptied {
-        r.run(&[Event::EmptyCache])?;
+        r.allocator.empty_cache();
         r.allocator.reset_peak_stats();
     }
     r.run(&events.step)?;

@@ -210,6 +210,12 @@ impl Estimate {
     pub fn phase(&self, p: Phase) -> &PhaseMemory {
         &self.phases[p as usize]
     }
+    /// Device bytes without the allocator's cache: the allocated peak, the CUDA context and paged states. No
+    /// replay reserves less than it allocates, so no card below this holds the plan (a search's first screen).
+    pub fn device_bytes_uncached(&self) -> u64 {
+        self.device_bytes
+            .saturating_sub(self.component(Kind::AllocatorSlack))
+    }
     /// What the device holds at the peak, by category: the peak phase's live bytes, with the allocator cache,
     /// the CUDA context and paged states under Other. Its total is [`Estimate::device_bytes`].
     pub fn at_peak(&self) -> PhaseMemory {
