@@ -200,23 +200,19 @@ mod tests {
         let l = Limits::new(arch, &p);
         assert_eq!(l.plan, p);
         let (b, s) = (l.max_batch.expect("a batch"), l.max_seq.expect("a length"));
-        let fits = |q: Plan| estimate(arch, &q).device_bytes <= cap;
-        assert!(fits(Plan {
-            micro_batch: b,
-            ..p.clone()
-        }));
-        assert!(!fits(Plan {
-            micro_batch: b + 1,
-            ..p.clone()
-        }));
-        assert!(fits(Plan {
-            seq_len: s,
-            ..p.clone()
-        }));
-        assert!(!fits(Plan {
-            seq_len: s + 1,
-            ..p.clone()
-        }));
+        // Whether the plan at micro-batch `b` and sequence length `s` fits.
+        let fits = |b, s| {
+            let q = Plan {
+                micro_batch: b,
+                seq_len: s,
+                ..p.clone()
+            };
+            estimate(arch, &q).device_bytes <= cap
+        };
+        assert!(fits(b, p.seq_len));
+        assert!(!fits(b + 1, p.seq_len));
+        assert!(fits(p.micro_batch, s));
+        assert!(!fits(p.micro_batch, s + 1));
     }
 
     #[test]

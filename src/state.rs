@@ -177,6 +177,34 @@ pub(crate) fn on_settled_plan(
     });
 }
 
+/// Work split into pieces, each run in a task of its own so that a click or a key press between them is not kept
+/// waiting; one working-out at a time: starting the next makes the pending pieces of the last moot.
+#[derive(Clone, Copy)]
+pub(crate) struct Pieces(StoredValue<u64>);
+
+impl Pieces {
+    pub(crate) fn new() -> Self {
+        Pieces(StoredValue::new(0))
+    }
+
+    /// Runs `piece(i)` for each `i` in `0..n`, one task each, unless `run` is called again first.
+    pub(crate) fn run(self, n: usize, piece: impl Fn(usize) + Clone + 'static) {
+        self.0.update_value(|g| *g += 1);
+        let now = self.0.get_value();
+        for i in 0..n {
+            let piece = piece.clone();
+            set_timeout(
+                move || {
+                    if self.0.get_value() == now {
+                        piece(i);
+                    }
+                },
+                std::time::Duration::ZERO,
+            );
+        }
+    }
+}
+
 impl Ctx {
     /// Changes the plan with typed values, and starts the latency figure's clock.
     pub(crate) fn edit(self, change: impl FnOnce(&mut Plan)) {

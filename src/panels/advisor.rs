@@ -3,7 +3,7 @@
 use crate::browser;
 use crate::history::changed;
 use crate::planner::suggestion_name;
-use crate::state::{ctx, on_settled_plan};
+use crate::state::{ctx, on_settled_plan, Pieces};
 use leptos::prelude::*;
 use peakplan_core::advise::{add_limits, advise_without_limits, Advice, Suggestion};
 use peakplan_core::units::format_bytes;
@@ -27,8 +27,7 @@ fn card(a: &mut Advice, i: usize) -> Option<&mut Suggestion> {
 pub fn Advisor() -> impl IntoView {
     let c = ctx();
     let advice: RwSignal<Option<Advice>> = RwSignal::new(None);
-    // Which advice the pending limit tasks belong to: a newer one makes them moot.
-    let generation = StoredValue::new(0u64);
+    let pieces = Pieces::new();
     on_settled_plan(
         SETTLE,
         || true,
@@ -38,26 +37,15 @@ pub fn Advisor() -> impl IntoView {
             // One more than shown, in case the fitting set is also a lever and is listed once.
             let cards = usize::from(a.to_fit.is_some()) + a.levers.len().min(SHOWN_LEVERS + 1);
             advice.set(Some(a));
-            generation.update_value(|g| *g += 1);
-            let now = generation.get_value();
-            // Each card's largest batch and longest sequence (a dozen replays each) in a task of its own, so a
-            // click or a key press between them is not kept waiting.
-            for i in 0..cards {
-                let arch = arch.clone();
-                set_timeout(
-                    move || {
-                        if generation.get_value() != now {
-                            return;
-                        }
-                        advice.update(|a| {
-                            if let Some(s) = a.as_mut().and_then(|a| card(a, i)) {
-                                add_limits(&arch, s, cap);
-                            }
-                        });
-                    },
-                    Duration::ZERO,
-                );
-            }
+            // Each card's largest batch and longest sequence (a dozen replays each) in a piece of its own.
+            let arch = arch.clone();
+            pieces.run(cards, move |i| {
+                advice.update(|a| {
+                    if let Some(s) = a.as_mut().and_then(|a| card(a, i)) {
+                        add_limits(&arch, s, cap);
+                    }
+                })
+            });
         },
     );
     // The last "Apply": the plan before it and the plan it made, in the preview's type (plan and label) so that no

@@ -1,7 +1,7 @@
 //! "Which GPU?": the plan on every bundled GPU, worked out off the slider's critical path and only while open.
 
 use crate::gpu_rows::{summary, table_html, UseGpu};
-use crate::state::{ctx, on_settled_plan};
+use crate::state::{ctx, on_settled_plan, Pieces};
 use leptos::prelude::*;
 use peakplan_core::gpu_choice::{add_row_limits, gpu_fits_without_limits, plan_on_gpus, GpuFit};
 use std::time::Duration;
@@ -31,9 +31,9 @@ pub fn GpuTable() -> impl IntoView {
     let c = ctx();
     let open = RwSignal::new(false);
     let table: RwSignal<Option<String>> = RwSignal::new(None);
-    // The rows shown, and which working-out the pending row tasks belong to (a newer one makes them moot).
+    // The rows shown, their limits filled in piece by piece.
     let rows: StoredValue<Vec<GpuFit>> = StoredValue::new(Vec::new());
-    let generation = StoredValue::new(0u64);
+    let pieces = Pieces::new();
     on_settled_plan(
         SETTLE,
         move || open.get(),
@@ -50,27 +50,16 @@ pub fn GpuTable() -> impl IntoView {
             };
             rows.set_value(gpu_fits_without_limits(arch, plan));
             render(plan);
-            generation.update_value(|g| *g += 1);
-            let now = generation.get_value();
-            // Each row's largest batch and longest sequence (a dozen replays each) in a task of its own, so a
-            // click or a key press between them is not kept waiting.
-            for i in 0..rows.with_value(Vec::len) {
-                let (arch, plan) = (arch.clone(), plan.clone());
-                set_timeout(
-                    move || {
-                        if generation.get_value() != now {
-                            return;
-                        }
-                        rows.update_value(|r| {
-                            if let Some(row) = r.get_mut(i) {
-                                add_row_limits(&arch, &plan, row);
-                            }
-                        });
-                        render(&plan);
-                    },
-                    Duration::ZERO,
-                );
-            }
+            // Each row's largest batch and longest sequence (a dozen replays each) in a piece of its own.
+            let (arch, plan) = (arch.clone(), plan.clone());
+            pieces.run(rows.with_value(Vec::len), move |i| {
+                rows.update_value(|r| {
+                    if let Some(row) = r.get_mut(i) {
+                        add_row_limits(&arch, &plan, row);
+                    }
+                });
+                render(&plan);
+            });
         },
     );
     let line = move || {
