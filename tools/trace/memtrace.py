@@ -4,6 +4,10 @@
 the garbage collector can reach: weights, adapters, optimizer states) plus the highest running sum of the
 profiler's allocation events during it, the CPU counterpart of `torch.cuda.max_memory_allocated` (CPU allocations
 are not rounded to blocks), and what the step left allocated (0 when it frees what it made).
+
+`sequence_of(step, path)` writes the allocation sequence itself, storage by storage, for the caching-allocator
+simulator to replay (the core test `traced_sequences_replay_as_the_engine`): what is live before the first step,
+then two steps' allocations and frees in order. `report` writes it first when `SEQUENCE=path` is set.
 """
 import gc
 import json
@@ -60,10 +64,116 @@ def peak_of(step):
     return {"base": base, "peak_above": peak, "total": base + peak, "end": current}
 
 
+class SkipMatmuls:
+    """A dispatch mode that hands matrix products and attention kernels an uninitialized output of the shape,
+    dtype and strides the real kernel returns (its meta kernel's), instead of computing it. A CPU without bf16
+    instructions multiplies bf16 at well under 1 GFLOP/s, so real widths (a 7B model's 4096 x 11008 layers) would
+    take hours; the allocation sequence needs the outputs' sizes, not their values. What a CPU kernel allocates
+    inside itself (bf16 converted to fp32) is left out, as CUDA's kernels have no such copies."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        aten = torch.ops.aten
+        skipped = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
+                   aten._scaled_dot_product_flash_attention_for_cpu.default,
+                   aten._scaled_dot_product_flash_attention_for_cpu_backward.default}
+
+        def to_meta(x):
+            return x.to("meta") if torch.is_tensor(x) else x
+
+        def empty_like_meta(m):
+            return torch.empty_strided(m.shape, m.stride(), dtype=m.dtype) if torch.is_tensor(m) else m
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func not in skipped:
+                    return func(*args, **kwargs)
+                meta = func(*torch.utils._pytree.tree_map(to_meta, args),
+                            **torch.utils._pytree.tree_map(to_meta, kwargs))
+                return torch.utils._pytree.tree_map(empty_like_meta, meta)
+
+        self.mode = Mode()
+
+    def __enter__(self):
+        return self.mode.__enter__()
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
+
+
+def live_storages():
+    """Every tensor storage the garbage collector can reach: (data pointer, bytes), each storage once."""
+    seen, rows = set(), []
+    for obj in gc.get_objects():
+        try:
+            if torch.is_tensor(obj):
+                storage = obj.untyped_storage()
+                if storage.data_ptr() in seen or storage.nbytes() == 0 or storage.device.type != "cpu":
+                    continue
+                seen.add(storage.data_ptr())
+                rows.append((storage.data_ptr(), storage.nbytes()))
+        except Exception:
+            pass
+    return rows
+
+
+def sequence_of(step, path, steps=2):
+    """Writes the allocation sequence of `steps` steps to `path`, one event a line: `a,TAG,BYTES` allocates,
+    `f,TAG` frees, `step` starts a step. What is live before the first step (weights, adapters, the batch) comes
+    first as allocations; the first step creates the optimizer's states, as a real run's does. CPU allocations
+    are exact sizes: the simulator rounds them as CUDA's allocator would."""
+    gc.collect()
+    tags, next_tag, lines = {}, 0, []
+    for ptr, size in live_storages():
+        tags[ptr] = next_tag
+        lines.append(f"a,{next_tag},{size}")
+        next_tag += 1
+    for _ in range(steps):
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
+        events = []
+
+        def walk(node):
+            if node.tag == _EventType.Allocation and str(node.extra_fields.device) == "cpu":
+                events.append((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr))
+            for child in node.children:
+                walk(child)
+
+        for root in prof.profiler.kineto_results.experimental_event_tree():
+            walk(root)
+        # Sorted by time alone: a free and the allocation that reuses its address can share a timestamp, and the
+        # profiler lists them in order.
+        events.sort(key=lambda e: e[0])
+        lines.append("step")
+        for _, size, ptr in events:
+            if size > 0:
+                tags[ptr] = next_tag
+                lines.append(f"a,{next_tag},{size}")
+                next_tag += 1
+            elif size < 0 and ptr in tags:
+                lines.append(f"f,{tags.pop(ptr)}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def report(step):
     """Prints the peak of a steady step as JSON: one step first, so optimizer states exist as in every later one.
-    With DETAIL=1 in the environment, what the peak holds goes to stderr first (`live_at_peak`)."""
-    step()
+    With DETAIL=1 in the environment, what the peak holds goes to stderr first (`live_at_peak`); with SEQUENCE=path,
+    the allocation sequence of the first two steps goes to path first (`sequence_of`); with SKIP_MATMULS=1, matrix
+    products and attention are not computed (`SkipMatmuls`)."""
+    import os
+    if os.environ.get("SKIP_MATMULS"):
+        inner = step
+
+        def step():
+            with SkipMatmuls():
+                inner()
+    if os.environ.get("SEQUENCE"):
+        # The two traced steps leave the optimizer's states made, as the first step would.
+        sequence_of(step, os.environ["SEQUENCE"])
+    else:
+        step()
     if __import__("os").environ.get("DETAIL"):
         import sys
         peak, rows = live_at_peak(step)

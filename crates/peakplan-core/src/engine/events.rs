@@ -41,6 +41,8 @@
 use std::collections::HashMap;
 
 use super::count::Count;
+use super::saved::MAX_TENSORS;
+use super::trainable::trainable_tensors;
 use super::{runs, split_slice, stages, Runs, Stages};
 use crate::allocator::{Event, TagHash};
 use crate::arch::Architecture;
@@ -130,6 +132,33 @@ fn tag(kind: u64, index: u64) -> u64 {
     kind << 32 | index
 }
 
+/// Per-layer trainable tensors told apart at most (a layer has at most 24 trainable shapes).
+const MAX_PARAMS: u64 = 32;
+
+/// The tag index of parameter `k` of layer `layer`.
+fn param_index(layer: u64, k: usize) -> u64 {
+    layer * MAX_PARAMS + k as u64
+}
+
+/// Elements of each trainable tensor one layer holds, in the order the engine lists them: the shapes
+/// [`trainable_tensors`] counts for a model of one layer and of two, those that grow with a layer.
+fn layer_params(st: &Stages) -> Vec<Count> {
+    let (arch, plan) = (st.s.arch, st.s.plan);
+    let with_layers = |layers| {
+        let a = Architecture {
+            layers,
+            ..arch.clone()
+        };
+        trainable_tensors(&a, plan, &st.s.linears)
+    };
+    let (one, two) = (with_layers(1), with_layers(2));
+    one.iter()
+        .zip(two.iter())
+        .map(|(a, b)| a.rows * a.cols * (b.count - a.count))
+        .filter(|&elements| elements > 0.0)
+        .collect()
+}
+
 /// A count as whole bytes, as `clamp` makes it (truncated; negative and NaN to 0, saturating at `u64::MAX`).
 fn bytes(v: Count) -> u64 {
     v as u64
@@ -142,6 +171,27 @@ fn split(total: Count, n: u64) -> Vec<u64> {
     if let Some(last) = parts.last_mut() {
         *last += t % n;
     }
+    parts
+}
+
+/// A layer's `share` of a quantity as its tensors: each of `sizes` (the layer's tensors, in any unit) scaled to
+/// the share, the last taking the remainder, so the parts sum to the share exactly. The stages count an even
+/// share a layer, and the first layer's saved tensors less where its input needs no gradient: the parts keep the
+/// tensors' proportions.
+fn tensors_of(share: u64, sizes: &[Count]) -> Vec<u64> {
+    let whole: Count = sizes.iter().sum();
+    let Some((_, first)) = sizes.split_last().filter(|_| whole > 0.0) else {
+        return vec![share];
+    };
+    let mut parts = Vec::with_capacity(sizes.len());
+    let mut used = 0u64;
+    for &size in first {
+        let part = ((size / whole) * share as Count) as u64;
+        let part = part.min(share - used);
+        parts.push(part);
+        used += part;
+    }
+    parts.push(share - used);
     parts
 }
 
@@ -213,12 +263,15 @@ struct Builder<'s, 'a> {
     layers: u64,
     /// Layers' saved tensors on the GPU at once (two under activation offloading): slots reused in turn.
     slots: u64,
+    /// Elements of each trainable tensor of a layer, on one GPU; else empty: a block a layer (ZeRO and FSDP
+    /// keep flat shards).
+    params: Vec<Count>,
     /// Gradient blocks in the order they were made.
     grads: Vec<u64>,
     /// Gradient blocks made up by [`Builder::grads_to`] so far (each its own tag).
     made_up: u64,
-    /// Quantities whose blocks repeat per micro-batch (split once).
-    saved: Vec<u64>,
+    /// Quantities whose blocks repeat per micro-batch (split once): the saved tensors of the layer in each slot.
+    saved: Vec<Vec<u64>>,
     scores: Vec<u64>,
     copies: Vec<u64>,
     checkpoints: Vec<u64>,
@@ -239,15 +292,26 @@ impl<'s, 'a> Builder<'s, 'a> {
         } else {
             a.scores - a.mask
         };
+        let saved = split(a.saved_in_layers, slots)
+            .into_iter()
+            .map(|share| tensors_of(share, a.layer.tensors.sizes()))
+            .collect();
+        // Several GPUs without ZeRO are DDP (per-parameter gradients) or FSDP's NO_SHARD (flat parameters), which
+        // the plan does not tell apart: a block a layer there, as under sharding.
+        let params = if st.s.zero == 0 && st.s.plan.gpus <= 1 {
+            layer_params(st)
+        } else {
+            Vec::new()
+        };
         Builder {
             st,
+            params,
             seq: Seq::default(),
             layers,
             slots,
             grads: Vec::new(),
             made_up: 0,
-            // The stage counts the layers' saved tensors as a total: an even share a layer.
-            saved: split(a.saved_in_layers, slots),
+            saved,
             scores: split(scores_in_layers, slots),
             copies: split(a.layer_weight_copies, slots),
             checkpoints: split(a.checkpoints, slots),
@@ -297,8 +361,19 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
     }
 
+    /// A layer's `share` of a per-parameter quantity (gradients, optimizer states and temporaries), parameter by
+    /// parameter where the layer's parameters are whole on this GPU; one block where sharding cuts them into
+    /// flat shards.
+    fn per_param(&self, share: u64) -> Vec<u64> {
+        if self.params.is_empty() {
+            vec![share]
+        } else {
+            tensors_of(share, &self.params)
+        }
+    }
+
     /// The optimizer's states, as the steady-state step finds them. A torch optimizer keeps them per parameter,
-    /// made at its first step parameter by parameter: a block a layer here, as the layers' weights and gradients.
+    /// made at its first step parameter by parameter, layer by layer.
     fn states(&mut self) {
         let r = &self.st.resident;
         let optimizer = [
@@ -306,12 +381,14 @@ impl<'s, 'a> Builder<'s, 'a> {
             (MASTER_WEIGHTS, r.master_weights),
         ];
         for (kind, v) in optimizer {
-            for (i, part) in split(v, self.layers).into_iter().enumerate() {
-                if part > 0 {
-                    self.seq.events.push(Event::AllocOnce {
-                        tag: tag(kind, i as u64),
-                        bytes: part,
-                    });
+            for (i, share) in split(v, self.layers).into_iter().enumerate() {
+                for (k, part) in self.per_param(share).into_iter().enumerate() {
+                    if part > 0 {
+                        self.seq.events.push(Event::AllocOnce {
+                            tag: tag(kind, param_index(i as u64, k)),
+                            bytes: part,
+                        });
+                    }
                 }
             }
         }
@@ -320,11 +397,14 @@ impl<'s, 'a> Builder<'s, 'a> {
     /// The optimizer step's temporaries (a foreach kernel returns one tensor per parameter), made or let go.
     fn step_temps(&mut self, on: bool) {
         let temps = split(self.st.resident.optimizer_temps, self.layers);
-        for (i, part) in temps.into_iter().enumerate() {
-            if on {
-                self.seq.alloc(tag(OPTIMIZER_TEMPS, i as u64), part);
-            } else {
-                self.seq.free(tag(OPTIMIZER_TEMPS, i as u64));
+        for (i, share) in temps.into_iter().enumerate() {
+            for (k, part) in self.per_param(share).into_iter().enumerate() {
+                let t = tag(OPTIMIZER_TEMPS, param_index(i as u64, k));
+                if on {
+                    self.seq.alloc(t, part);
+                } else {
+                    self.seq.free(t);
+                }
             }
         }
     }
@@ -380,8 +460,15 @@ impl<'s, 'a> Builder<'s, 'a> {
     /// The saved tensors of the layer in `slot`, made or let go.
     fn kept(&mut self, slot: u64, on: bool) {
         let i = slot as usize;
+        for (j, &part) in self.saved[i].iter().enumerate() {
+            let t = tag(SAVED, slot * MAX_TENSORS as u64 + j as u64);
+            if on {
+                self.seq.alloc(t, part);
+            } else {
+                self.seq.free(t);
+            }
+        }
         for (kind, parts) in [
-            (SAVED, &self.saved),
             (SCORES, &self.scores),
             (WEIGHT_COPIES, &self.copies),
             (CHECKPOINT, &self.checkpoints),
@@ -587,7 +674,11 @@ impl<'s, 'a> Builder<'s, 'a> {
                 // Activation offloading brings the layer `slots` below back into the slot just freed.
                 self.kept(slot, true);
             }
-            self.grad(LAYER_GRADS, j, layer_grads[j as usize]);
+            // Backward makes the layer's gradients last parameter first.
+            let parts = self.per_param(layer_grads[j as usize]);
+            for (k, part) in parts.into_iter().enumerate().rev() {
+                self.grad(LAYER_GRADS, param_index(j, k), part);
+            }
         }
 
         if !last {

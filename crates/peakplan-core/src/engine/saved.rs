@@ -15,6 +15,65 @@ use crate::plan::{Attn, Framework, Method, Peft, Plan, Quant, TokenTraining};
 pub(super) struct LayerSaved {
     pub bytes: Count,
     pub scores: Count,
+    /// The tensors `bytes` is made of, in the order forward makes them: the caching allocator places them one by
+    /// one ([`super::events`]).
+    pub tensors: Tensors,
+}
+
+/// Tensors told apart in one layer's saved bytes; more are summed into the last (a layer keeps about a dozen,
+/// an adapted MoE layer a few dozen).
+pub(super) const MAX_TENSORS: usize = 48;
+
+/// Sizes of up to [`MAX_TENSORS`] tensors.
+#[derive(Clone, Copy)]
+pub(super) struct Tensors {
+    sizes: [Count; MAX_TENSORS],
+    len: usize,
+}
+
+impl Tensors {
+    const NONE: Tensors = Tensors {
+        sizes: [0.0; MAX_TENSORS],
+        len: 0,
+    };
+
+    fn push(&mut self, size: Count) {
+        if size <= 0.0 {
+            return;
+        }
+        if self.len < MAX_TENSORS {
+            self.sizes[self.len] = size;
+            self.len += 1;
+        } else {
+            self.sizes[MAX_TENSORS - 1] += size;
+        }
+    }
+
+    pub fn sizes(&self) -> &[Count] {
+        &self.sizes[..self.len]
+    }
+}
+
+/// What a layer keeps, summed as before and told apart tensor by tensor.
+struct Kept {
+    bytes: Count,
+    tensors: Tensors,
+}
+
+impl Kept {
+    /// One tensor of `size` bytes.
+    fn add(&mut self, size: Count) {
+        self.bytes += size;
+        self.tensors.push(size);
+    }
+
+    /// `count` tensors of `size` bytes each.
+    fn add_each(&mut self, count: Count, size: Count) {
+        self.bytes += count * size;
+        for _ in 0..count as u64 {
+            self.tensors.push(size);
+        }
+    }
 }
 
 /// The facts about one layer that each of its parts reads.
@@ -113,12 +172,19 @@ pub(super) fn layer_saved(
         webgpu: plan.framework == Framework::Webgpu,
         input_frozen,
     };
-    let mut bytes: Count = 0.0;
-    norms(&layer, &mut bytes);
-    let mlp_norm_kept = linear_inputs(&layer, &mut bytes);
-    let scores = attention(&layer, &mut bytes);
-    mlp(&layer, mlp_norm_kept, &mut bytes);
-    LayerSaved { bytes, scores }
+    let mut kept = Kept {
+        bytes: 0.0,
+        tensors: Tensors::NONE,
+    };
+    norms(&layer, &mut kept);
+    let mlp_norm_kept = linear_inputs(&layer, &mut kept);
+    let scores = attention(&layer, &mut kept);
+    mlp(&layer, mlp_norm_kept, &mut kept);
+    LayerSaved {
+        bytes: kept.bytes,
+        scores,
+        tensors: kept.tensors,
+    }
 }
 
 /// Bytes per value of the normalized input a trainable weight of a `norm` keeps: an RMSNorm multiplies by its
@@ -145,7 +211,7 @@ pub(super) fn norms_trainable(plan: &Plan) -> bool {
 }
 
 /// The layer's norms, and its query/key norms.
-fn norms(l: &Layer, bytes: &mut Count) {
+fn norms(l: &Layer, kept: &mut Kept) {
     let (arch, d, n, h) = (l.arch, l.d, l.n, l.h);
     // HF RMSNorm upcasts its input to fp32 and keeps it with the fp32 reciprocal RMS; LayerNorm keeps its input
     // (fp32 under autocast) with mean and rstd. A trainable norm weight also keeps the 16-bit normalized input it
@@ -157,10 +223,11 @@ fn norms(l: &Layer, bytes: &mut Count) {
         Norm::RmsNorm => 4.0 * n * h,
         Norm::LayerNorm => (if d.amp { 4.0 } else { d.residual }) * n * h,
     };
-    let per_norm = match arch.norm {
+    let stats = match arch.norm {
         Norm::RmsNorm => 4.0 * n,
         Norm::LayerNorm => 8.0 * n,
-    } + if (l.full || norms_trainable(l.plan)) && !l.fused {
+    };
+    let product = if (l.full || norms_trainable(l.plan)) && !l.fused {
         norm_product_bytes(arch.norm, arch, l.plan, d) * n * h
     } else {
         0.0
@@ -173,7 +240,13 @@ fn norms(l: &Layer, bytes: &mut Count) {
     } else {
         norms
     };
-    *bytes += per_norm * norms + norm_input * inputs_kept;
+    for i in 0..norms as u64 {
+        if (i as Count) < inputs_kept {
+            kept.add(norm_input);
+        }
+        kept.add(stats);
+        kept.add(product);
+    }
     // Query/key norms read the projections' compute-dtype outputs: unfused, the fp32 copy and one reciprocal RMS
     // per head (or per token, over the whole projection); fused, the input itself. A trainable weight (full
     // fine-tuning; LayerNorm tuning leaves them frozen) also keeps the normalized copy it multiplies.
@@ -189,19 +262,19 @@ fn norms(l: &Layer, bytes: &mut Count) {
                 0.0
             }
     };
-    *bytes += match arch.qk_norm {
+    kept.add(match arch.qk_norm {
         QkNorm::None => 0.0,
         QkNorm::PerHead => {
             qk_norm(l.q, arch.heads as Count) + qk_norm(l.kv, arch.kv_heads as Count)
         }
         QkNorm::Full => qk_norm(l.q, 1.0) + qk_norm(l.kv, 1.0),
-    };
+    });
 }
 
 /// Inputs of linear modules: a trainable weight (full) or an adapter (LoRA) needs the module's input for backward.
 /// Modules that read one tensor share what they keep of it. Returns whether the MLP's norm output is kept by a
 /// module of the MLP's own rows (a shared expert), which a trainable router reads too.
-fn linear_inputs(l: &Layer, bytes: &mut Count) -> bool {
+fn linear_inputs(l: &Layer, kept: &mut Kept) -> bool {
     // Parallel blocks (one norm) feed attention and MLP from the same tensor.
     let groups: [&[LinearInput]; 5] = if l.arch.norms_per_layer == 1 {
         [
@@ -222,7 +295,7 @@ fn linear_inputs(l: &Layer, bytes: &mut Count) -> bool {
     };
     let mut mlp_norm_kept = false;
     for g in groups {
-        let shared_saved = linear_group(l, g, bytes);
+        let shared_saved = linear_group(l, g, kept);
         if g.contains(&LinearInput::MlpNorm) && shared_saved[0] {
             mlp_norm_kept = true;
         }
@@ -232,7 +305,7 @@ fn linear_inputs(l: &Layer, bytes: &mut Count) -> bool {
 
 /// What the linears reading one input keep. Returns which of the input's two forms (the plain tokens [0], the
 /// routed copies [1]) the modules keep shared.
-fn linear_group(l: &Layer, g: &[LinearInput], bytes: &mut Count) -> [bool; 2] {
+fn linear_group(l: &Layer, g: &[LinearInput], kept: &mut Kept) -> [bool; 2] {
     let (plan, d, n) = (l.plan, l.d, l.n);
     // Flash and memory-efficient kernels (SDPA's choice for 16-bit inputs, and peakplan's WebGPU runtime) write
     // their output in (batch, seq, heads, dim) order and keep it for backward, so the `transpose(1, 2)
@@ -268,14 +341,14 @@ fn linear_group(l: &Layer, g: &[LinearInput], bytes: &mut Count) -> [bool; 2] {
                 shared_saved[routed] = true;
             } else {
                 // Autocast casts the fp32 input separately for each module and keeps each 16-bit copy.
-                *bytes += d.compute * rows * w;
+                kept.add(d.compute * rows * w);
             }
         }
         // A LoRA adapter keeps what it needs beside its base linear's input (which a mixed FSDP1 unit keeps too).
         if adapted(plan, m) && !parametrized(plan, m) {
             let qkv_dropout =
                 (litgpt_qkv && m.input == LinearInput::AttnNorm).then_some(&mut qkv_dropout_kept);
-            adapter_saved(l, m, input, qkv_dropout, &mut shared_saved[routed], bytes);
+            adapter_saved(l, m, input, qkv_dropout, &mut shared_saved[routed], kept);
         }
         if bnb_saves_input(plan) && quantizes(m, plan) {
             // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the
@@ -283,18 +356,18 @@ fn linear_group(l: &Layer, g: &[LinearInput], bytes: &mut Count) -> [bool; 2] {
             if d.residual == d.compute || attn_out_kept {
                 shared_saved[routed] = true;
             } else {
-                *bytes += d.compute * rows * w;
+                kept.add(d.compute * rows * w);
             }
             // Its MatMul8bitLt kept the input's transposed int8 copy (`CAt`) beside it.
             if plan.quant == Quant::Int8 {
-                *bytes += rows * w;
+                kept.add(rows * w);
             }
         }
     }
     if !attn_out_kept {
-        for (rows, kept) in rows_by_kind.into_iter().zip(shared_saved) {
-            if kept {
-                *bytes += d.residual * rows * w;
+        for (rows, shared) in rows_by_kind.into_iter().zip(shared_saved) {
+            if shared {
+                kept.add(d.residual * rows * w);
             }
         }
     }
@@ -309,13 +382,7 @@ struct Input {
 }
 
 /// litgpt's fused qkv LoRA: one dropout (or cast) of the shared input, and each adapted output zero-padded.
-fn litgpt_qkv_saved(
-    l: &Layer,
-    m: &Linear,
-    input: Input,
-    dropout_kept: &mut bool,
-    bytes: &mut Count,
-) {
+fn litgpt_qkv_saved(l: &Layer, m: &Linear, input: Input, dropout_kept: &mut bool, kept: &mut Kept) {
     let Input { rows, w } = input;
     let ad = if l.d.amp { l.d.compute } else { l.d.adapter };
     if !*dropout_kept {
@@ -325,13 +392,12 @@ fn litgpt_qkv_saved(
         } else {
             0.0
         };
-        *bytes += if l.plan.dropout > 0.0 {
-            mask + ad * rows * w
-        } else {
-            ad * rows * w
-        };
+        if l.plan.dropout > 0.0 {
+            kept.add(mask);
+        }
+        kept.add(ad * rows * w);
     }
-    *bytes += l.d.compute * rows * m.out_features as Count;
+    kept.add(l.d.compute * rows * m.out_features as Count);
 }
 
 /// What an adapter on linear `m` keeps for its gradients. `qkv_dropout`: on litgpt's fused qkv, whether its one
@@ -342,7 +408,7 @@ fn adapter_saved(
     input: Input,
     qkv_dropout: Option<&mut bool>,
     shared: &mut bool,
-    bytes: &mut Count,
+    kept: &mut Kept,
 ) {
     let (plan, d) = (l.plan, l.d);
     let Input { rows, w } = input;
@@ -359,62 +425,71 @@ fn adapter_saved(
         // keeps the other factor for the vector's gradient. PEFT first casts a feed-forward input to the vector's
         // dtype, so that factor is kept in the adapter dtype (fp32 by default).
         Peft::Ia3 => {
-            *bytes += if m.input == LinearInput::MlpInner {
+            kept.add(if m.input == LinearInput::MlpInner {
                 d.adapter * rows * w
             } else {
                 d.compute * rows * m.out_features as Count
-            };
+            });
             return;
         }
         // VeRA's projections are frozen, so neither keeps its input: lambda_d keeps A·x (rank-wide) and lambda_b
         // keeps B's output (output-wide) for their gradients; dropout keeps only its mask.
         Peft::Vera => {
-            *bytes += mask + ad * rows * (plan.rank as Count + m.out_features as Count);
+            kept.add(mask);
+            kept.add(ad * rows * plan.rank as Count);
+            kept.add(ad * rows * m.out_features as Count);
             return;
         }
         // LoRA-FA (PEFT's `create_lorafa_optimizer`) freezes A, so nothing keeps A's input (traced on CPU: two
         // fp32 input casts a layer fewer than LoRA's on q and v); B keeps A's rank-wide output.
         Peft::Lorafa => {
-            *bytes += mask + ad * rows * plan.rank as Count;
+            kept.add(mask);
+            kept.add(ad * rows * plan.rank as Count);
             return;
         }
         _ => {}
     }
     if let Some(dropout_kept) = qkv_dropout {
-        litgpt_qkv_saved(l, m, input, dropout_kept, bytes);
+        litgpt_qkv_saved(l, m, input, dropout_kept, kept);
     } else if plan.dropout > 0.0 {
         // Dropout keeps its mask and its output, per adapted module.
-        *bytes += mask + ad * rows * w;
+        kept.add(mask);
+        kept.add(ad * rows * w);
     } else if (d.adapter_compute != d.residual || autocast_casts_input(d)) && !plan.compile {
         // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit, a copy
         // per module even where the stream is already in the adapters' fp32 (traced on CPU: an fp32 LoRA base
         // under autocast keeps one 16-bit input per adapted module, not the shared fp32 stream).
-        *bytes += ad * rows * w;
+        kept.add(ad * rows * w);
     } else {
         *shared = true;
     }
-    *bytes += match plan.peft {
+    match plan.peft {
         // LoHa builds the dense update (B1 A1) ⊙ (B2 A2) in the adapter dtype each forward, and the linear that
         // applies it keeps it for the input's gradient until this layer's backward.
-        Peft::Loha if input_grad => {
-            d.adapter * m.in_features as Count * m.out_features as Count * m.copies as Count
-        }
-        Peft::Loha => 0.0,
+        Peft::Loha if input_grad => kept.add_each(
+            m.copies as Count,
+            d.adapter * m.in_features as Count * m.out_features as Count,
+        ),
+        Peft::Loha => {}
         // OFT (PEFT 0.17 on) builds each block's rotation by Cayley-Neumann's series (5 terms): the skew-symmetric
         // generator Q and the products Q^2 and Q^3 are kept for the generator's gradient, the rotation R for the
         // input's (the input it rotates is counted above).
         Peft::Oft => {
             let (blocks, b) = oft_blocks(plan.rank as Count, w);
-            let kept = if input_grad { 4.0 } else { 3.0 };
-            kept * d.adapter * blocks * b * b * m.copies as Count
+            let count = if input_grad { 4.0 } else { 3.0 };
+            kept.add_each(count, d.adapter * blocks * b * b * m.copies as Count);
         }
         // lora_B keeps lora_A's rank-wide output.
-        _ => ad * rows * plan.rank as Count + lora_weight_casts(l, m, input_grad),
-    };
+        _ => {
+            kept.add(ad * rows * plan.rank as Count);
+            kept.add(lora_weight_casts(l, m, input_grad));
+        }
+    }
     if plan.peft == Peft::Dora {
         // DoRA rescales the base output and the LoRA output by magnitude / ||W + BA||: both products keep their
         // other factor (the base output in the compute dtype, the LoRA output in the adapter dtype).
-        *bytes += (d.compute + ad) * rows * m.out_features as Count;
+        kept.add(d.compute * rows * m.out_features as Count);
+        kept.add(ad * rows * m.out_features as Count);
     }
 }
 
@@ -445,20 +520,21 @@ fn lora_weight_casts(l: &Layer, m: &Linear, input_grad: bool) -> Count {
 
 /// Attention: q and (expanded) k, v are kept by the attention kernel with its output and log-sum-exp; eager
 /// attention keeps its scores. Returns the scores' bytes.
-fn attention(l: &Layer, bytes: &mut Count) -> Count {
+fn attention(l: &Layer, kept: &mut Kept) -> Count {
     let (arch, plan, n, q, kv) = (l.arch, l.plan, l.n, l.q, l.kv);
     let c = l.d.compute;
     let heads = arch.heads as Count;
     // HF's SDPA and eager paths expand k and v to every head (repeat_kv); flash kernels and peakplan's WebGPU
     // runtime read the grouped heads directly.
-    let kv_kept = if plan.attn == Attn::Flash || l.webgpu {
-        2.0 * kv
+    let kv_width = if plan.attn == Attn::Flash || l.webgpu {
+        kv
     } else {
-        2.0 * q
+        q
     };
     // Prefix tuning's virtual keys and values are concatenated in front of each layer's own, and kept with them.
     let b = plan.micro_batch as Count;
-    *bytes += c * (n * q + kv_kept * (n + b * prefix_tokens(plan)));
+    kept.add(c * n * q);
+    kept.add_each(2.0, c * kv_width * (n + b * prefix_tokens(plan)));
     // Under transformers, v sliced out of a fused projection reaches attention as a view unless repeat_kv copies
     // it (grouped heads under SDPA or eager): the whole q|k|v output stays alive, q + kv more than v alone
     // (traced on CPU: Phi-3, GPT-NeoX). litgpt 0.5 splits its fused q|k|v into views too (traced on CPU:
@@ -466,7 +542,7 @@ fn attention(l: &Layer, bytes: &mut Count) -> Count {
     let fused_views =
         (arch.qkv_views && plan.framework == Framework::Hf) || plan.framework == Framework::Litgpt;
     if fused_views && (plan.attn == Attn::Flash || arch.kv_heads == arch.heads) {
-        *bytes += c * n * (q + kv);
+        kept.add(c * n * (q + kv));
     }
     match plan.attn {
         // gpt-oss appends each head's sink logit as one more key, subtracts the row maximum (whose backward keeps
@@ -486,7 +562,8 @@ fn attention(l: &Layer, bytes: &mut Count) -> Count {
         // key positions a layer, broadcast over heads (traced on CPU: `aten::where`, one per layer). Flash
         // kernels take no mask; without a prefix transformers passes none (`is_causal`).
         Attn::Sdpa | Attn::Flash => {
-            *bytes += c * n * q + 4.0 * n * heads;
+            kept.add(c * n * q);
+            kept.add(4.0 * n * heads);
             if plan.attn == Attn::Sdpa && prefix_tokens(plan) > 0.0 && !l.webgpu {
                 c * n * key_positions(plan)
             } else {
@@ -498,49 +575,51 @@ fn attention(l: &Layer, bytes: &mut Count) -> Count {
 
 /// MLP: the activation keeps its input; the gated product keeps both factors. A shared expert and an MoE
 /// router add theirs.
-fn mlp(l: &Layer, mlp_norm_kept: bool, bytes: &mut Count) {
+fn mlp(l: &Layer, mlp_norm_kept: bool, kept: &mut Kept) {
     let (arch, plan, d, n, h) = (l.arch, l.plan, l.d, l.n, l.h);
     let inter = arch.intermediate as Count * l.k_route;
     let fused_act = plan.compile || plan.liger || l.webgpu;
-    *bytes += match arch.mlp {
+    let tensors = match arch.mlp {
         // Fused SwiGLU keeps the two projections and recomputes the activation in backward.
-        Mlp::Gated | Mlp::GatedFused if fused_act => 2.0 * d.mlp * n * inter,
+        Mlp::Gated | Mlp::GatedFused if fused_act => 2.0,
         // gpt-oss's clamped SwiGLU keeps the gate|up output (both clamps read views of it) and four products.
-        Mlp::Gated | Mlp::GatedFused if arch.swiglu_clamp => 6.0 * d.mlp * n * inter,
-        Mlp::Gated | Mlp::GatedFused => 3.0 * d.mlp * n * inter,
+        Mlp::Gated | Mlp::GatedFused if arch.swiglu_clamp => 6.0,
+        Mlp::Gated | Mlp::GatedFused => 3.0,
         // transformers writes `gelu_new` out in elementwise ops, which keep its input, the tanh, 1 + tanh and
         // x / 2 (traced on CPU: Phi-2); litgpt and torchtune call the fused tanh GELU.
-        Mlp::Plain if arch.composite_gelu && plan.framework == Framework::Hf => {
-            4.0 * d.mlp * n * inter
-        }
-        Mlp::Plain => d.mlp * n * inter,
+        Mlp::Plain if arch.composite_gelu && plan.framework == Framework::Hf => 4.0,
+        Mlp::Plain => 1.0,
     };
+    kept.add_each(tensors, d.mlp * n * inter);
     // A shared expert is a gated MLP over every token (traced on CPU: Qwen2-MoE); its sigmoid gate's product keeps
     // the expert's output and the sigmoid.
     let shared = arch.shared_expert_intermediate as Count;
     if shared > 0.0 {
-        *bytes += if fused_act { 2.0 } else { 3.0 } * d.mlp * n * shared;
+        kept.add_each(if fused_act { 2.0 } else { 3.0 }, d.mlp * n * shared);
         if arch.shared_expert_gate {
-            *bytes += d.mlp * n * (h + 1.0);
+            kept.add(d.mlp * n * h);
+            kept.add(d.mlp * n);
         }
     }
     if arch.experts > 1 {
-        *bytes += if arch.router_topk_softmax {
+        if arch.router_topk_softmax {
             // The top-k indices and the softmax over those k logits, in the compute dtype.
-            (8.0 + d.compute) * n * l.k_route
+            kept.add(8.0 * n * l.k_route);
+            kept.add(d.compute * n * l.k_route);
         } else {
             // Router logits and their softmax in fp32.
-            8.0 * n * arch.experts as Count
-        };
+            kept.add_each(2.0, 4.0 * n * arch.experts as Count);
+        }
         // Each routed token's expert output is scaled by its routing weight, and that product keeps the output for
         // the weight's gradient (the router trains through it, frozen or not, as long as the stream needs a
         // gradient); gathering those weights keeps two int64 index tensors (traced on CPU: Mixtral LoRA). The
         // output has the MLP's dtype: fp32 in an upcast QLoRA model (traced on CPU: Qwen3-MoE).
-        *bytes += (d.mlp * h + 16.0) * n * l.k_route;
+        kept.add(d.mlp * h * n * l.k_route);
+        kept.add_each(2.0, 8.0 * n * l.k_route);
         // A trainable router keeps its own input, the norm output, beside the routed copies the experts keep
         // (traced on CPU: gpt-oss full fine-tuning).
         if l.full && !mlp_norm_kept {
-            *bytes += d.compute * n * h;
+            kept.add(d.compute * n * h);
         }
     }
 }

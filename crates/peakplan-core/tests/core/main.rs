@@ -13,6 +13,7 @@ mod invariants;
 mod levers;
 mod properties;
 mod queries;
+mod sequences;
 mod sources;
 mod text;
 mod traced;
