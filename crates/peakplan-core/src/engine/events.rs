@@ -44,7 +44,7 @@ use super::count::Count;
 use super::saved::MAX_TENSORS;
 use super::trainable::trainable_tensors;
 use super::{runs, split_slice, stages, Runs, Stages};
-use crate::allocator::{Event, TagHash};
+use crate::allocator::{Event, TagHash, SMALL_SIZE_BYTES};
 use crate::arch::Architecture;
 use crate::plan::Plan;
 
@@ -178,7 +178,7 @@ fn split(total: Count, n: u64) -> Vec<u64> {
 /// the share, the last taking the remainder, so the parts sum to the share exactly. The stages count an even
 /// share a layer, and the first layer's saved tensors less where its input needs no gradient: the parts keep the
 /// tensors' proportions.
-fn tensors_of(share: u64, sizes: &[Count]) -> Vec<u64> {
+fn tensors_of(share: u64, sizes: &[Count], small_block: u64) -> Vec<u64> {
     let whole: Count = sizes.iter().sum();
     let Some((_, first)) = sizes.split_last().filter(|_| whole > 0.0) else {
         return vec![share];
@@ -192,6 +192,32 @@ fn tensors_of(share: u64, sizes: &[Count]) -> Vec<u64> {
         used += part;
     }
     parts.push(share - used);
+    coalesce_small(parts, small_block)
+}
+
+/// The parts of the small pool's size (1 MiB or less: a norm's statistics, an adapter's gradient, states and
+/// 16-bit casts) gathered, after the others, into blocks of at most `small_block` bytes (a block of them all when
+/// `small_block` is 0). The caching allocator keeps such parts in 2 MiB segments of their own, apart from the
+/// large tensors whose placement decides what a step strands, and each part would cost a replay as much as a
+/// large tensor (an all-linear LoRA layer has dozens).
+fn coalesce_small(mut parts: Vec<u64>, small_block: u64) -> Vec<u64> {
+    let small: Vec<u64> = parts
+        .iter()
+        .copied()
+        .filter(|&p| p > 0 && p <= SMALL_SIZE_BYTES)
+        .collect();
+    parts.retain(|&p| p > SMALL_SIZE_BYTES);
+    let mut block = 0;
+    for p in small {
+        if small_block > 0 && block + p > small_block {
+            parts.push(block);
+            block = 0;
+        }
+        block += p;
+    }
+    if block > 0 {
+        parts.push(block);
+    }
     parts
 }
 
@@ -294,7 +320,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         };
         let saved = split(a.saved_in_layers, slots)
             .into_iter()
-            .map(|share| tensors_of(share, a.layer.tensors.sizes()))
+            .map(|share| tensors_of(share, a.layer.tensors.sizes(), SMALL_SIZE_BYTES))
             .collect();
         // Several GPUs without ZeRO are DDP (per-parameter gradients) or FSDP's NO_SHARD (flat parameters), which
         // the plan does not tell apart: a block a layer there, as under sharding.
@@ -368,7 +394,8 @@ impl<'s, 'a> Builder<'s, 'a> {
         if self.params.is_empty() {
             vec![share]
         } else {
-            tensors_of(share, &self.params)
+            // An adapter's parameters are all small: their blocks matter less than the replay's time.
+            tensors_of(share, &self.params, 0)
         }
     }
 

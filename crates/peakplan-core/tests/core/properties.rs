@@ -182,7 +182,16 @@ proptest! {
         prop_assume!(which != 2 || !eight_bit);
         let (x, y) = (estimate(a, &plan), estimate(a, &bigger));
         prop_assert!(y.peak_allocated_bytes >= x.peak_allocated_bytes);
-        prop_assert!(y.device_bytes >= x.device_bytes);
+        // What the cache strands is not monotone: one more rank or token changes the tensors' sizes, and with them
+        // which freed blocks the next ones fit (a 4.7 TB plan's cache stranded 119 GB at rank 814 and 19 GB at
+        // 815). The bigger plan still needs all the smaller one does but its stranded cache (to f64's rounding
+        // beyond 2^53 bytes, where the engine claims no byte equality).
+        let x_slack = x.component(Kind::AllocatorSlack);
+        let rounding = x.device_bytes >> 40;
+        prop_assert!(
+            y.device_bytes.saturating_add(x_slack).saturating_add(rounding) >= x.device_bytes,
+            "device {} -> {}, slack {}", x.device_bytes, y.device_bytes, x_slack
+        );
     }
 
     #[test]
