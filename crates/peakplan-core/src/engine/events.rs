@@ -42,11 +42,10 @@ use std::collections::HashMap;
 
 use super::count::Count;
 use super::saved::MAX_TENSORS;
-use super::trainable::trainable_tensors;
 use super::{runs, split_slice, stages, Runs, Stages};
 use crate::allocator::{Event, TagHash, SMALL_SIZE_BYTES};
 use crate::arch::Architecture;
-use crate::plan::Plan;
+use crate::plan::{Method, Plan};
 
 /// One training step of a plan as allocations and frees.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -132,33 +131,6 @@ fn tag(kind: u64, index: u64) -> u64 {
     kind << 32 | index
 }
 
-/// Per-layer trainable tensors told apart at most (a layer has at most 24 trainable shapes).
-const MAX_PARAMS: u64 = 32;
-
-/// The tag index of parameter `k` of layer `layer`.
-fn param_index(layer: u64, k: usize) -> u64 {
-    layer * MAX_PARAMS + k as u64
-}
-
-/// Elements of each trainable tensor one layer holds, in the order the engine lists them: the shapes
-/// [`trainable_tensors`] counts for a model of one layer and of two, those that grow with a layer.
-fn layer_params(st: &Stages) -> Vec<Count> {
-    let (arch, plan) = (st.s.arch, st.s.plan);
-    let with_layers = |layers| {
-        let a = Architecture {
-            layers,
-            ..arch.clone()
-        };
-        trainable_tensors(&a, plan, &st.s.linears)
-    };
-    let (one, two) = (with_layers(1), with_layers(2));
-    one.iter()
-        .zip(two.iter())
-        .map(|(a, b)| a.rows * a.cols * (b.count - a.count))
-        .filter(|&elements| elements > 0.0)
-        .collect()
-}
-
 /// A count as whole bytes, as `clamp` makes it (truncated; negative and NaN to 0, saturating at `u64::MAX`).
 fn bytes(v: Count) -> u64 {
     v as u64
@@ -174,11 +146,11 @@ fn split(total: Count, n: u64) -> Vec<u64> {
     parts
 }
 
-/// A layer's `share` of a quantity as its tensors: each of `sizes` (the layer's tensors, in any unit) scaled to
-/// the share, the last taking the remainder, so the parts sum to the share exactly. The stages count an even
-/// share a layer, and the first layer's saved tensors less where its input needs no gradient: the parts keep the
-/// tensors' proportions.
-fn tensors_of(share: u64, sizes: &[Count], small_block: u64) -> Vec<u64> {
+/// A layer's `share` of its saved bytes as its tensors: each of `sizes` (the layer's tensors) scaled to the
+/// share, the last taking the remainder, so the parts sum to the share exactly. The stage counts an even share a
+/// layer, less than a whole one where the first layer's input needs no gradient: the parts keep the tensors'
+/// proportions.
+fn tensors_of(share: u64, sizes: &[Count]) -> Vec<u64> {
     let whole: Count = sizes.iter().sum();
     let Some((_, first)) = sizes.split_last().filter(|_| whole > 0.0) else {
         return vec![share];
@@ -192,15 +164,14 @@ fn tensors_of(share: u64, sizes: &[Count], small_block: u64) -> Vec<u64> {
         used += part;
     }
     parts.push(share - used);
-    coalesce_small(parts, small_block)
+    coalesce_small(parts)
 }
 
-/// The parts of the small pool's size (1 MiB or less: a norm's statistics, an adapter's gradient, states and
-/// 16-bit casts) gathered, after the others, into blocks of at most `small_block` bytes (a block of them all when
-/// `small_block` is 0). The caching allocator keeps such parts in 2 MiB segments of their own, apart from the
-/// large tensors whose placement decides what a step strands, and each part would cost a replay as much as a
-/// large tensor (an all-linear LoRA layer has dozens).
-fn coalesce_small(mut parts: Vec<u64>, small_block: u64) -> Vec<u64> {
+/// The parts of the small pool's size (1 MiB or less: a norm's statistics, an adapter's rank-wide outputs and
+/// 16-bit weight casts) gathered, after the others, into blocks of at most 1 MiB: the caching allocator keeps
+/// them in 2 MiB segments of their own either way, apart from the large tensors whose placement decides what a
+/// step strands, and each would cost a replay as much as a large tensor.
+fn coalesce_small(mut parts: Vec<u64>) -> Vec<u64> {
     let small: Vec<u64> = parts
         .iter()
         .copied()
@@ -209,7 +180,7 @@ fn coalesce_small(mut parts: Vec<u64>, small_block: u64) -> Vec<u64> {
     parts.retain(|&p| p > SMALL_SIZE_BYTES);
     let mut block = 0;
     for p in small {
-        if small_block > 0 && block + p > small_block {
+        if block + p > SMALL_SIZE_BYTES {
             parts.push(block);
             block = 0;
         }
@@ -289,9 +260,6 @@ struct Builder<'s, 'a> {
     layers: u64,
     /// Layers' saved tensors on the GPU at once (two under activation offloading): slots reused in turn.
     slots: u64,
-    /// Elements of each trainable tensor of a layer, on one GPU; else empty: a block a layer (ZeRO and FSDP
-    /// keep flat shards).
-    params: Vec<Count>,
     /// Gradient blocks in the order they were made.
     grads: Vec<u64>,
     /// Gradient blocks made up by [`Builder::grads_to`] so far (each its own tag).
@@ -318,20 +286,25 @@ impl<'s, 'a> Builder<'s, 'a> {
         } else {
             a.scores - a.mask
         };
+        // An adapter plan's layers keep their saved tensors apart: CPU traces of real LoRA and QLoRA sequences
+        // strand what the engine's replay strands that way (`tests/core/sequences.rs`). A full fine-tune's
+        // gradients take the place of its saved tensors in backward, and its optimizer's temporaries theirs in the
+        // next step, so both go at one granularity: a block a layer. Tensor by tensor (saved tensors, gradients,
+        // states and temporaries parameter by parameter) its traces replay no closer (a mean of 1.8% against 1.6%)
+        // for five times the events, and saved tensors apart beside gradients in blocks strand what no trace does.
+        let by_tensor = st.s.plan.method != Method::Full;
         let saved = split(a.saved_in_layers, slots)
             .into_iter()
-            .map(|share| tensors_of(share, a.layer.tensors.sizes(), SMALL_SIZE_BYTES))
+            .map(|share| {
+                if by_tensor {
+                    tensors_of(share, a.layer.tensors.sizes())
+                } else {
+                    vec![share]
+                }
+            })
             .collect();
-        // Several GPUs without ZeRO are DDP (per-parameter gradients) or FSDP's NO_SHARD (flat parameters), which
-        // the plan does not tell apart: a block a layer there, as under sharding.
-        let params = if st.s.zero == 0 && st.s.plan.gpus <= 1 {
-            layer_params(st)
-        } else {
-            Vec::new()
-        };
         Builder {
             st,
-            params,
             seq: Seq::default(),
             layers,
             slots,
@@ -387,20 +360,8 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
     }
 
-    /// A layer's `share` of a per-parameter quantity (gradients, optimizer states and temporaries), parameter by
-    /// parameter where the layer's parameters are whole on this GPU; one block where sharding cuts them into
-    /// flat shards.
-    fn per_param(&self, share: u64) -> Vec<u64> {
-        if self.params.is_empty() {
-            vec![share]
-        } else {
-            // An adapter's parameters are all small: their blocks matter less than the replay's time.
-            tensors_of(share, &self.params, 0)
-        }
-    }
-
     /// The optimizer's states, as the steady-state step finds them. A torch optimizer keeps them per parameter,
-    /// made at its first step parameter by parameter, layer by layer.
+    /// made at its first step parameter by parameter: a block a layer here, as the layers' weights and gradients.
     fn states(&mut self) {
         let r = &self.st.resident;
         let optimizer = [
@@ -408,14 +369,12 @@ impl<'s, 'a> Builder<'s, 'a> {
             (MASTER_WEIGHTS, r.master_weights),
         ];
         for (kind, v) in optimizer {
-            for (i, share) in split(v, self.layers).into_iter().enumerate() {
-                for (k, part) in self.per_param(share).into_iter().enumerate() {
-                    if part > 0 {
-                        self.seq.events.push(Event::AllocOnce {
-                            tag: tag(kind, param_index(i as u64, k)),
-                            bytes: part,
-                        });
-                    }
+            for (i, part) in split(v, self.layers).into_iter().enumerate() {
+                if part > 0 {
+                    self.seq.events.push(Event::AllocOnce {
+                        tag: tag(kind, i as u64),
+                        bytes: part,
+                    });
                 }
             }
         }
@@ -424,14 +383,11 @@ impl<'s, 'a> Builder<'s, 'a> {
     /// The optimizer step's temporaries (a foreach kernel returns one tensor per parameter), made or let go.
     fn step_temps(&mut self, on: bool) {
         let temps = split(self.st.resident.optimizer_temps, self.layers);
-        for (i, share) in temps.into_iter().enumerate() {
-            for (k, part) in self.per_param(share).into_iter().enumerate() {
-                let t = tag(OPTIMIZER_TEMPS, param_index(i as u64, k));
-                if on {
-                    self.seq.alloc(t, part);
-                } else {
-                    self.seq.free(t);
-                }
+        for (i, part) in temps.into_iter().enumerate() {
+            if on {
+                self.seq.alloc(tag(OPTIMIZER_TEMPS, i as u64), part);
+            } else {
+                self.seq.free(tag(OPTIMIZER_TEMPS, i as u64));
             }
         }
     }
@@ -701,11 +657,7 @@ impl<'s, 'a> Builder<'s, 'a> {
                 // Activation offloading brings the layer `slots` below back into the slot just freed.
                 self.kept(slot, true);
             }
-            // Backward makes the layer's gradients last parameter first.
-            let parts = self.per_param(layer_grads[j as usize]);
-            for (k, part) in parts.into_iter().enumerate().rev() {
-                self.grad(LAYER_GRADS, param_index(j, k), part);
-            }
+            self.grad(LAYER_GRADS, j, layer_grads[j as usize]);
         }
 
         if !last {

@@ -398,8 +398,7 @@ fn the_allocator_rule_strands_one_transient_block_in_a_warm_cache_only() {
 #[test]
 fn expandable_segments_reserve_what_is_allocated_and_a_warm_cache_strands_more() {
     // Llama 3.1 8B LoRA at batch 4 on an 80 GB card: 29.3 GiB allocated at the peak. With expandable segments
-    // the freed pages serve the next blocks, so the allocator reserves about 1% more (free blocks between live
-    // tensors of the one growing range, which a larger request passes over); a warm cache of
+    // the freed pages serve the next blocks, so the allocator reserves within a few MiB of that; a warm cache of
     // fixed segments strands 1.7 GiB (the backward's blocks do not fit the gaps the forward's left), and an
     // emptied one as much: the measured step lays its segments out anew.
     let at = |q: &str| {
@@ -411,12 +410,7 @@ fn expandable_segments_reserve_what_is_allocated_and_a_warm_cache_strands_more()
     };
     let (warm, emptied, expandable) = (at(""), at("alloc=emptied"), at("alloc=expandable"));
     let slack = |e: &Estimate| e.peak_reserved_bytes - e.peak_allocated_bytes;
-    assert!(
-        slack(&expandable) * 50 < expandable.peak_allocated_bytes,
-        "{}",
-        slack(&expandable)
-    );
-    assert!(slack(&expandable) * 4 < slack(&warm));
+    assert!(slack(&expandable) < 8 << 20, "{}", slack(&expandable));
     assert!(slack(&warm) > 1 << 30, "{}", slack(&warm));
     assert!(slack(&emptied) > 1 << 30, "{}", slack(&emptied));
     assert_eq!(

@@ -81,8 +81,8 @@ fn traced_sequences_replay_as_the_engine() {
     // Llama-2-7B's widths at one to eight layers, LoRA (q,v and all-linear under autocast, with and without
     // checkpointing), full fine-tuning and QLoRA (`tools/trace/seq_cpu.sh`). The traced sequence's requested peak
     // is the step's allocated peak; replayed by the simulator, its reserved peak is what CUDA's allocator would
-    // hold for those very tensors. The engine replays its own sequence (saved tensors, gradients and optimizer
-    // states tensor by tensor, `engine/events.rs`).
+    // hold for those very tensors. The engine replays its own sequence (`engine/events.rs`: an adapter plan's saved
+    // tensors one by one, a full fine-tune's a block a layer).
     let cases = cases();
     let mut report = String::new();
     let (mut failures, mut replay_err, mut rule_err) = (Vec::new(), 0.0, 0.0);
@@ -108,7 +108,7 @@ fn traced_sequences_replay_as_the_engine() {
         if alloc_err.abs() >= 1.5 {
             failures.push(format!("{}: allocated {alloc_err:+.2}%", c.id));
         }
-        // Reserved: within 5.5%. The worst is the all-linear LoRA under autocast (-4.5% to -5.0%): its adapters'
+        // Reserved: within 5.5%. The worst is the all-linear LoRA under autocast (-5.0% at one and two layers): its adapters'
         // gradients, states and temporaries, each under 1 MiB, are one block a layer in the engine's sequence
         // (each would cost a replay as much as a large tensor), where the trace has them in the small pool, part by
         // part (as separate 1 MiB blocks they replay at -3.1% to -4.3%, for three times the events).

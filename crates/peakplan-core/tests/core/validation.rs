@@ -39,17 +39,16 @@ fn validation_replays_every_row_and_holds_its_ground() {
     // replaying each step through the caching-allocator simulator on the row's own GPU (it was 6.0% with the
     // rule of one stranded transient block; the replay's free-and-retry near a card's limit and its segments
     // moved the multi-GPU rows most, and the optimizer's states and temporaries made per layer, as torch makes
-    // them per parameter, the full fine-tunes). The replayed blocks are the step's own tensors since CPU traces
-    // of real allocation sequences showed it (`sequences.rs`): saved activations tensor by tensor, gradients,
-    // states and temporaries parameter by parameter; 5.3% and 64.5% within 10% before and after.
+    // them per parameter, the full fine-tunes). An adapter plan's saved tensors are placed one by one since CPU
+    // traces of real allocation sequences showed it (`sequences.rs`); validate's figures did not move.
     let median = report.median_abs_pct().unwrap();
     assert!(median < 5.5, "median absolute error {median:.1}%");
     let (right, total) = report.outcomes();
     assert!(right >= 26, "{right} of {total} outcomes right");
-    // The split, each with its own floor: single-GPU runs 4.9% today (4.8% with a block a layer, 4.7% by the
-    // rule), multi-GPU runs 5.9% (13.1% by the rule).
+    // The split, each with its own floor: single-GPU runs 4.8% today (4.7% by the rule), multi-GPU runs 5.9%
+    // (13.1% by the rule).
     let single = one.median_abs_pct.unwrap();
-    assert!(single < 5.1, "single-GPU median {single:.1}%");
+    assert!(single < 5.0, "single-GPU median {single:.1}%");
     let multi = several.median_abs_pct.unwrap();
     assert!(multi < 6.5, "multi-GPU median {multi:.1}%");
     // No multi-GPU run that ran is predicted not to fit, nor one that ran out of memory to fit.
@@ -67,9 +66,8 @@ fn validation_replays_every_row_and_holds_its_ground() {
     // and what a warm cache strands on an 80 GB card near its limit (the run's lengths vary; the plan's do not).
     assert!(err("swift-qwen-7b-chat-full-L2048").abs() < 5.0);
     // Pure bf16 full FT with bf16 AdamW states (PEFT's MetaMathQA harness, reserved bytes, its peak step on an
-    // emptied cache): +7.9% with the step's own tensors (-2.3% with a block a layer). Its batches vary in length
-    // (a mean of about 210 tokens, padded per batch to at most 768) where the plan's are all 768 long.
-    assert!(err("peft-mmqa-full-finetuning-lr_0.00001").abs() < 10.0);
+    // emptied cache).
+    assert!(err("peft-mmqa-full-finetuning-lr_0.00001").abs() < 5.0);
     // The same harness's adapters: fp32 LoRA inputs, trainable norms' 16-bit copies, IA3's fp32 input of `down`,
     // and the key/value cache its kept output holds.
     for id in [
