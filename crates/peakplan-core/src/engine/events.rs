@@ -291,7 +291,8 @@ impl<'s, 'a> Builder<'s, 'a> {
         // gradients take the place of its saved tensors in backward, and its optimizer's temporaries theirs in the
         // next step, so both go at one granularity: a block a layer. Tensor by tensor (saved tensors, gradients,
         // states and temporaries parameter by parameter) its traces replay no closer (a mean of 1.8% against 1.6%)
-        // for five times the events, and saved tensors apart beside gradients in blocks strand what no trace does.
+        // for five times the events; saved tensors apart beside gradients in blocks put PEFT's measured full
+        // fine-tune 19% over (2% under as it is).
         let by_tensor = st.s.plan.method != Method::Full;
         let saved = split(a.saved_in_layers, slots)
             .into_iter()
