@@ -446,14 +446,12 @@ impl<'s, 'a> Builder<'s, 'a> {
     /// The saved tensors of the layer in `slot`, made or let go.
     fn kept(&mut self, slot: u64, on: bool) {
         let i = slot as usize;
-        let last = slot + 1 == self.slots;
-        let count = if last { &self.saved_last } else { &self.saved }.len();
-        for j in 0..count {
-            let part = if last {
-                self.saved_last[j]
-            } else {
-                self.saved[j]
-            };
+        let saved = if slot + 1 == self.slots {
+            &self.saved_last
+        } else {
+            &self.saved
+        };
+        for (j, &part) in saved.iter().enumerate() {
             let t = tag(SAVED, slot * MAX_TENSORS as u64 + j as u64);
             if on {
                 self.seq.alloc(t, part);

@@ -10,13 +10,13 @@ use crate::traced::llama_rows;
 use crate::util::{data, plan};
 
 /// A traced sequence: what was live before the first step, then each step's events.
-pub(crate) struct Sequence {
-    pub(crate) setup: Vec<Event>,
-    pub(crate) steps: Vec<Vec<Event>>,
+struct Sequence {
+    setup: Vec<Event>,
+    steps: Vec<Vec<Event>>,
 }
 
 /// Reads `a,TAG,BYTES` / `f,TAG` / `step` lines (`memtrace.sequence_of`).
-pub(crate) fn read_sequence(text: &str) -> Sequence {
+fn read_sequence(text: &str) -> Sequence {
     let mut s = Sequence {
         setup: Vec::new(),
         steps: Vec::new(),
@@ -42,20 +42,20 @@ pub(crate) fn read_sequence(text: &str) -> Sequence {
 }
 
 /// Loading and every traced step on a device without limit, as the engine replays its own.
-pub(crate) fn replay_traced(s: &Sequence) -> Stats {
+fn replay_traced(s: &Sequence) -> Stats {
     let steps: Vec<&[Event]> = s.steps.iter().map(Vec::as_slice).collect();
     replay_steps(&AllocatorConfig::with_capacity(1 << 59), &s.setup, &steps).unwrap()
 }
 
 /// One traced case: its id, the traced sequence's replay, and the engine's estimates (replayed and by the rule).
-pub(crate) struct Case {
-    pub(crate) id: String,
-    pub(crate) traced: Stats,
-    pub(crate) engine: Estimate,
-    pub(crate) rule: Estimate,
+struct Case {
+    id: String,
+    traced: Stats,
+    engine: Estimate,
+    rule: Estimate,
 }
 
-pub(crate) fn cases() -> Vec<Case> {
+fn cases() -> Vec<Case> {
     llama_rows("traced/sequences.csv")
         .into_iter()
         .map(|r| {

@@ -11,7 +11,7 @@ use crate::util::{data, est_arch, plan};
 pub(crate) struct LlamaRow {
     pub(crate) id: String,
     pub(crate) arch: Architecture,
-    pub(crate) traced_bytes: u64,
+    traced_bytes: u64,
     pub(crate) query: String,
 }
 
