@@ -38,6 +38,7 @@ mod block;
 mod config;
 mod expandable;
 mod release;
+mod settle;
 mod state;
 mod stats;
 
@@ -46,6 +47,7 @@ pub use config::{
     LARGE_BUFFER_BYTES, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, MIN_LARGE_ALLOC_BYTES,
     ROUND_LARGE_BYTES, SMALL_BUFFER_BYTES, SMALL_SIZE_BYTES,
 };
+pub use settle::{Run, Settled, MAX_UNSETTLED_PIECES};
 pub use state::{Allocator, BlockId};
 pub use stats::{BlockInfo, OutOfMemory, Segment, Stat, Stats};
 

@@ -43,7 +43,7 @@ use std::collections::HashMap;
 use super::count::Count;
 use super::saved::MAX_TENSORS;
 use super::{runs, split_slice, stages, Runs, Stages};
-use crate::allocator::{Event, TagHash, SMALL_SIZE_BYTES};
+use crate::allocator::{Event, Run, TagHash, SMALL_SIZE_BYTES};
 use crate::arch::Architecture;
 use crate::plan::{Method, Plan};
 
@@ -52,10 +52,35 @@ use crate::plan::{Method, Plan};
 pub struct StepEvents {
     /// What loading the model leaves allocated (a transient at load comes and goes).
     pub setup: Vec<Event>,
-    /// One training step (every micro-batch and the optimizer step). It frees everything it allocates except the
-    /// optimizer's states, which it allocates as [`Event::AllocOnce`]: the first step creates them, later steps
-    /// find them, so the step can be replayed any number of times.
-    pub step: Vec<Event>,
+    /// One training step (every micro-batch and the optimizer step) as runs of events: the first micro-batch,
+    /// the middle ones (one run of identical micro-batches, replayed `ga - 2` times), the last with the optimizer
+    /// step. So a step of any gradient accumulation is three micro-batches of events, and its replay settles
+    /// ([`crate::allocator::Run`]). It frees everything it allocates except the optimizer's states, which it
+    /// allocates as [`Event::AllocOnce`]: the first step creates them, later steps find them, so the step can be
+    /// replayed any number of times.
+    pub step: Vec<Run>,
+}
+
+impl StepEvents {
+    /// Every event of a step in order, the middle micro-batches written out (`ga` micro-batches' worth).
+    pub fn flat_step(&self) -> Vec<Event> {
+        let mut all = Vec::new();
+        for run in &self.step {
+            for _ in 0..run.times {
+                all.extend_from_slice(&run.events);
+            }
+        }
+        all
+    }
+
+    /// The events held: the setup's and each run's once.
+    pub fn len(&self) -> usize {
+        self.setup.len() + self.step.iter().map(|r| r.events.len()).sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// The allocation sequence of `plan` on `arch`, built from the quantities [`super::estimate`] sums.
@@ -69,19 +94,19 @@ pub fn allocation_events(arch: &Architecture, plan: &Plan) -> StepEvents {
         }
         Runs::AsPlanned => {}
     }
-    step_events(&stages(arch, plan))
+    let st = stages(arch, plan);
+    step_events(&st, usize::MAX).unwrap_or_default()
 }
 
-/// The allocation sequence of a plan's stages.
-pub(super) fn step_events(st: &Stages) -> StepEvents {
+/// The allocation sequence of a plan's stages, or `None` if it holds more than `max_events` events (built no
+/// further than that: a model of tens of thousands of layers would take gigabytes).
+pub(super) fn step_events(st: &Stages, max_events: usize) -> Option<StepEvents> {
     let mut b = Builder::new(st);
+    b.seq.max_events = max_events;
     b.setup();
     let setup = std::mem::take(&mut b.seq.events);
-    b.step();
-    StepEvents {
-        setup,
-        step: b.seq.events,
-    }
+    let step = b.step();
+    (!b.seq.over).then_some(StepEvents { setup, step })
 }
 
 /// A moment's missing fraction of a byte per part stays under this (see the module's rounding rule).
@@ -214,29 +239,54 @@ fn blocks_of(total: Count, block: Count) -> Vec<u64> {
 }
 
 /// The events, and the bytes live after them as the steady-state step sees them.
-#[derive(Default)]
 struct Seq {
     events: Vec<Event>,
     sizes: HashMap<u64, u64, TagHash>,
     live: u64,
+    /// Events made so far (those taken away into runs included), and the most to make: past it, `over` is set
+    /// and nothing more is kept.
+    made: usize,
+    max_events: usize,
+    over: bool,
+}
+
+impl Default for Seq {
+    fn default() -> Self {
+        Seq {
+            events: Vec::new(),
+            sizes: HashMap::default(),
+            live: 0,
+            made: 0,
+            max_events: usize::MAX,
+            over: false,
+        }
+    }
 }
 
 impl Seq {
+    fn push(&mut self, event: Event) {
+        if self.made >= self.max_events {
+            self.over = true;
+            return;
+        }
+        self.made += 1;
+        self.events.push(event);
+    }
     fn alloc(&mut self, tag: u64, bytes: u64) {
         if bytes == 0 {
             return;
         }
         debug_assert!(
-            !self.sizes.contains_key(&tag),
+            self.over || !self.sizes.contains_key(&tag),
             "tag {tag:#x} allocated twice"
         );
-        self.events.push(Event::Alloc { tag, bytes });
+        self.push(Event::Alloc { tag, bytes });
         self.sizes.insert(tag, bytes);
         self.live = self.live.saturating_add(bytes);
     }
     fn free(&mut self, tag: u64) {
         if let Some(b) = self.sizes.remove(&tag) {
-            self.events.push(Event::Free { tag });
+            self.push(Event::Free { tag });
             self.live = self.live.saturating_sub(b);
         }
     }
@@ -353,6 +403,9 @@ impl<'s, 'a> Builder<'s, 'a> {
         let constants = split(r.quant_constants, self.layers);
         let adapters = split(r.adapter_weights, self.layers);
         for i in 0..self.layers as usize {
+            if self.seq.over {
+                return;
+            }
             let i64 = i as u64;
             self.seq.alloc(tag(LAYER_WEIGHTS, i64), layer_weights[i]);
             self.seq.alloc(tag(QUANT_CONSTANTS, i64), constants[i]);
@@ -374,7 +427,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         for (kind, v) in optimizer {
             for (i, part) in split(v, self.layers).into_iter().enumerate() {
                 if part > 0 {
-                    self.seq.events.push(Event::AllocOnce {
+                    self.seq.push(Event::AllocOnce {
                         tag: tag(kind, i as u64),
                         bytes: part,
                     });
@@ -395,8 +448,11 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
     }
 
-    fn step(&mut self) {
-        let (r, t) = (&self.st.resident, &self.st.timeline);
+    /// One step as runs: the first micro-batch, the middle ones (one run: each allocates and frees the same
+    /// blocks, since only the first makes the held gradients and only the last reaches the timeline's moments),
+    /// and the last with the optimizer step.
+    fn step(&mut self) -> Vec<Run> {
+        let r = &self.st.resident;
         // The steady state: the states the first step created are live.
         self.seq.live = self
             .seq
@@ -405,14 +461,36 @@ impl<'s, 'a> Builder<'s, 'a> {
             .saturating_add(bytes(r.master_weights));
         let plan = self.st.s.plan;
         let ga = plan.grad_accumulation.max(1);
-        for k in 0..ga {
-            self.micro_batch(k == 0, k + 1 == ga);
+        let mut runs = Vec::with_capacity(3);
+        let mut cut = |seq: &mut Seq, times: u64| {
+            runs.push(Run {
+                events: std::mem::take(&mut seq.events),
+                times,
+            });
+        };
+        self.micro_batch(true, ga == 1);
+        if ga > 1 {
+            cut(&mut self.seq, 1);
         }
-        // The optimizer step: the gradients it reads (DeepSpeed has freed its 16-bit partition for an fp32 copy,
-        // one of the step's temporaries), its states, made at the first step, and its temporaries.
-        let opt = t.phases[3];
+        if ga > 2 {
+            self.micro_batch(false, false);
+            cut(&mut self.seq, ga - 2);
+        }
+        if ga > 1 {
+            self.micro_batch(false, true);
+        }
+        self.optimizer_step();
+        cut(&mut self.seq, 1);
+        runs
+    }
+
+    /// The optimizer step: the gradients it reads (DeepSpeed has freed its 16-bit partition for an fp32 copy, one
+    /// of the step's temporaries), its states, made at the first step, and its temporaries; then zero_grad and
+    /// the loop's held output let go.
+    fn optimizer_step(&mut self) {
+        let opt = self.st.timeline.phases[3];
         self.grads_to(opt[1]);
-        if !plan.optimizer_in_backward {
+        if !self.st.s.plan.optimizer_in_backward {
             self.states();
         }
         self.step_temps(true);
@@ -530,6 +608,9 @@ impl<'s, 'a> Builder<'s, 'a> {
             .alloc(tag(PREVIOUS_INPUTS, 0), bytes(a.previous_inputs));
         let kv = split(l.kv_cache, self.layers);
         for i in 0..self.layers {
+            if self.seq.over {
+                return;
+            }
             self.buffers(true);
             let slot = i % self.slots;
             if i >= self.slots {
@@ -642,6 +723,9 @@ impl<'s, 'a> Builder<'s, 'a> {
             self.states();
         }
         for j in (0..self.layers).rev() {
+            if self.seq.over {
+                return;
+            }
             self.seq
                 .alloc(tag(RECOMPUTE, 0), bytes(w.backward_work - w.grad_flow));
             self.buffers(true);
@@ -691,5 +775,51 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.buffers(false);
         self.seq.free(tag(GRAD_FLOW, 0));
         self.seq.free(tag(GATHERED, 3));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The step as it was built before runs: every micro-batch written out in turn.
+    fn every_micro_batch(st: &Stages) -> Vec<Event> {
+        let mut b = Builder::new(st);
+        b.setup();
+        b.seq.events.clear();
+        let r = &st.resident;
+        b.seq.live = b
+            .seq
+            .live
+            .saturating_add(bytes(r.optimizer_states))
+            .saturating_add(bytes(r.master_weights));
+        let ga = st.s.plan.grad_accumulation;
+        let mut all = Vec::new();
+        for k in 0..ga {
+            b.micro_batch(k == 0, k + 1 == ga);
+            all.append(&mut b.seq.events);
+        }
+        b.optimizer_step();
+        all.append(&mut b.seq.events);
+        all
+    }
+
+    #[test]
+    fn middle_micro_batches_are_one_run() {
+        for q in [
+            "model=llama-2-7b&method=lora&r=8&b=2&s=512&gc=0",
+            "model=llama-2-7b&method=full&prec=amp_bf16&gc=1&oib=1",
+            "model=llama-2-13b&method=full&prec=amp_bf16&gpus=4&zero=3&gc=1",
+            "model=llama-2-7b&method=lora&r=16&targets=all-linear&aoff=1&fw=torchtune",
+        ] {
+            for ga in [1, 2, 3, 6] {
+                let parsed = Plan::parse_query(&format!("{q}&ga={ga}"));
+                let plan = parsed.plan;
+                let arch = crate::preset_arch(&plan);
+                let st = stages(arch, &plan);
+                let ev = step_events(&st, usize::MAX).unwrap_or_default();
+                assert_eq!(ev.flat_step(), every_micro_batch(&st), "{q}&ga={ga}");
+            }
+        }
     }
 }

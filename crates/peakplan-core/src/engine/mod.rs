@@ -150,7 +150,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
             plan.allocator,
             capacity_bytes,
             card_only,
-            || events::step_events(&st),
+            |max_events| events::step_events(&st, max_events),
             timeline.peak,
             resident.paged_states,
             rule,

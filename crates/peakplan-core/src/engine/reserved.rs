@@ -16,7 +16,7 @@
 
 use super::count::{ceil_div, Count, MIB};
 use super::events::StepEvents;
-use crate::allocator::{AllocatorConfig, Replay, Stats};
+use crate::allocator::{AllocatorConfig, Replay, Settled, Stats};
 use crate::plan::Alloc;
 
 /// The CUDA context plus cuBLAS workspace that `nvidia-smi` shows beside PyTorch's own memory (CUDA 12, lazy loading).
@@ -68,22 +68,25 @@ fn with_reserved(peak: Count, reserved: Count, paged_states: Count) -> Reserved 
 }
 
 /// Sequences longer than this (a model of tens of thousands of layers) take the rule: a replay costs about
-/// 0.2 µs per event.
+/// 0.2 µs per event. A step's events are its setup and three micro-batches whatever its gradient accumulation
+/// (the middle ones replay until the allocator settles, [`crate::allocator::Run`]), so the cap bounds a replay's
+/// time and memory for any plan.
 pub const MAX_REPLAYED_EVENTS: usize = 400_000;
 
 /// A device without limit, below PyTorch's 1 EB request refusal.
 const UNLIMITED_BYTES: u64 = 1 << 59;
 
 /// The reserved and device memory of a step by replaying its events (built by `events` only when a replay
-/// runs) on a GPU of `capacity_bytes` (see the module doc); `fallback` (the rule's figures) where no replay can
-/// stand for the step. With
+/// runs, at most [`MAX_REPLAYED_EVENTS`] of them, else `None`) on a GPU of `capacity_bytes` (see the module
+/// doc); `fallback` (the rule's figures) where no replay can stand for the step: too many events, or middle
+/// micro-batches that never settle. With
 /// `card_only`, only the replay on the card runs: a step it cannot hold reports no figure but "more than the
 /// card" (`u64::MAX` reserved), which is all a search needs to know.
 pub(super) fn replayed(
     alloc: Alloc,
     capacity_bytes: u64,
     card_only: bool,
-    events: impl FnOnce() -> StepEvents,
+    events: impl FnOnce(usize) -> Option<StepEvents>,
     peak: Count,
     paged_states: Count,
     fallback: Reserved,
@@ -94,15 +97,18 @@ pub(super) fn replayed(
     if card_only && beyond_card {
         return with_reserved(peak, u64::MAX as Count, paged_states);
     }
-    let events = events();
-    if events.setup.len() + events.step.len() > MAX_REPLAYED_EVENTS {
+    let Some(events) = events(MAX_REPLAYED_EVENTS) else {
         return fallback;
-    }
+    };
     if card_only {
-        let reserved = replay(alloc, &events, device).map_or(u64::MAX, |s| s.reserved_bytes.peak);
+        let reserved = match replay(alloc, &events, device) {
+            Ok(Some(s)) => s.reserved_bytes.peak,
+            Ok(None) => return fallback,
+            Err(_) => u64::MAX,
+        };
         return with_reserved(peak, reserved as Count, paged_states);
     }
-    let Ok(unlimited) = replay(alloc, &events, UNLIMITED_BYTES) else {
+    let Ok(Some(unlimited)) = replay(alloc, &events, UNLIMITED_BYTES) else {
         return fallback;
     };
     let peak_bytes = unlimited.reserved_bytes.peak;
@@ -111,28 +117,45 @@ pub(super) fn replayed(
     let reserved = if peak_bytes <= device || beyond_card {
         peak_bytes
     } else {
-        replay(alloc, &events, device).map_or(peak_bytes, |on_card| on_card.reserved_bytes.peak)
+        match replay(alloc, &events, device) {
+            Ok(Some(on_card)) => on_card.reserved_bytes.peak,
+            Ok(None) => return fallback,
+            Err(_) => peak_bytes,
+        }
     };
     with_reserved(peak, reserved as Count, paged_states)
 }
 
-/// Loading, a first step, and the measured second step, on a device of `capacity_bytes`.
+/// Loading, a first step, and the measured second step, on a device of `capacity_bytes`; `None` where the middle
+/// micro-batches did not settle.
 fn replay(
     alloc: Alloc,
     events: &StepEvents,
     capacity_bytes: u64,
-) -> Result<Stats, crate::allocator::OutOfMemory> {
+) -> Result<Option<Stats>, crate::allocator::OutOfMemory> {
     let config = AllocatorConfig {
         expandable_segments: alloc == Alloc::Expandable,
         ..AllocatorConfig::with_capacity(capacity_bytes)
     };
     let mut r = Replay::new(config, events.setup.len());
     r.run(&events.setup)?;
-    r.run(&events.step)?;
+    let step = |r: &mut Replay| -> Result<bool, crate::allocator::OutOfMemory> {
+        for run in &events.step {
+            if r.run_repeated(run)? == Settled::Unsettled {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    };
+    if !step(&mut r)? {
+        return Ok(None);
+    }
     if alloc == Alloc::Emptied {
         r.allocator.empty_cache();
         r.allocator.reset_peak_stats();
     }
-    r.run(&events.step)?;
-    Ok(r.allocator.stats())
+    if !step(&mut r)? {
+        return Ok(None);
+    }
+    Ok(Some(r.allocator.stats()))
 }

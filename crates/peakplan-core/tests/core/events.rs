@@ -40,7 +40,8 @@ fn resident_after_step(e: &Estimate) -> u64 {
 
 fn replay(arch: &Architecture, p: &Plan, steps: usize) -> Result<Stats, String> {
     let ev = allocation_events(arch, p);
-    let steps: Vec<&[_]> = (0..steps).map(|_| ev.step.as_slice()).collect();
+    let step = ev.flat_step();
+    let steps: Vec<&[_]> = (0..steps).map(|_| step.as_slice()).collect();
     replay_steps(&unlimited(), &ev.setup, &steps).map_err(|e| format!("{}: {e}", p.to_query()))
 }
 
@@ -201,12 +202,13 @@ fn steps_of_alternating_lengths_keep_the_books() {
     );
     // Same weights and states whatever the length.
     assert_eq!(es.setup, el.setup);
+    let (es_step, el_step) = (es.flat_step(), el.flat_step());
     let steps: Vec<&[_]> = (0..10)
         .map(|i| {
             if i % 2 == 0 {
-                es.step.as_slice()
+                es_step.as_slice()
             } else {
-                el.step.as_slice()
+                el_step.as_slice()
             }
         })
         .collect();
@@ -216,7 +218,7 @@ fn steps_of_alternating_lengths_keep_the_books() {
             ..unlimited()
         };
         let mixed = replay_steps(&config, &es.setup, &steps).unwrap();
-        let long_alone = replay_steps(&config, &el.setup, &[&el.step, &el.step]).unwrap();
+        let long_alone = replay_steps(&config, &el.setup, &[&el_step, &el_step]).unwrap();
         let e = estimate(arch, &long);
         assert_eq!(mixed.requested_bytes.peak, e.peak_allocated_bytes);
         assert_eq!(mixed.requested_bytes.current, resident_after_step(&e));
@@ -237,12 +239,13 @@ fn reserved_peak_of_the_simulator_against_the_engine() {
     let p = qlora(2048);
     let arch = preset_arch(&p);
     let ev = allocation_events(arch, &p);
+    let step = ev.flat_step();
     for expandable in [false, true] {
         let config = AllocatorConfig {
             expandable_segments: expandable,
             ..unlimited()
         };
-        let s = replay_steps(&config, &ev.setup, &[&ev.step, &ev.step]).unwrap();
+        let s = replay_steps(&config, &ev.setup, &[&step, &step]).unwrap();
         // The engine's own figure under the plan's matching allocator key.
         let keyed = plan(&format!(
             "{}&alloc={}",
@@ -259,7 +262,7 @@ fn reserved_peak_of_the_simulator_against_the_engine() {
             e.peak_reserved_bytes,
             e.peak_allocated_bytes,
             ev.setup.len(),
-            ev.step.len()
+            step.len()
         );
         assert!(s.reserved_bytes.peak >= e.peak_allocated_bytes);
     }

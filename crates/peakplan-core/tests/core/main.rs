@@ -14,6 +14,7 @@ mod levers;
 mod properties;
 mod queries;
 mod sequences;
+mod settle;
 mod sources;
 mod text;
 mod traced;
