@@ -101,12 +101,39 @@ pub fn allocation_events(arch: &Architecture, plan: &Plan) -> StepEvents {
 /// The allocation sequence of a plan's stages, or `None` if it holds more than `max_events` events (built no
 /// further than that: a model of tens of thousands of layers would take gigabytes).
 pub(super) fn step_events(st: &Stages, max_events: usize) -> Option<StepEvents> {
+    if likely_events(st) / 2 > max_events {
+        return None;
+    }
     let mut b = Builder::new(st);
     b.seq.max_events = max_events;
     b.setup();
     let setup = std::mem::take(&mut b.seq.events);
     let step = b.step();
     (!b.seq.over).then_some(StepEvents { setup, step })
+}
+
+/// Layers from which [`likely_events`] extrapolates instead of counting.
+const COUNTED_LAYERS: u64 = 64;
+
+/// About how many events the plan's sequence holds, without building it: every layer makes the same events, so
+/// the sequences of the same stages cut into 4 and 8 layers tell what a layer adds. An estimate (a layer's parts
+/// of the small pool's size gather differently at other depths), used only to skip building what is far past the
+/// cap: building to the cap is what a model of a hundred thousand layers would otherwise cost each estimate.
+fn likely_events(st: &Stages) -> usize {
+    let layers = st.s.arch.layers;
+    if layers <= COUNTED_LAYERS {
+        return 0;
+    }
+    let made = |n: u64| {
+        let mut b = Builder::with_layers(st, n);
+        b.setup();
+        b.step();
+        b.seq.made as u64
+    };
+    let (four, eight) = (made(4), made(8));
+    let per_layer = eight.saturating_sub(four) / 4;
+    let likely = eight.saturating_add(per_layer.saturating_mul(layers - 8));
+    usize::try_from(likely).unwrap_or(usize::MAX)
 }
 
 /// A moment's missing fraction of a byte per part stays under this (see the module's rounding rule).
@@ -329,7 +356,12 @@ fn total(live: &[Count; 5]) -> Count {
 
 impl<'s, 'a> Builder<'s, 'a> {
     fn new(st: &'s Stages<'a>) -> Self {
-        let layers = st.s.arch.layers.max(1);
+        Builder::with_layers(st, st.s.arch.layers)
+    }
+
+    /// The stages' sequence as if the model had `layers` layers (its totals split among them).
+    fn with_layers(st: &'s Stages<'a>, layers: u64) -> Self {
+        let layers = layers.max(1);
         let a = &st.acts;
         let slots = (a.kept_layers as u64).clamp(1, layers);
         // The mask is one per forward; the rest of the scores is the layers'.
