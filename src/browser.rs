@@ -1,4 +1,5 @@
-//! Thin wrappers over browser APIs (URL, clipboard, downloads, theme, timing); errors become `Option`/messages once here.
+//! Thin wrappers over browser APIs (URL, clipboard, downloads, theme, timing, and `fetch_text`: the Hub request,
+//! timed out and capped while read); errors become `Option`/messages once here.
 
 use wasm_bindgen::JsCast;
 
@@ -154,23 +155,82 @@ pub fn mark_first_paint() {
 pub enum FetchError {
     /// The request failed: offline, refused, or blocked (CORS, the page's CSP, an extension).
     Network,
-    /// The answer is this many bytes, over the cap (said by its `content-length`, or counted).
+    /// No whole answer within [`crate::hub::TIMEOUT_SECS`]: the request, or its body, was aborted then.
+    TimedOut,
+    /// The answer says it is this many bytes (its `content-length`), over the cap: not read.
     TooLarge(usize),
+    /// More than the cap arrived (no `content-length`, or a false one): reading stopped there.
+    OverCap,
+    /// The body is not UTF-8 text.
+    NotText,
 }
 
-/// GETs `url` (CORS, no cookies, no referrer), with `token` as `Authorization: Bearer` when given: the status, and
-/// for a 2xx answer its text, refused unread when it says it is over `cap` bytes.
+/// Aborts a request when its time is up, unless dropped first (the timer is cleared then): an answer that stalls
+/// ends in [`FetchError::TimedOut`] instead of a spinner for ever.
+struct Deadline {
+    window: web_sys::Window,
+    controller: web_sys::AbortController,
+    timer: i32,
+    /// Kept alive while the timer may fire.
+    _fire: wasm_bindgen::closure::Closure<dyn FnMut()>,
+}
+
+impl Deadline {
+    fn start(window: web_sys::Window, seconds: u32) -> Option<Deadline> {
+        let controller = web_sys::AbortController::new().ok()?;
+        let abort = controller.clone();
+        let fire = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || abort.abort());
+        let timer = window
+            .set_timeout_with_callback_and_timeout_and_arguments_0(
+                fire.as_ref().unchecked_ref(),
+                i32::try_from(seconds.saturating_mul(1000)).unwrap_or(i32::MAX),
+            )
+            .ok()?;
+        Some(Deadline {
+            window,
+            controller,
+            timer,
+            _fire: fire,
+        })
+    }
+
+    fn signal(&self) -> web_sys::AbortSignal {
+        self.controller.signal()
+    }
+
+    /// Why a step failed: the time was up (and the step aborted), or the network.
+    fn error(&self) -> FetchError {
+        if self.controller.signal().aborted() {
+            FetchError::TimedOut
+        } else {
+            FetchError::Network
+        }
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        self.window.clear_timeout_with_handle(self.timer);
+    }
+}
+
+/// GETs `url` (CORS, no cookies, no referrer), with `token` as `Authorization: Bearer` when given, aborted after
+/// [`crate::hub::TIMEOUT_SECS`]: the status, and for a 2xx answer its text, refused unread when it says it is over
+/// `cap` bytes, and read no further once more than `cap` bytes have arrived.
 pub async fn fetch_text(
     url: &str,
     token: Option<&str>,
     cap: usize,
 ) -> Result<(u16, String), FetchError> {
     use FetchError::Network;
+    let w = window().ok_or(Network)?;
+    let deadline = Deadline::start(w.clone(), crate::hub::TIMEOUT_SECS).ok_or(Network)?;
     let init = web_sys::RequestInit::new();
     init.set_method("GET");
     init.set_mode(web_sys::RequestMode::Cors);
     init.set_credentials(web_sys::RequestCredentials::Omit);
     init.set_referrer_policy(web_sys::ReferrerPolicy::NoReferrer);
+    init.set_signal(Some(&deadline.signal()));
     if let Some(t) = token {
         let headers = web_sys::Headers::new().map_err(|_| Network)?;
         headers
@@ -179,11 +239,10 @@ pub async fn fetch_text(
         init.set_headers(&headers);
     }
     let request = web_sys::Request::new_with_str_and_init(url, &init).map_err(|_| Network)?;
-    let w = window().ok_or(Network)?;
     let response: web_sys::Response = w
         .fetch_with_request(&request)
         .await
-        .map_err(|_| Network)?
+        .map_err(|_| deadline.error())?
         .dyn_into()
         .map_err(|_| Network)?;
     let status = response.status();
@@ -199,17 +258,40 @@ pub async fn fetch_text(
     if let Some(n) = declared.filter(|n| *n > cap) {
         return Err(FetchError::TooLarge(n));
     }
-    let text = response
-        .text()
-        .map_err(|_| Network)?
-        .await
-        .map_err(|_| Network)?
-        .as_string()
-        .unwrap_or_default();
-    if text.len() > cap {
-        return Err(FetchError::TooLarge(text.len()));
-    }
+    let text = read_capped(&response, cap, &deadline).await?;
     Ok((status, text))
+}
+
+/// The body of `response`, read chunk by chunk through its stream's reader and cancelled once more than `cap`
+/// bytes have come (`text()` would read a body of any size whole first), then decoded as strict UTF-8 (`text()`
+/// would replace bad bytes, where the CLI refuses them).
+async fn read_capped(
+    response: &web_sys::Response,
+    cap: usize,
+    deadline: &Deadline,
+) -> Result<String, FetchError> {
+    let mut body = crate::hub::CappedBody::new(cap);
+    let Some(stream) = response.body() else {
+        return Ok(String::new());
+    };
+    let reader: web_sys::ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
+    loop {
+        let chunk: web_sys::ReadableStreamReadResult = reader
+            .read()
+            .await
+            .map_err(|_| deadline.error())?
+            .unchecked_into();
+        if chunk.get_done().unwrap_or(true) {
+            break;
+        }
+        let bytes = js_sys::Uint8Array::new(&chunk.get_value()).to_vec();
+        if !body.push(&bytes) {
+            // Awaited, so that a refused cancel is handled here rather than reported as an uncaught rejection.
+            let _ = reader.cancel().await;
+            return Err(FetchError::OverCap);
+        }
+    }
+    body.text().ok_or(FetchError::NotText)
 }
 
 /// Opens the `<details>` of that id and scrolls it into view.

@@ -10,6 +10,8 @@ use peakplan_core::Architecture;
 pub const ENDPOINT: &str = "https://huggingface.co";
 /// Models kept in memory for the recent list (and for switching back without a request).
 pub const RECENT: usize = 6;
+/// Seconds a Hub request may take, its body included, before it is aborted (the CLI's limit too).
+pub const TIMEOUT_SECS: u32 = 30;
 
 /// A Hub model whose `config.json` loaded and imported.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,8 +31,14 @@ pub enum Failure {
     Denied(u16),
     /// The request failed: offline, or blocked.
     Offline,
+    /// No whole answer within [`TIMEOUT_SECS`].
+    TimedOut,
     /// Another HTTP status.
     Status(u16),
+    /// More than this many bytes arrived, with no `content-length` saying so first: reading stopped there.
+    OverCap(usize),
+    /// The answer's bytes are not UTF-8 text.
+    NotText,
     /// An answer that is not a config peakplan can plan.
     Config(ConfigError),
 }
@@ -137,6 +145,15 @@ pub fn message(id: &HubId, failure: &Failure) -> String {
             "Could not reach the Hugging Face Hub for {repo}: offline, or blocked by the network or an extension. \
              Try again, or paste its config.json."
         ),
+        Failure::TimedOut => format!(
+            "The Hugging Face Hub did not answer within {TIMEOUT_SECS} seconds for {repo}'s config.json; the \
+             request was stopped. Try again, or paste its config.json."
+        ),
+        Failure::OverCap(limit) => format!(
+            "{repo} cannot be planned: its config.json runs over the {limit} bytes accepted (reading stopped \
+             there); a real one is a few KB."
+        ),
+        Failure::NotText => format!("{repo} cannot be planned: its config.json is not UTF-8 text."),
         Failure::Status(code) => format!(
             "The Hugging Face Hub answered HTTP {code} for {repo}'s config.json; try again later, or paste it."
         ),
@@ -144,12 +161,41 @@ pub fn message(id: &HubId, failure: &Failure) -> String {
     }
 }
 
-/// A token as the `Authorization` header may carry it: trimmed, printable ASCII without spaces; `None` when empty
-/// or not a token.
+/// An answer's body as it arrives in chunks, kept while within its cap: a body that states no length (or a false
+/// one) is stopped once more than `cap` bytes have come, instead of being read whole before the size check.
+pub struct CappedBody {
+    bytes: Vec<u8>,
+    cap: usize,
+}
+
+impl CappedBody {
+    pub fn new(cap: usize) -> CappedBody {
+        CappedBody {
+            bytes: Vec::new(),
+            cap,
+        }
+    }
+
+    /// Adds the next chunk; `false` once more than the cap has arrived (read no more: cancel the stream).
+    pub fn push(&mut self, chunk: &[u8]) -> bool {
+        if chunk.len() > self.cap.saturating_sub(self.bytes.len()) {
+            return false;
+        }
+        self.bytes.extend_from_slice(chunk);
+        true
+    }
+
+    /// The body as text, or `None` when it is not UTF-8: decoded strictly, as the CLI decodes it (the browser's
+    /// `text()` would put replacement characters in place of bad bytes and go on).
+    pub fn text(self) -> Option<String> {
+        String::from_utf8(self.bytes).ok()
+    }
+}
+
+/// A token as the `Authorization` header may carry it (the core's rule, which the CLI's `HF_TOKEN` follows too):
+/// trimmed, printable ASCII without spaces; `None` when empty or not a token.
 pub fn token(text: &str) -> Option<String> {
-    let t = text.trim();
-    (!t.is_empty() && t.len() <= 512 && t.bytes().all(|b| b.is_ascii_graphic()))
-        .then(|| t.to_string())
+    peakplan_core::hub::token(text).map(str::to_string)
 }
 
 /// The loaded model in one line, with the Hub's stated count beside peakplan's as a cross-check.
@@ -198,6 +244,54 @@ mod tests {
         assert!(message(&a, &Failure::Offline).starts_with("Could not reach the Hugging Face Hub"));
         assert!(message(&a, &Failure::NotFound)
             .contains("no model acme/small with a config.json at revision main"));
+    }
+
+    #[test]
+    fn a_body_is_read_up_to_its_cap_and_decoded_strictly() {
+        // (chunks, cap, expect): the text, or where reading stopped.
+        let check = |chunks: &[&[u8]], cap: usize, expect: Result<&str, &str>| {
+            let mut body = CappedBody::new(cap);
+            let mut stopped = None;
+            for (i, c) in chunks.iter().enumerate() {
+                if !body.push(c) {
+                    stopped = Some(i);
+                    break;
+                }
+            }
+            let got = match stopped {
+                Some(i) => Err(format!("stopped at chunk {i}")),
+                None => body.text().ok_or_else(|| "not UTF-8".to_string()),
+            };
+            assert_eq!(
+                got.as_deref().map_err(String::as_str),
+                expect,
+                "{chunks:?} cap {cap}"
+            );
+        };
+        check(&[b"{\"a\"", b": 1}"], 8, Ok("{\"a\": 1}"));
+        check(&[b"{\"a\"", b": 1}"], 7, Err("stopped at chunk 1"));
+        check(&[b"12345678", b"", b"9"], 8, Err("stopped at chunk 2"));
+        check(
+            &[&[b' '; 2048], &[b' '; 2048]],
+            1024,
+            Err("stopped at chunk 0"),
+        );
+        check(&[], 8, Ok(""));
+        // A character cut between chunks is whole once both arrived; bytes that are no UTF-8 are refused.
+        check(
+            &["é".as_bytes()[..1].as_ref(), &"é".as_bytes()[1..]],
+            8,
+            Ok("é"),
+        );
+        check(&[b"{\"model_type\": \"\xff\xfe\"}"], 64, Err("not UTF-8"));
+        check(&[b"\xc3"], 8, Err("not UTF-8"));
+        let a = id("acme/x");
+        assert!(message(&a, &Failure::TimedOut).contains("did not answer within 30 seconds"));
+        assert!(message(&a, &Failure::OverCap(1 << 20)).contains("over the 1048576 bytes accepted"));
+        assert_eq!(
+            message(&a, &Failure::NotText),
+            "acme/x cannot be planned: its config.json is not UTF-8 text."
+        );
     }
 
     #[test]

@@ -267,10 +267,13 @@ impl Ctx {
             {
                 Ok((status, text)) => hub::config_answer(&id, status, &text),
                 Err(FetchError::Network) => Err(Failure::Offline),
+                Err(FetchError::TimedOut) => Err(Failure::TimedOut),
                 Err(FetchError::TooLarge(bytes)) => Err(Failure::Config(ConfigError::TooLarge {
                     bytes,
                     limit: MAX_CONFIG_BYTES,
                 })),
+                Err(FetchError::OverCap) => Err(Failure::OverCap(MAX_CONFIG_BYTES)),
+                Err(FetchError::NotText) => Err(Failure::NotText),
             };
             let loaded = outcome.is_ok();
             hub_models.update(|h| h.finished(id.clone(), outcome));

@@ -3,7 +3,6 @@
 
 use anyhow::{anyhow, bail, Result};
 use peakplan_core::interop::{self, ExportFormat, MAX_IMPORT_BYTES};
-use std::io::Write;
 
 /// `peakplan export --query Q [--hf-config FILE] [--format python|axolotl|torchtune|deepspeed]`.
 pub fn export(args: &[String]) -> Result<String> {
@@ -34,17 +33,16 @@ pub fn import(args: &[String]) -> Result<String> {
     }
     let files: Vec<(&str, &str)> = texts.iter().map(|(n, t)| (*n, t.as_str())).collect();
     let imported = interop::import(&files).map_err(|e| anyhow!("{e}"))?;
-    // Notes go to stderr beside the plan on stdout; a closed stderr loses them, not the plan.
-    let mut stderr = std::io::stderr().lock();
+    // Notes go to stderr beside the plan on stdout (escaped, as every stderr line); a closed stderr loses them,
+    // not the plan.
     if !imported.unsupported.is_empty() {
-        let _ = writeln!(
-            stderr,
+        crate::say(&format!(
             "note: not modelled, so not in the plan: {}",
             imported.unsupported.join(", ")
-        );
+        ));
     }
     for n in &imported.notes {
-        let _ = writeln!(stderr, "note: {n}");
+        crate::say(&format!("note: {n}"));
     }
     Ok(format!("{}\n", imported.plan.to_query()))
 }

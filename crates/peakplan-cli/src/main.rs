@@ -1,6 +1,8 @@
 //! The `peakplan` command line: the planner's numbers for scripts, CI and docs.
 //!
 //! Errors are handled once, here at the edge: any bad input prints one line on stderr and exits with status 2.
+//! Text from outside (file names, CSV cells, environment variables, configs) reaches the terminal only through
+//! the core's one escaping function, `text::clean`: every stderr line here, and each such cell of a table.
 
 mod files;
 mod hub;
@@ -9,10 +11,11 @@ mod interop_cmd;
 use anyhow::{anyhow, bail, Result};
 use peakplan_chart::{chart_svg, ChartData, Theme};
 use peakplan_core::plan::Method;
+use peakplan_core::text::{clean, quote};
 use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::{
-    estimate, import_config, preset_arch, presets, solve, Architecture, Category, Estimate, Kind,
-    ModelId, Phase, Plan,
+    estimate, import_config, preset_arch, presets, solve, Architecture, Category, Estimate, GpuId,
+    Kind, ModelId, Phase, Plan,
 };
 use serde_json::{json, Value};
 use std::io::Write;
@@ -20,7 +23,7 @@ use std::io::Write;
 const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--format table|json|svg]
        peakplan advise [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--gpu GPU] [--format table|json]
        peakplan gpus [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--format table|json]
-       peakplan validate FILE.csv [--row ID | --format json]
+       peakplan validate FILE.csv [--row ID | --format table|json]
        peakplan export --query 'QUERY' [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--format python|axolotl|torchtune|deepspeed]
        peakplan import FILE...
        peakplan presets";
@@ -53,11 +56,32 @@ fn main() {
 
 /// One line on stderr. A closed stderr is not an error worth dying for: the exit status still tells.
 pub(crate) fn complain(message: &str) {
-    let _ = writeln!(
-        std::io::stderr(),
-        "peakplan: {}",
-        message.replace('\n', " ")
-    );
+    say(&format!("peakplan: {}", message.replace('\n', " ")));
+}
+
+/// A line on stderr, escaped: an error or a note can quote a file's name, `HF_ENDPOINT` or a config's text, and
+/// an `ESC]0;` there would retitle the terminal. Text the core already escaped passes unchanged.
+pub(crate) fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{}", clean(line));
+}
+
+/// The refusal of a flag given twice: every flag takes one value, and a silent last-wins would drop the first.
+pub(crate) fn once<T>(slot: &Option<T>, flag: &str) -> Result<()> {
+    if slot.is_some() {
+        bail!("{flag} is given twice; give it once (no flag repeats)");
+    }
+    Ok(())
+}
+
+/// The refusal of arguments a command does not take (`peakplan presets extra`): ignored, they would hide a typo.
+fn no_more(rest: &[String], command: &str, usage: &str) -> Result<()> {
+    match rest.first() {
+        Some(a) => bail!(
+            "unexpected argument {}: {command} takes no more arguments; usage: {usage}",
+            quote(a)
+        ),
+        None => Ok(()),
+    }
 }
 
 /// The flags of the commands that take a plan.
@@ -83,22 +107,27 @@ pub(crate) fn parse_plan_args(
         hf_model: None,
         format: formats.first().copied().unwrap_or_default().into(),
     };
-    let mut gpu = None;
+    let (mut query, mut format, mut gpu) = (None, None, None);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
-        let mut value = |name: &str| {
+        let (name, slot) = match flag.as_str() {
+            "--query" | "-q" => ("--query", &mut query),
+            "--hf-config" => ("--hf-config", &mut a.hf_config),
+            "--hf-model" => ("--hf-model", &mut a.hf_model),
+            "--format" | "-f" => ("--format", &mut format),
+            "--gpu" if command == "advise" => ("--gpu", &mut gpu),
+            other => bail!("unknown argument {other:?}; usage: {}", usage_line(command)),
+        };
+        once(slot, name)?;
+        *slot = Some(
             it.next()
                 .cloned()
-                .ok_or_else(|| anyhow!("{name} needs a value"))
-        };
-        match flag.as_str() {
-            "--query" | "-q" => a.query = value("--query")?,
-            "--hf-config" => a.hf_config = Some(value("--hf-config")?),
-            "--hf-model" => a.hf_model = Some(value("--hf-model")?),
-            "--format" | "-f" => a.format = value("--format")?,
-            "--gpu" if command == "advise" => gpu = Some(value("--gpu")?),
-            other => bail!("unknown argument {other:?}; usage: {}", usage_line(command)),
-        }
+                .ok_or_else(|| anyhow!("{name} needs a value"))?,
+        );
+    }
+    a.query = query.unwrap_or_default();
+    if let Some(f) = format {
+        a.format = f;
     }
     if !formats.contains(&a.format.as_str()) {
         bail!(
@@ -108,7 +137,16 @@ pub(crate) fn parse_plan_args(
         );
     }
     if let Some(g) = gpu {
-        a.query = format!("{}&gpu={g}", a.query);
+        // Only a bundled id is spliced into the query: `rtx-4090&b=8` would set a second key.
+        let id = GpuId::parse(&g).ok_or_else(|| {
+            let ids: Vec<&str> = GpuId::all().map(GpuId::id).collect();
+            anyhow!(
+                "--gpu {} is not a bundled GPU; give one id of `peakplan presets`: {}",
+                quote(&g),
+                ids.join(", ")
+            )
+        })?;
+        a.query = format!("{}&gpu={}", a.query, id.id());
     }
     if a.hf_config.is_some() && a.hf_model.is_some() {
         bail!("--hf-config and --hf-model both name the model; give one");
@@ -118,11 +156,56 @@ pub(crate) fn parse_plan_args(
 
 /// The usage line of one command.
 fn usage_line(command: &str) -> &'static str {
+    let name = format!("peakplan {command}");
     USAGE
         .lines()
         .map(|l| l.trim_start_matches("usage:").trim())
-        .find(|l| l.starts_with(&format!("peakplan {command} ")))
+        .find(|l| {
+            l.strip_prefix(&name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+        })
         .unwrap_or_default()
+}
+
+/// `peakplan validate`'s arguments: the CSV's path, the row asked for, and whether JSON was.
+fn validate_args(args: &[String]) -> Result<(String, Option<String>, bool)> {
+    let usage = usage_line("validate");
+    let (mut path, mut row, mut format) = (None, None, None);
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (name, slot) = match arg.as_str() {
+            "--row" => ("--row", &mut row),
+            "--format" | "-f" => ("--format", &mut format),
+            a if a.starts_with('-') && a.len() > 1 => {
+                bail!("unknown argument {}; usage: {usage}", quote(a))
+            }
+            a if path.is_none() => {
+                path = Some(a.to_string());
+                continue;
+            }
+            a => bail!(
+                "unexpected argument {}: validate reads one CSV file; usage: {usage}",
+                quote(a)
+            ),
+        };
+        once(slot, name)?;
+        *slot = Some(
+            it.next()
+                .cloned()
+                .ok_or_else(|| anyhow!("{name} needs a value; usage: {usage}"))?,
+        );
+    }
+    let path = path.ok_or_else(|| anyhow!("validate needs a CSV file; usage: {usage}"))?;
+    let json = match format.as_deref() {
+        None | Some("table") => false,
+        Some("json") if row.is_none() => true,
+        Some("json") => bail!("--row prints a table; give --row or --format json, not both"),
+        Some(f) => bail!(
+            "--format {} is not accepted by validate; accepted: table, json",
+            quote(f)
+        ),
+    };
+    Ok((path, row, json))
 }
 
 /// The usage text: every command, or the one named, and the plan keys.
@@ -166,26 +249,36 @@ fn run(args: &[String]) -> Result<String> {
         Some("advise") => advise_cmd(&args[1..]),
         Some("gpus") => gpus_cmd(&args[1..]),
         Some("validate") => {
-            let path = args
-                .get(1)
-                .ok_or_else(|| anyhow!("validate needs a CSV file: peakplan validate FILE.csv"))?;
-            match (args.get(2).map(String::as_str), args.get(3)) {
-                (Some("--row"), Some(id)) => validate_row(path, id),
-                (Some("--format"), Some(f)) if f == "json" => {
-                    let text = read_csv(path)?;
+            let (path, row, json) = validate_args(&args[1..])?;
+            match row {
+                Some(id) => validate_row(&path, &id),
+                None if json => {
+                    let text = read_csv(&path)?;
                     let report = peakplan_core::validate::validate(&text)
                         .map_err(|e| anyhow!("{path}: {e}"))?;
                     Ok(format!("{}\n", serde_json::to_string(&report.summary())?))
                 }
-                (None, _) => validate_cmd(path),
-                _ => bail!("usage: peakplan validate FILE.csv [--row ID | --format json]"),
+                None => validate_cmd(&path),
             }
         }
         Some("export") => interop_cmd::export(&args[1..]),
         Some("import") => interop_cmd::import(&args[1..]),
-        Some("presets") => Ok(presets_table()),
-        Some("help") => Ok(help(args.get(1).map(String::as_str))),
-        Some("--version" | "-V") => Ok(format!("peakplan {}\n", env!("CARGO_PKG_VERSION"))),
+        Some("presets") => {
+            no_more(&args[1..], "presets", usage_line("presets"))?;
+            Ok(presets_table())
+        }
+        Some("help") => {
+            no_more(
+                args.get(2..).unwrap_or_default(),
+                "help",
+                "peakplan help [COMMAND]",
+            )?;
+            Ok(help(args.get(1).map(String::as_str)))
+        }
+        Some("--version" | "-V") => {
+            no_more(&args[1..], "--version", "peakplan --version")?;
+            Ok(format!("peakplan {}\n", env!("CARGO_PKG_VERSION")))
+        }
         Some(other) => bail!(
             "unknown command {other:?}; {}",
             USAGE.lines().next().unwrap_or_default()
@@ -308,7 +401,7 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
     let per_gpu = units::per_gpu(plan);
     let mut out = format!(
         "{} ({} params, {} trainable), {} on {}{per_gpu}\n\n",
-        arch.name,
+        clean(&arch.name),
         format_count(e.total_params),
         format_count(e.trainable_params),
         label(plan.method),
@@ -383,7 +476,7 @@ fn validate_cmd(path: &str) -> Result<String> {
         match r.outcome {
             Outcome::Peak { bytes, metric } => out.push_str(&format!(
                 "{:<48} {:>9} {:>8.2} G {:>8.2} G {:>+7.1}%\n",
-                r.id.chars().take(48).collect::<String>(),
+                cell(&r.id, 48),
                 metric.label(),
                 gib(bytes),
                 gib(r.predicted),
@@ -395,7 +488,7 @@ fn validate_cmd(path: &str) -> Result<String> {
             }
             | Outcome::AtMost { bytes, .. } => out.push_str(&format!(
                 "{:<48} {:>9} {:>8.2} G {:>8.2} G {:>8}\n",
-                r.id.chars().take(48).collect::<String>(),
+                cell(&r.id, 48),
                 match r.outcome {
                     Outcome::Fits { fits: true, .. } => "fits",
                     Outcome::Fits { fits: false, .. } => "oom",
@@ -417,7 +510,7 @@ fn validate_cmd(path: &str) -> Result<String> {
         report.skipped.len()
     ));
     for (id, why) in &report.skipped {
-        out.push_str(&format!("  skipped {id}: {why}\n"));
+        out.push_str(&format!("  skipped {}: {}\n", clean(id), clean(why)));
     }
     out.push_str(&validate_by_source(&report));
     Ok(out)
@@ -427,30 +520,34 @@ fn validate_cmd(path: &str) -> Result<String> {
 /// sharding is where the planner is least sure, so its error is not left hidden in the whole set's median.
 fn validate_summary_lines(report: &peakplan_core::validate::Report) -> String {
     use peakplan_core::validate::{Figures, Gpus};
-    let median = |f: &Figures| {
-        f.median_abs_pct
-            .map_or_else(|| "-".to_string(), |m| format!("{m:.1}%"))
-    };
-    let within = |f: &Figures| {
-        f.within_10_share
-            .map_or_else(|| "-".to_string(), |w| format!("{:.0}%", w * 100.0))
+    // The median and the share exist only over measured peaks: without any, the line says so rather than 0.0%,
+    // which would read as a perfect prediction.
+    let errors = |f: &Figures| match (f.median_abs_pct, f.within_10_share) {
+        (Some(m), Some(w)) if f.peaks > 0 => format!(
+            "{} peaks; median absolute error {m:.1}%; within 10%: {:.0}%",
+            f.peaks,
+            w * 100.0
+        ),
+        _ => "no peaks, so no error figures".to_string(),
     };
     let all = report.figures(None);
+    let headline = match (all.median_abs_pct, all.within_10_share) {
+        (Some(m), Some(w)) if all.peaks > 0 => format!(
+            "{}; median absolute error {m:.1}%; within 10%: {:.0}%",
+            all.peaks,
+            w * 100.0
+        ),
+        _ => "none, so no error figures".to_string(),
+    };
     let mut out = format!(
-        "measured peaks: {}; median absolute error {}; within 10%: {}\noutcomes right: {} of {}\n",
-        all.peaks,
-        median(&all),
-        within(&all),
-        all.outcomes_right,
-        all.outcomes_total
+        "measured peaks: {headline}\noutcomes right: {} of {}\n",
+        all.outcomes_right, all.outcomes_total
     );
     for (name, gpus) in [("single GPU:", Gpus::Single), ("multi-GPU: ", Gpus::Multi)] {
         let f = report.figures(Some(gpus));
         out.push_str(&format!(
-            "  {name} {} peaks; median absolute error {}; within 10%: {}; outcomes right: {} of {}\n",
-            f.peaks,
-            median(&f),
-            within(&f),
+            "  {name} {}; outcomes right: {} of {}\n",
+            errors(&f),
             f.outcomes_right,
             f.outcomes_total
         ));
@@ -471,7 +568,7 @@ fn validate_by_source(report: &peakplan_core::validate::Report) -> String {
     let row = |name: &str, gpus: &str, s: &SourceSummary| {
         format!(
             "{:<40} {:>4} {:>7} {:>15.1}% {:>11.0}%\n",
-            name.chars().take(40).collect::<String>(),
+            cell(name, 40),
             gpus,
             s.peaks,
             s.median_abs_pct,
@@ -494,6 +591,11 @@ fn validate_by_source(report: &peakplan_core::validate::Report) -> String {
         }
     }
     out
+}
+
+/// A table cell of text from the CSV: escaped, then cut to the column's `width` characters.
+fn cell(text: &str, width: usize) -> String {
+    clean(text).chars().take(width).collect()
 }
 
 /// The validation CSV at `path`.
@@ -536,7 +638,7 @@ fn advise_cmd(args: &[String]) -> Result<String> {
     }
     let mut out = format!(
         "{}: needs {}{} on {} ({}): {}\n",
-        arch.name,
+        clean(&arch.name),
         format_bytes(advice.device_bytes),
         units::per_gpu(&plan),
         plan.gpu.id(),
@@ -601,8 +703,8 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
     let need = rows.first().map_or(0, |r| r.device_bytes);
     let per_gpu = units::per_gpu(&plan);
     let mut out = format!(
-        "{}, {}: needs {}{per_gpu}\n\n{:<22} {:>10} {:>20}  {:>10} {:>13} {:>15}\n",
-        arch.name,
+        "{}, {}: needs {}{per_gpu}\n\n{:<22} {:>10} {:>23}  {:>10} {:>13} {:>15}\n",
+        clean(&arch.name),
         label(plan.method),
         format_bytes(need),
         "gpu",
@@ -619,7 +721,7 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
             None => opt(r.gpus_needed),
         };
         out.push_str(&format!(
-            "{:<22} {:>10} {:>20}  {:>10} {:>13} {:>15}\n",
+            "{:<22} {:>10} {:>23}  {:>10} {:>13} {:>15}\n",
             r.id,
             format_bytes(r.capacity_bytes),
             r.verdict(),
@@ -664,16 +766,22 @@ pub(crate) fn plan_and_arch(a: &PlanArgs) -> Result<(Plan, Architecture)> {
             .collect();
         bail!("{}", msgs.join("; "));
     }
-    // `model=org/name` in the query names a Hub model, read as `--hf-model` reads it.
-    let hub_id = (a.hf_model.clone()).or_else(|| parsed.plan.hub.as_ref().map(|id| id.to_string()));
+    // `model=org/name` in the query names a Hub model, read as `--hf-model` reads it; messages name which.
+    let hub_id = (a.hf_model.clone().map(|id| (id, hub::Given::Flag))).or_else(|| {
+        parsed
+            .plan
+            .hub
+            .as_ref()
+            .map(|id| (id.to_string(), hub::Given::Query))
+    });
     let arch = match (&a.hf_config, hub_id) {
         (Some(path), _) => load_config(path)?,
-        (None, Some(id)) => {
-            let text = hub::config_text(&id, peakplan_core::hf::MAX_CONFIG_BYTES as u64)?;
+        (None, Some((id, given))) => {
+            let text = hub::config_text(&id, given, peakplan_core::hf::MAX_CONFIG_BYTES as u64)?;
             // A Hub answer is untrusted text, read by the one reader the page uses too (size, nesting depth,
             // causal LM, model_type, then the importer).
             let mut arch = peakplan_core::hub::import_hub_config(&text)
-                .map_err(|e| anyhow!("--hf-model {id}: {e}"))?;
+                .map_err(|e| anyhow!("{}: {e}", given.name(&id)))?;
             arch.name = id;
             arch
         }

@@ -1,62 +1,12 @@
 //! The `peakplan` binary as scripts see it: exit status, stdout, stderr; its numbers are the core's.
 
+mod util;
+
 use peakplan_core::{estimate, import_config, preset_arch, Category, Plan};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
-
-/// What one run of the binary gave.
-struct Run {
-    status: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn peakplan(args: &[&str]) -> Run {
-    peakplan_env(args, &[])
-}
-
-/// The core's test data, shared with this crate's tests.
-fn data(path: &str) -> String {
-    let p: PathBuf = [
-        env!("CARGO_MANIFEST_DIR"),
-        "../peakplan-core/tests/data",
-        path,
-    ]
-    .iter()
-    .collect();
-    p.to_string_lossy().into_owned()
-}
-
-/// Bad input: status 2, nothing on stdout, one line on stderr that contains `expect`.
-fn check_refused(args: &[&str], expect: &str) {
-    let r = peakplan(args);
-    assert_eq!(
-        r.status, 2,
-        "{args:?}: status {}, stderr {:?}",
-        r.status, r.stderr
-    );
-    assert!(r.stdout.is_empty(), "{args:?} printed {:?}", r.stdout);
-    let lines: Vec<&str> = r.stderr.lines().collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "{args:?}: stderr is not one line: {:?}",
-        r.stderr
-    );
-    assert!(
-        lines[0].starts_with("peakplan: ") && lines[0].contains(expect),
-        "{args:?}: {:?} does not say {expect:?}",
-        lines[0]
-    );
-}
-
-fn json(args: &[&str]) -> Value {
-    let r = peakplan(args);
-    assert_eq!(r.status, 0, "{args:?}: {}", r.stderr);
-    serde_json::from_str(&r.stdout)
-        .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", r.stdout))
-}
+use util::{check_refused, data, json, peakplan};
 
 #[test]
 fn estimate_json_holds_the_contract_keys_with_the_cores_numbers() {
@@ -220,10 +170,43 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
             "not accepted by gpus; accepted: table, json",
         ),
         (&["gpus", "--query", "b=0"], "b=0 is out of range"),
+        // A stray argument is named, never ignored (`presets extra` printed the presets).
+        (&["presets", "extra"], "unexpected argument `extra`: presets"),
+        (&["help", "estimate", "x"], "unexpected argument `x`"),
+        (&["--version", "x"], "unexpected argument `x`"),
+        (&["validate", &csv, "extra"], "unexpected argument `extra`"),
+        (&["validate", &csv, "--row", "a", "b"], "unexpected argument `b`"),
+        (&["validate", &csv, "--format", "xml"], "accepted: table, json"),
+        (&["validate", &csv, "--row", "a", "--format", "json"], "not both"),
+        (&["import", "-x"], "unknown argument \"-x\""),
+        (&["gpus", "stray"], "unknown argument \"stray\""),
+        (&["advise", "stray"], "unknown argument \"stray\""),
+        (&["export", "stray"], "unknown argument \"stray\""),
+        // A flag given twice is refused, not last-wins.
+        (&["estimate", "--query", "b=1", "-q", "b=2"], "--query is given twice"),
+        (&["gpus", "-f", "json", "--format", "table"], "--format is given twice"),
+        (&["export", "--hf-model", "a/b", "--hf-model", "a/c"], "--hf-model is given twice"),
+        (&["estimate", "--hf-config", "a", "--hf-config", "b"], "--hf-config is given twice"),
+        (&["advise", "--gpu", "t4-16gb", "--gpu", "rtx-4090"], "--gpu is given twice"),
+        (&["validate", &csv, "--row", "a", "--row", "b"], "--row is given twice"),
+        (&["validate", &csv, "-f", "json", "--format", "json"], "--format is given twice"),
+        // `--gpu` is one GPU id, never spliced into the query as more keys.
+        (
+            &["advise", "--gpu", "rtx-4090&b=8"],
+            "--gpu `rtx-4090&b=8` is not a bundled GPU; give one id of `peakplan presets`: rtx-3060-12gb,",
+        ),
+        (&["advise", "--gpu", "rtx-4090="], "is not a bundled GPU"),
     ];
     for (args, expect) in cases {
         check_refused(args, expect);
     }
+    // The id alone still works, and still refuses a query naming another GPU.
+    let r = peakplan(&["advise", "--gpu", "a100-80gb", "--format", "json"]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    check_refused(
+        &["advise", "--query", "gpu=t4-16gb", "--gpu", "a100-80gb"],
+        "gpu is given 2 times",
+    );
 }
 
 #[test]
@@ -644,172 +627,6 @@ fn an_import_with_stderr_closed_still_prints_its_plan() {
     let out = child.wait_with_output().expect("the binary exits");
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("model="));
-}
-
-/// A stand-in Hub on a loopback port: `config.json` of a few repositories, each answering as the Hub does.
-fn fake_hub() -> String {
-    use std::io::{BufRead, BufReader, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    let addr = listener.local_addr().expect("its address");
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(&stream);
-            let mut request = Vec::new();
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                request.push(std::mem::take(&mut line));
-            }
-            let path = request
-                .first()
-                .and_then(|l| l.split_whitespace().nth(1))
-                .unwrap_or("")
-                .to_string();
-            let authorized = request
-                .iter()
-                .any(|h| h.trim() == "Authorization: Bearer good");
-            let config = r#"{"model_type":"llama","hidden_size":1024,"intermediate_size":4096,"num_hidden_layers":8,"num_attention_heads":16,"num_key_value_heads":4,"vocab_size":32000}"#;
-            let (status, body) = match path.as_str() {
-                "/acme/small-llama/resolve/main/config.json" => ("200 OK", config.to_string()),
-                "/acme/gated/resolve/main/config.json" if authorized => {
-                    ("200 OK", config.to_string())
-                }
-                "/acme/gated/resolve/main/config.json" => ("401 Unauthorized", "{}".to_string()),
-                "/acme/broken/resolve/main/config.json" => {
-                    ("200 OK", "{\"model_type\": ".to_string())
-                }
-                "/acme/huge/resolve/main/config.json" => ("200 OK", " ".repeat(2 << 20)),
-                "/acme/encoder/resolve/main/config.json" => (
-                    "200 OK",
-                    r#"{"model_type":"bert","architectures":["BertModel"]}"#.to_string(),
-                ),
-                "/acme/deep/resolve/main/config.json" => {
-                    ("200 OK", format!("{}{}", "[".repeat(100), "]".repeat(100)))
-                }
-                _ => (
-                    "404 Not Found",
-                    r#"{"error":"Repository not found"}"#.to_string(),
-                ),
-            };
-            let mut s = &stream;
-            let _ = write!(
-                s,
-                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    format!("http://{addr}")
-}
-
-/// `peakplan ARGS` with extra environment variables (and no Hugging Face variables of the caller's).
-fn peakplan_env(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_peakplan"));
-    for k in [
-        "HF_ENDPOINT",
-        "HF_TOKEN",
-        "HF_HOME",
-        "HF_HUB_CACHE",
-        "HF_HUB_OFFLINE",
-    ] {
-        cmd.env_remove(k);
-    }
-    let out = cmd
-        .args(args)
-        .envs(env.iter().copied())
-        .output()
-        .expect("the peakplan binary runs");
-    Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-#[test]
-fn hf_model_reads_the_hub_and_the_cache_and_says_what_went_wrong() {
-    let hub = fake_hub();
-    let home = std::env::temp_dir().join(format!("peakplan-hub-{}", std::process::id()));
-    let cache = home.join("hub");
-    let home_s = home.to_string_lossy().into_owned();
-    let base = [("HF_ENDPOINT", hub.as_str()), ("HF_HOME", home_s.as_str())];
-    let est = |id: &str, extra: &[(&str, &str)]| {
-        let env: Vec<(&str, &str)> = base.iter().chain(extra).copied().collect();
-        peakplan_env(
-            &[
-                "estimate",
-                "--hf-model",
-                id,
-                "--query",
-                "method=lora",
-                "--format",
-                "json",
-            ],
-            &env,
-        )
-    };
-    // From the endpoint: the same model as the same config given as a file.
-    let ok = est("acme/small-llama", &[]);
-    assert_eq!(ok.status, 0, "{}", ok.stderr);
-    let v: Value = serde_json::from_str(&ok.stdout).unwrap();
-    assert_eq!(v["model"]["name"], "acme/small-llama");
-    assert_eq!(v["model"]["layers"], 8);
-    // From the cache, offline: refs/main names the snapshot.
-    let repo = cache.join("models--acme--cached-llama");
-    std::fs::create_dir_all(repo.join("snapshots/0123abcd")).unwrap();
-    std::fs::create_dir_all(repo.join("refs")).unwrap();
-    std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
-    std::fs::copy(
-        data("models/llama-2-7b.json"),
-        repo.join("snapshots/0123abcd/config.json"),
-    )
-    .unwrap();
-    let offline = [
-        ("HF_HUB_OFFLINE", "1"),
-        ("HF_ENDPOINT", "http://127.0.0.1:9"),
-    ];
-    let cached = est("acme/cached-llama", &offline);
-    assert_eq!(cached.status, 0, "{}", cached.stderr);
-    // Every failure: status 2, one line that names it.
-    let gated = est("acme/gated", &[]);
-    let refused = |r: &Run, want: &str| {
-        assert_eq!(r.status, 2, "{}", r.stderr);
-        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
-        assert!(r.stderr.contains(want), "{} does not say {want}", r.stderr);
-    };
-    refused(&gated, "gated or private (HTTP 401)");
-    assert_eq!(est("acme/gated", &[("HF_TOKEN", "good")]).status, 0);
-    refused(
-        &est("acme/no-such-model", &[]),
-        "has no model acme/no-such-model",
-    );
-    refused(
-        &est("acme/not-cached", &offline),
-        "not in the local Hugging Face cache",
-    );
-    refused(
-        &est("acme/small-llama", &[("HF_ENDPOINT", "http://127.0.0.1:9")]),
-        "cannot reach the Hub",
-    );
-    refused(&est("acme/broken", &[]), "--hf-model acme/broken:");
-    refused(&est("acme/huge", &[]), "more than 1048576 bytes");
-    // A Hub answer is read as the page reads it: untrusted, and only a causal language model.
-    refused(&est("acme/encoder", &[]), "is not a causal language model");
-    refused(&est("acme/deep", &[]), "nests more than");
-    refused(&est("../etc/passwd", &[]), "the organization may hold");
-    refused(&est("llama-2-7b", &[]), "is not a Hub id");
-    refused(&est("acme/x@..", &[]), "the revision may hold");
-    let both = peakplan_env(
-        &[
-            "estimate",
-            "--hf-model",
-            "acme/small-llama",
-            "--hf-config",
-            "x.json",
-        ],
-        &base,
-    );
-    refused(&both, "give one");
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use crate::engine::{estimate_on, estimate_rough, fits_on, Estimate, CUDA_CONTEXT
 use crate::plan::Plan;
 use crate::presets::{GpuPreset, GPUS};
 use crate::solve;
-use crate::units::format_bytes;
+use crate::units::{self, format_bytes};
 use serde::Serialize;
 
 /// The most GPUs [`GpuFit::gpus_needed`] tries: every count from one up to this.
@@ -42,9 +42,12 @@ pub struct GpuFit {
 }
 
 impl GpuFit {
-    /// The verdict in words: "fits, 4.98 GiB free" or "850 MiB short".
+    /// The verdict in words: "fits, 4.98 GiB free" or "850 MiB short"; a saturated need (beyond `u64`) has no
+    /// shortfall to give, only that no GPU holds it.
     pub fn verdict(&self) -> String {
-        if self.fits {
+        if self.device_bytes == u64::MAX {
+            format!("needs {}", units::SATURATED_BYTES)
+        } else if self.fits {
             format!(
                 "fits, {} free",
                 format_bytes(self.capacity_bytes - self.device_bytes)

@@ -43,8 +43,8 @@ pub fn looks_like_id(text: &str) -> bool {
 
 impl HubId {
     /// Parses `ORG/NAME[@REVISION]`, refusing anything that is not a Hub repository name: letters, digits, `-`,
-    /// `_` and `.` (not leading, and no `..`), at most 96 characters each; a revision of the same characters and
-    /// `/`, at most 128.
+    /// `_` and `.` (not leading, and no `..`), at most 96 characters each, one `/` between them; a revision of the
+    /// same characters and `/`, at most 128, shaped as git shapes a branch, tag or commit name (`revision_ok`).
     pub fn parse(id: &str) -> Result<HubId, HubIdError> {
         let (repo, revision) = id.split_once('@').unwrap_or((id, DEFAULT_REVISION));
         let shown = quote(id);
@@ -58,14 +58,11 @@ impl HubId {
                 return Err(HubIdError(format!("{shown}: the {what} may hold letters, digits, '-', '_' and '.' (not first, no '..'), 1 to 96 of them")));
             }
         }
-        let revision_ok = (1..=128).contains(&revision.len())
-            && !revision.contains("..")
-            && revision
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b));
-        if !revision_ok {
+        if !revision_ok(revision) {
             return Err(HubIdError(format!(
-                "{shown}: the revision may hold letters, digits, '-', '_', '.' and '/'"
+                "{shown}: the revision may hold letters, digits, '-', '_', '.' and '/', as a branch, tag or commit \
+                 name does (no '..', no leading, trailing or doubled '/', no part that starts with '.' or ends \
+                 with '.' or '.lock'), 1 to 128 of them"
             )));
         }
         Ok(HubId {
@@ -134,6 +131,35 @@ impl<'de> serde::Deserialize<'de> for HubId {
         let text = String::deserialize(d)?;
         HubId::parse(&text).map_err(serde::de::Error::custom)
     }
+}
+
+/// Whether `rev` names a branch, tag or commit as git's `check-ref-format` allows (the Hub's branches and tags are
+/// git refs), within the characters a URL path takes as they are: the revision becomes a path in the local cache
+/// (`refs/REVISION`) and a segment of the Hub's URL, so an absolute path, `..` or an empty part would leave the
+/// repository's folder or name another file. `/` only between names (`refs/pr/1`).
+fn revision_ok(rev: &str) -> bool {
+    (1..=128).contains(&rev.len())
+        && rev
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
+        && !rev.contains("..")
+        && !rev.ends_with('.')
+        && rev
+            .split('/')
+            .all(|part| !part.is_empty() && !part.starts_with('.') && !part.ends_with(".lock"))
+}
+
+/// The largest token accepted (a Hub token is 37 characters; an OAuth one a few hundred).
+pub const MAX_TOKEN_LEN: usize = 512;
+
+/// A Hub access token as an `Authorization: Bearer` header may carry it: `text` trimmed, 1 to [`MAX_TOKEN_LEN`]
+/// printable ASCII characters without spaces; `None` otherwise. The one rule of the page's token field and the
+/// CLI's `HF_TOKEN`: a value a header cannot carry is refused here, before an HTTP library refuses it with the
+/// whole header, token included, in its message.
+pub fn token(text: &str) -> Option<&str> {
+    let t = text.trim();
+    (!t.is_empty() && t.len() <= MAX_TOKEN_LEN && t.bytes().all(|b| b.is_ascii_graphic()))
+        .then_some(t)
 }
 
 fn repo_part(s: &str) -> bool {
@@ -332,6 +358,23 @@ mod tests {
             HubId::parse("org/a\u{202e}b").unwrap_err().to_string(),
             "`org/a\\u{202e}b`: the model name may hold letters, digits, '-', '_' and '.' (not first, no '..'), 1 to 96 of them"
         );
+    }
+
+    #[test]
+    fn a_token_is_what_a_header_can_carry() {
+        assert_eq!(token("  hf_abc \n"), Some("hf_abc"));
+        for bad in [
+            "",
+            " ",
+            "hf abc",
+            "hf_a\nb",
+            "hf_\u{e9}",
+            "hf_\u{7f}",
+            &"x".repeat(MAX_TOKEN_LEN + 1),
+        ] {
+            assert_eq!(token(bad), None, "{bad:?}");
+        }
+        assert!(token(&"x".repeat(MAX_TOKEN_LEN)).is_some());
     }
 
     #[test]

@@ -4,9 +4,17 @@
 use crate::plan::Shard;
 use crate::Plan;
 
-/// Formats bytes in binary units with three significant figures: `13.5 GiB`, `512 MiB`, `0 B`.
+/// What [`format_bytes`] says for a saturated figure.
+pub const SATURATED_BYTES: &str = "more than any GPU";
+
+/// Formats bytes in binary units with three significant figures: `13.5 GiB`, `512 MiB`, `0 B`. `u64::MAX` is
+/// where the engine saturates a figure beyond arithmetic (`Estimate::saturated`), not a size: it is said in
+/// words ([`SATURATED_BYTES`]) rather than as `16.0 EiB`, which would read as a measured amount.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes == u64::MAX {
+        return SATURATED_BYTES.to_string();
+    }
     if bytes < 1024 {
         return format!("{bytes} B");
     }
@@ -97,6 +105,15 @@ pub fn chart_title(model_name: &str, plan: &Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_saturated_figure_is_said_in_words_and_the_largest_real_one_in_units() {
+        let check = |bytes: u64, expect: &str| assert_eq!(format_bytes(bytes), expect, "{bytes}");
+        check(0, "0 B");
+        check(13 << 30, "13.0 GiB");
+        check(u64::MAX - 1, "16.0 EiB");
+        check(u64::MAX, "more than any GPU");
+    }
 
     #[test]
     fn several_gpus_are_named_with_their_sharding_and_one_gpu_is_not() {

@@ -420,6 +420,12 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
     let e = prediction(plan, arch);
     let preset = preset_of(plan, arch).map(ModelId::preset);
     let repo = model_repo(plan, arch);
+    // A Hub model at another revision than `main` loads that revision when its id is the weights.
+    let revision = plan
+        .hub
+        .as_ref()
+        .map(|id| id.revision())
+        .filter(|r| *r != crate::hub::DEFAULT_REVISION);
     let (model_type, config) = model_config(arch, plan.seq_len);
     let split = splits_layers(plan);
     // Dtypes: the model's own (16-bit unless fp32 or full AMP).
@@ -463,6 +469,9 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "prec" => plan.precision.key(),
         "chunk" => num(plan.chunk),
         "hf_id" => py_str(repo.as_deref().unwrap_or("")),
+        "hf_revision" => revision.map(py_str).unwrap_or_default(),
+        "revision_arg" => if revision.is_some() { "revision=weights_revision(weights), " } else { "" },
+        "revision_note" => revision.map(|r| format!("; that id loads revision {r}, as planned")).unwrap_or_default(),
         "model_type" => model_type,
         "model_config" => config,
         ;

@@ -2,6 +2,9 @@
 
 /// Splits CSV text (RFC 4180: quoted fields, doubled quotes, newlines inside quotes) into records.
 pub fn parse_csv(text: &str) -> Result<Vec<Vec<String>>, String> {
+    // Spreadsheets (Excel's "CSV UTF-8") open the file with a byte-order mark; left in, it would be part of the
+    // first column's name and the `id` column would not be found.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut records = Vec::new();
     let mut record = Vec::new();
     let mut field = String::new();

@@ -11,11 +11,13 @@ pub struct Report {
     pub skipped: Vec<(String, String)>,
 }
 
-/// The report in the compact form the page embeds (`assets/validation.json`).
+/// The report in the compact form the page embeds (`assets/validation.json`). The median and the share are over
+/// the measured peaks: `None` (JSON `null`) when there are none, since no error was measured (0.0 would claim a
+/// perfect prediction).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Summary {
-    pub median_abs_pct: f64,
-    pub within_10_share: f64,
+    pub median_abs_pct: Option<f64>,
+    pub within_10_share: Option<f64>,
     pub outcomes_right: usize,
     pub outcomes_total: usize,
     pub skipped: usize,
@@ -30,13 +32,13 @@ pub struct Summary {
     pub multi_gpu: GroupSummary,
 }
 
-/// The headline figures over one group of runs (one GPU, or several), rounded as [`Summary`]'s; medians and
-/// shares are 0 when the group has no peaks.
+/// The headline figures over one group of runs (one GPU, or several), rounded as [`Summary`]'s; the median and
+/// the share are `None` (JSON `null`) when the group has no peaks.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GroupSummary {
     pub peaks: usize,
-    pub median_abs_pct: f64,
-    pub within_10_share: f64,
+    pub median_abs_pct: Option<f64>,
+    pub within_10_share: Option<f64>,
     pub outcomes_right: usize,
     pub outcomes_total: usize,
     /// Each publisher's runs in this group, most peaks first.
@@ -102,8 +104,8 @@ impl Report {
     pub fn summary(&self) -> Summary {
         let (outcomes_right, outcomes_total) = self.outcomes();
         Summary {
-            median_abs_pct: round_pct(self.median_abs_pct().unwrap_or(0.0)),
-            within_10_share: round_share(self.within_10_share().unwrap_or(0.0)),
+            median_abs_pct: self.median_abs_pct().map(round_pct),
+            within_10_share: self.within_10_share().map(round_share),
             outcomes_right,
             outcomes_total,
             skipped: self.skipped.len(),
@@ -125,8 +127,8 @@ impl Report {
         let f = self.figures(Some(gpus));
         GroupSummary {
             peaks: f.peaks,
-            median_abs_pct: round_pct(f.median_abs_pct.unwrap_or(0.0)),
-            within_10_share: round_share(f.within_10_share.unwrap_or(0.0)),
+            median_abs_pct: f.median_abs_pct.map(round_pct),
+            within_10_share: f.within_10_share.map(round_share),
             outcomes_right: f.outcomes_right,
             outcomes_total: f.outcomes_total,
             sources: rounded(self.by_source_on(Some(gpus))),

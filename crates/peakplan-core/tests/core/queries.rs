@@ -111,3 +111,69 @@ fn a_hub_id_is_a_model_source_beside_the_presets() {
         .message
         .starts_with("model=`nope` is not a known preset"));
 }
+
+#[test]
+fn hub_ids_are_an_org_a_name_and_a_ref_as_git_writes_one() {
+    use peakplan_core::hub::HubId;
+    // (id, expect): "repo @ revision" when accepted, else the start of the refusal after the quoted id.
+    let check = |id: &str, expect: &str| {
+        let got = match HubId::parse(id) {
+            Ok(h) => format!("{} @ {}", h.repo(), h.revision()),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            got.starts_with(expect) || got.contains(&format!(": {expect}")),
+            "{id:?}: {got}"
+        );
+    };
+    let revision = "the revision may hold letters, digits, '-', '_', '.' and '/', as a branch";
+    let repo = "the model name may hold";
+    for (id, expect) in [
+        ("a/b", "a/b @ main"),
+        ("Qwen/Qwen2.5-7B@v1.0", "Qwen/Qwen2.5-7B @ v1.0"),
+        ("a/b@refs/pr/1", "a/b @ refs/pr/1"),
+        ("a/b@feature/x.y_z-1", "a/b @ feature/x.y_z-1"),
+        (
+            "a/b@0123456789abcdef0123456789abcdef01234567",
+            "a/b @ 0123456789abcdef0123456789abcdef01234567",
+        ),
+        ("a/b@v1.lockx", "a/b @ v1.lockx"),
+        // A revision is a ref, never a path: `a/b@/tmp/x` opened `/tmp/x` in the cache.
+        ("a/b@/tmp/x", revision),
+        ("a/b@/", revision),
+        ("a/b@refs/", revision),
+        ("a/b@refs//pr", revision),
+        ("a/b@../x", revision),
+        ("a/b@x/../../y", revision),
+        ("a/b@.hidden", revision),
+        ("a/b@refs/.x", revision),
+        ("a/b@main.lock", revision),
+        ("a/b@refs/x.lock/y", revision),
+        ("a/b@v1.", revision),
+        ("a/b@", revision),
+        ("a/b@a b", revision),
+        ("a/b@a\nb", revision),
+        ("a/b@a~1", revision),
+        ("a/b@a^", revision),
+        ("a/b@a:b", revision),
+        ("a/b@a?", revision),
+        ("a/b@a*", revision),
+        ("a/b@a[1", revision),
+        ("a/b@a\\b", revision),
+        ("a/b@a@{1}", revision),
+        ("a/b@@", revision),
+        ("a/b@C:\\x", revision),
+        (&format!("a/b@{}", "r".repeat(129)), revision),
+        // The repository: one `/` between two names, none leading, trailing or doubled.
+        ("/a/b", "the organization may hold"),
+        ("a/b/", repo),
+        ("a//b", repo),
+        ("a/b//", repo),
+        ("//a/b", "the organization may hold"),
+        ("a/b/c@main", repo),
+        ("/", "the organization may hold"),
+        ("ab", "`ab` is not a Hub id"),
+    ] {
+        check(id, expect);
+    }
+}

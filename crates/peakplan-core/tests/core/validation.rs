@@ -35,7 +35,7 @@ fn validation_replays_every_row_and_holds_its_ground() {
         [29, 19, 10],
         "outcomes: all, single, multi"
     );
-    // Regression floor while the accuracy work goes on: today's median is 5.3%. Reserved memory comes from
+    // Regression floor while the accuracy work goes on: today's median is 5.2%. Reserved memory comes from
     // replaying each step through the caching-allocator simulator on the row's own GPU (it was 6.0% with the
     // rule of one stranded transient block; the replay's free-and-retry near a card's limit and its segments
     // moved the multi-GPU rows most, and the optimizer's states and temporaries made per layer, as torch makes
@@ -45,12 +45,15 @@ fn validation_replays_every_row_and_holds_its_ground() {
     assert!(median < 5.5, "median absolute error {median:.1}%");
     let (right, total) = report.outcomes();
     assert!(right >= 26, "{right} of {total} outcomes right");
-    // The split, each with its own floor: single-GPU runs 4.8% today (4.7% by the rule), multi-GPU runs 5.9%
-    // (13.1% by the rule).
+    // The split, each with its own floor: single-GPU runs 4.8% today (4.7% by the rule), multi-GPU runs 7.1%
+    // (13.1% by the rule). Multi-GPU was 5.9% until CPU traces of sharded steps at a wide MLP showed the layers'
+    // backward counted about a third too much there: the MLP's three activation gradients are made after
+    // down's backward has let its input go (`wide-` rows of `traced/fsdp_cpu.csv`, +7% to +15% before, within
+    // 1.3% of the full fine-tunes and mixed units now); the sharded rows it lowered were low already.
     let single = one.median_abs_pct.unwrap();
     assert!(single < 5.0, "single-GPU median {single:.1}%");
     let multi = several.median_abs_pct.unwrap();
-    assert!(multi < 6.5, "multi-GPU median {multi:.1}%");
+    assert!(multi < 7.5, "multi-GPU median {multi:.1}%");
     // No multi-GPU run that ran is predicted not to fit, nor one that ran out of memory to fit.
     assert_eq!(several.outcomes_right, several.outcomes_total);
     // Mechanisms pinned by single well-documented runs.
@@ -79,8 +82,11 @@ fn validation_replays_every_row_and_holds_its_ground() {
         assert!(err(id).abs() < 5.0, "{id}");
     }
     // fsdp_qlora's loop holds fp32 logits through backward (655M logits at batch 10 x 2048 tokens); the replay
-    // of a warm cache adds what it strands (+3.7%).
-    assert!(err("aai-7b-qlora-bs10-c2048").abs() < 4.0);
+    // of a warm cache adds what it strands near the 4090's limit: 4.8 GiB over 18.3 GiB allocated (+10.3%). It
+    // stranded 2.8 GiB (+3.7%) while the layers' backward still counted the final norm's saved tensors, which
+    // CPU traces show gone by then: the cache near a card's limit moves with the order of frees, and no GPU trace
+    // of this run says which it is.
+    assert!(err("aai-7b-qlora-bs10-c2048").abs() < 11.0);
     // fsdp_qlora's doc also gives the allocated peaks of its LoRA batch-1 runs. FSDP1 keeps the root unit
     // (embedding and head, 0.5 GB) gathered through backward and, its adapters being units of their own, one
     // layer in the layers' backward (tools/trace/fsdp_step.py): +0.6% and +3.1% (+1.7% before the root).
@@ -245,8 +251,8 @@ fn single_and_multi_gpu_runs_are_reported_apart() {
     );
     assert_eq!(summary.multi_gpu.outcomes_total, several.outcomes_total);
     let rounded = (several.median_abs_pct.unwrap() * 10.0).round() / 10.0;
-    assert_eq!(summary.multi_gpu.median_abs_pct, rounded);
-    // A group with no runs has zero figures, not NaN.
+    assert_eq!(summary.multi_gpu.median_abs_pct, Some(rounded));
+    // A group with no peaks has no median and no share (null in JSON), neither 0 (a perfect prediction) nor NaN.
     let header = text.lines().next().unwrap();
     let row = text
         .lines()
@@ -255,7 +261,8 @@ fn single_and_multi_gpu_runs_are_reported_apart() {
     let only = peakplan_core::validate::validate(&format!("{header}\n{row}\n")).unwrap();
     let s = only.summary();
     assert_eq!(s.single_gpu.peaks, 0);
-    assert_eq!(s.single_gpu.median_abs_pct, 0.0);
+    assert_eq!(s.single_gpu.median_abs_pct, None);
+    assert_eq!(s.single_gpu.within_10_share, None);
     assert!(s.single_gpu.sources.is_empty());
     assert_eq!(s.multi_gpu.peaks, 2);
     assert_eq!(only.figures(Some(Gpus::Single)).median_abs_pct, None);
@@ -328,4 +335,34 @@ fn the_page_s_accuracy_table_is_what_the_engine_computes_today() {
         got == want,
         "assets/validation.json is stale: run `cargo run -p peakplan-cli -- validate crates/peakplan-core/tests/data/measured.csv --format json > assets/validation.json`"
     );
+}
+
+#[test]
+fn a_byte_order_mark_is_not_part_of_the_header_and_no_peaks_give_no_figures() {
+    use peakplan_core::validate::validate;
+    let text = data("measured.csv");
+    let header = text.lines().next().unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("aai-7b-lora-bs1-c512,"))
+        .unwrap();
+    // Excel's "CSV UTF-8" opens with a byte-order mark: the same rows as without it (before, "no `id` column").
+    let plain = validate(&format!("{header}\n{row}\n")).unwrap();
+    let marked = validate(&format!("\u{feff}{header}\n{row}\n")).unwrap();
+    assert_eq!(marked.rows, plain.rows);
+    assert_eq!(marked.rows.len(), 2);
+    // No measured peak: every figure over peaks is null (it was 0.0, a perfect prediction never made).
+    let check = |csv: &str, peaks: u64| {
+        let summary = serde_json::to_value(validate(csv).unwrap().summary()).unwrap();
+        let groups = [&summary, &summary["single_gpu"], &summary["multi_gpu"]];
+        for (g, key) in groups
+            .iter()
+            .flat_map(|g| ["median_abs_pct", "within_10_share"].map(|k| (g, k)))
+        {
+            let want_null = g.get("peaks").map_or(peaks == 0, |p| p == 0);
+            assert_eq!(g[key].is_null(), want_null, "{key} of {g}");
+        }
+    };
+    check(&format!("{header}\n"), 0);
+    check(&format!("\u{feff}{header}\n{row}\n"), 2);
 }

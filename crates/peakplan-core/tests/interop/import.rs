@@ -442,6 +442,7 @@ fn a_base_model_outside_the_presets_is_a_hub_model() {
     for q in [
         "model=acme/custom-7b&method=qlora&r=16",
         "model=acme/custom-7b@v2&method=lora",
+        "model=acme/custom-7b@refs/pr/1&method=full",
     ] {
         let plan = Plan::parse_query(q).plan;
         let arch = peakplan_core::preset_arch(&plan);

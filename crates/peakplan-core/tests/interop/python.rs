@@ -351,3 +351,48 @@ fn python_exports_round_trip_their_sharding() {
     }
     assert!(fsdp_plans >= 5, "{fsdp_plans} FSDP plans");
 }
+
+/// A Hub model at a revision other than `main` loads that revision when its id is the weights (the revision was
+/// dropped: `PEAKPLAN_WEIGHTS=org/name` loaded `main`); at `main` the script names none.
+#[test]
+fn python_exports_load_the_planned_hub_revision() {
+    let mut scripts = Vec::new();
+    for (q, revision) in [
+        ("model=acme/custom-7b@v2&method=lora", Some("v2")),
+        (
+            "model=acme/custom-7b@refs/pr/3&method=qlora",
+            Some("refs/pr/3"),
+        ),
+        ("model=acme/custom-7b@main&method=qlora", None),
+        ("model=acme/custom-7b&method=lora", None),
+    ] {
+        let (_, src) = exported(q, ExportFormat::Python);
+        assert_eq!(konst(q, &src, "HF_ID"), "\"acme/custom-7b\"", "{q}");
+        assert_eq!(
+            constant(&src, "HF_REVISION"),
+            revision.map(|r| format!("\"{r}\"")),
+            "{q}"
+        );
+        let loads = src.matches("from_pretrained(").count();
+        let with_revision = src.matches("revision=weights_revision(weights), ").count();
+        match revision {
+            Some(r) => {
+                assert!(
+                    loads > 0 && with_revision == loads,
+                    "{q}: {with_revision} of {loads}"
+                );
+                assert!(
+                    src.contains(&format!("PEAKPLAN_WEIGHTS=acme/custom-7b (a Hub id or a local folder; that id loads revision {r}, as planned)")),
+                    "{q}"
+                );
+                assert!(
+                    src.contains("return HF_REVISION if weights == HF_ID else \"main\""),
+                    "{q}"
+                );
+            }
+            None => assert!(!src.contains("revision"), "{q}"),
+        }
+        scripts.push(src);
+    }
+    py_compile(&scripts);
+}
