@@ -18,11 +18,12 @@ use leptos::prelude::*;
 use peakplan_core::units::{self, format_bytes};
 use peakplan_core::Plan;
 
-/// The whole page: the planner, or only the chart with `?embed=1`.
+/// The whole page: the planner, or only the chart with `?embed=1` or inside another page's frame
+/// ([`browser::framed`]).
 #[component]
 pub fn App() -> impl IntoView {
     let parsed = Plan::parse_query(&browser::query());
-    let embed = parsed.plan.embed;
+    let embed = parsed.plan.embed || browser::framed();
     state::provide(parsed);
     if embed {
         view! { <EmbedView/> }.into_any()

@@ -16,6 +16,21 @@ pub fn query() -> String {
         .to_string()
 }
 
+/// Whether the page runs inside another page's frame (`window.top` is not this window). A framed planner shows
+/// only the chart: the full page has inputs (the Hub token among them) that a page framing it invisibly could
+/// trick a reader into using, and static hosts such as GitHub Pages cannot send `frame-ancestors`.
+pub fn framed() -> bool {
+    let Some(w) = window() else {
+        return false;
+    };
+    match w.top() {
+        Ok(Some(top)) => wasm_bindgen::JsValue::from(top) != wasm_bindgen::JsValue::from(w),
+        // A detached page has no top; a top the page may not read is another page's.
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
 /// Writes the URL's query: a new history entry when `push`, else in place.
 pub fn write_query(query: &str, push: bool) {
     let Some(w) = window() else { return };

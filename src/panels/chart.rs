@@ -175,7 +175,8 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
     view! {
         <figure class="chart">
             {move || tip.get().map(|(x, y, head, value, parts)| view! {
-                <div class="tip" data-testid="chart-tip" role="tooltip" style=format!("left:{}px;top:{}px", x + 14, y + 14)>
+                <div class="tip" data-testid="chart-tip" role="tooltip"
+                    style:left=format!("{}px", x + 14) style:top=format!("{}px", y + 14)>
                     <strong>{head}</strong>
                     <div>{value}</div>
                     <ul>{parts.into_iter().map(|(l, b, f)| view! { <li><b>{l}</b>" "{b}": "{f}</li> }).collect_view()}</ul>

@@ -37,6 +37,9 @@ async function test(name, body) {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
   const errors = [];
   page.on('pageerror', e => errors.push(e.message));
+  // The page's Content-Security-Policy holds: no inline style or script is refused (csp.py sends no 'unsafe-inline').
+  // A test that injects something to see it refused says so by setting page.cspProbe.
+  page.on('console', m => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text()) && !page.cspProbe) errors.push(m.text()); });
   try {
     await body(page);
     if (errors.length) throw new Error('page error: ' + errors[0]);
@@ -242,12 +245,25 @@ await test('the Content-Security-Policy blocks scripts the site did not ship', a
   await ready(page);
   const csp = await page.locator('meta[http-equiv="Content-Security-Policy"]').getAttribute('content');
   assert(/script-src 'self' 'wasm-unsafe-eval' 'sha256-/.test(csp) && /object-src 'none'/.test(csp), `policy: ${csp}`);
+  assert(/style-src 'self'(;|$)/.test(csp), `inline styles allowed: ${csp}`);
+  page.cspProbe = true;
   const ran = await page.evaluate(async () => {
     const s = document.createElement('script'); s.textContent = 'window.__injected = 1'; document.body.append(s);
     await new Promise(r => setTimeout(r, 50));
     return window.__injected === 1;
   });
   assert(!ran, 'an injected inline script ran');
+});
+
+await test('a planner link framed by another page shows only the chart: no controls, no token field', async page => {
+  await page.setContent(`<iframe id="f" src="${base}?model=mistral-7b&method=lora" width="900" height="600"></iframe>`);
+  const frame = page.frameLocator('#f');
+  await frame.locator('[data-testid="chart"]').waitFor({ timeout: 20000 });
+  assert(await frame.locator('[data-testid="embed-caption"]').count() === 1, 'no embed caption in the frame');
+  for (const id of ['slider-rank', 'hub-token', 'model-filter'])
+    assert(await frame.locator(`[data-testid="${id}"]`).count() === 0, `${id} inside a frame`);
+  const href = await frame.locator('[data-testid="embed-caption"] a').getAttribute('href');
+  assert(href.includes('model=mistral-7b') && !href.includes('embed=1'), `the caption's link: ${href}`);
 });
 
 await test('the embed view works inside another page\'s iframe', async page => {
