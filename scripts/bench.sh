@@ -21,3 +21,6 @@ PY
 dist="$root/target/site"
 bash scripts/build-site.sh /peakplan/ "$dist" >/dev/null 2>&1
 node tests/e2e/bench.mjs "$dist" "$native"
+# Where the wait for the first figure goes: each start-up milestone over five first visits (a fresh browser each),
+# and what runs in tasks of its own once the figure is there.
+node tests/e2e/startup.mjs "$dist" 5

@@ -154,8 +154,65 @@ pub fn detached_canvas() -> Option<web_sys::HtmlCanvasElement> {
         .ok()
 }
 
+/// Marks a start-up milestone on the page's performance timeline (`performance.mark`), once per name: the
+/// benchmark (`tests/e2e/startup.mjs`) reads them back as the breakdown of the wait for the first figure.
+pub fn milestone(name: &'static str) {
+    thread_local! {
+        // Names marked already: later calls (every slider move passes the first estimate's) stay in Rust.
+        static MARKED: std::cell::RefCell<Vec<&'static str>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    if MARKED.with_borrow(|m| m.contains(&name)) {
+        return;
+    }
+    MARKED.with_borrow_mut(|m| m.push(name));
+    if let Some(p) = window().and_then(|w| w.performance()) {
+        let _ = p.mark(name);
+    }
+}
+
+/// Runs `work`, recording its name, start and duration in `window.__peakplanTasks` (`[name, start_ms,
+/// duration_ms]`, at most 10,000): the start-up benchmark lists what ran after the first figure, and for how long.
+pub fn timed<T>(name: &'static str, work: impl FnOnce() -> T) -> T {
+    let start = now_ms();
+    let out = work();
+    let Some(w) = window() else { return out };
+    let key = wasm_bindgen::JsValue::from_str("__peakplanTasks");
+    let arr = match js_sys::Reflect::get(&w, &key)
+        .ok()
+        .and_then(|v| v.dyn_into::<js_sys::Array>().ok())
+    {
+        Some(a) => a,
+        None => {
+            let a = js_sys::Array::new();
+            let _ = js_sys::Reflect::set(&w, &key, &a);
+            a
+        }
+    };
+    if arr.length() < 10_000 {
+        let entry = js_sys::Array::of3(
+            &wasm_bindgen::JsValue::from_str(name),
+            &wasm_bindgen::JsValue::from_f64(start),
+            &wasm_bindgen::JsValue::from_f64(now_ms() - start),
+        );
+        arr.push(&entry);
+    }
+    out
+}
+
+thread_local! {
+    static PAINTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the chart has been painted once: work that the first figure does not need waits for it
+/// ([`crate::state::on_settled_plan`]).
+pub fn painted() -> bool {
+    PAINTED.get()
+}
+
 /// Records, once, when the chart was first painted (`window.__peakplanFirstPaint`, ms since navigation).
 pub fn mark_first_paint() {
+    PAINTED.set(true);
+    milestone("peakplan:chart-painted");
     let Some(w) = window() else { return };
     let key = wasm_bindgen::JsValue::from_str("__peakplanFirstPaint");
     if js_sys::Reflect::get(&w, &key)

@@ -32,6 +32,8 @@ pub use app::App;
 /// Mounts the planner page on `<body>`.
 #[cfg(target_arch = "wasm32")]
 pub fn mount() {
+    // The wasm is compiled and instantiated, and its start runs: the first milestone of the wait for the figure.
+    browser::milestone("peakplan:wasm-started");
     // index.html's loading line stands until the page is there.
     if let Some(el) = web_sys::window()
         .and_then(|w| w.document())
@@ -40,4 +42,5 @@ pub fn mount() {
         el.remove();
     }
     leptos::mount::mount_to_body(App);
+    browser::milestone("peakplan:mounted");
 }

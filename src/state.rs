@@ -57,6 +57,7 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
                     .unwrap_or_else(|| Computed::new(preset_arch(&p), &p));
             };
             let mut comp = Computed::new(arch, &p);
+            browser::milestone("peakplan:first-estimate");
             if let Some((after, change)) = preview.get() {
                 comp.add_preview(arch, &after, &change);
             }
@@ -153,9 +154,24 @@ pub(crate) fn planned_arch<'a>(
     }
 }
 
+thread_local! {
+    static EDITS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many edits the reader has made so far: background work that a drag would only slow down (the warm-up) stops
+/// when this moves.
+pub(crate) fn edits() -> u64 {
+    EDITS.get()
+}
+
+/// How much longer settled work waits when the page has not painted its first chart yet: the first layout and paint
+/// of the page take 100-200 ms on a slow machine.
+const BEFORE_FIRST_PAINT: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// Runs `work` on the plan and its architecture (the pasted config, else the preset) `settle` after the last change,
 /// and only while `active` holds: for panels whose searches run many estimates, kept off the slider's path.
 pub(crate) fn on_settled_plan(
+    name: &'static str,
     settle: std::time::Duration,
     active: impl Fn() -> bool + 'static,
     work: impl Fn(&Architecture, &Plan) + Clone + 'static,
@@ -172,7 +188,15 @@ pub(crate) fn on_settled_plan(
         }
         let Some(arch) = arch else { return };
         let work = work.clone();
-        let handle = set_timeout_with_handle(move || work(&arch, &plan), settle);
+        // Before the chart's first paint, the page is still laying out and painting the first figure: what it
+        // does not need waits until that is on screen (and a reader or a test can see it).
+        let wait = if browser::painted() {
+            settle
+        } else {
+            settle + BEFORE_FIRST_PAINT
+        };
+        let handle =
+            set_timeout_with_handle(move || browser::timed(name, || work(&arch, &plan)), wait);
         pending.set_value(handle.ok());
     });
 }
@@ -188,7 +212,7 @@ impl Pieces {
     }
 
     /// Runs `piece(i)` for each `i` in `0..n`, one task each, unless `run` is called again first.
-    pub(crate) fn run(self, n: usize, piece: impl Fn(usize) + Clone + 'static) {
+    pub(crate) fn run(self, name: &'static str, n: usize, piece: impl Fn(usize) + Clone + 'static) {
         self.0.update_value(|g| *g += 1);
         let now = self.0.get_value();
         for i in 0..n {
@@ -196,7 +220,7 @@ impl Pieces {
             set_timeout(
                 move || {
                     if self.0.get_value() == now {
-                        piece(i);
+                        browser::timed(name, || piece(i));
                     }
                 },
                 std::time::Duration::ZERO,
@@ -208,6 +232,7 @@ impl Pieces {
 impl Ctx {
     /// Changes the plan with typed values, and starts the latency figure's clock.
     pub(crate) fn edit(self, change: impl FnOnce(&mut Plan)) {
+        EDITS.set(EDITS.get() + 1);
         self.input_started.set_value(Some(browser::now_ms()));
         self.plan.update(change);
     }

@@ -29,6 +29,7 @@ pub fn Advisor() -> impl IntoView {
     let advice: RwSignal<Option<Advice>> = RwSignal::new(None);
     let pieces = Pieces::new();
     on_settled_plan(
+        "advisor",
         SETTLE,
         || true,
         move |arch, plan| {
@@ -39,7 +40,7 @@ pub fn Advisor() -> impl IntoView {
             advice.set(Some(a));
             // Each card's largest batch and longest sequence (a dozen replays each) in a piece of its own.
             let arch = arch.clone();
-            pieces.run(cards, move |i| {
+            pieces.run("advisor card limits", cards, move |i| {
                 advice.update(|a| {
                     if let Some(s) = a.as_mut().and_then(|a| card(a, i)) {
                         add_limits(&arch, s, cap);

@@ -47,12 +47,18 @@ fn repaint(
 }
 
 /// Runs a slider drag's work (the plan's figures at 48 sequence lengths, both charts painted on a detached canvas,
-/// the link's query written) once the page is idle after its first paint. The browser compiles wasm with a quick baseline tier first and
-/// optimizes a function only once it has run hot, so without this the first drag ran on baseline code: its moves
-/// took 3.5 ms at the median and 11 ms at the 95th percentile, against 2.7 and 7.1 ms once warm (headless
-/// Chromium, 200 moves). About 150 ms of idle time; nothing on the page changes.
-/// `c` is passed in: a timeout runs outside the component's reactive owner, where the context cannot be looked up.
-fn warm_up(c: crate::state::Ctx, size: (u32, u32)) {
+/// the link's query written) once the page is idle after its first paint. The browser compiles wasm with a quick
+/// baseline tier first and optimizes a function only once it has run hot, so without this the first drag ran on
+/// baseline code: its moves took 3.5 ms at the median and 11 ms at the 95th percentile, against 2.7 and 7.1 ms once
+/// warm (headless Chromium, 200 moves). About 100 ms of work on a slow machine, in pieces of [`WARM_UP_PER_PIECE`]
+/// lengths (a task each, each scheduling the next), so that a click or a key press is never kept waiting behind it,
+/// and none after the reader's first edit; nothing on the page changes. `c` is passed in: a timeout runs outside the component's reactive owner, where the
+/// context cannot be looked up.
+fn warm_up(c: crate::state::Ctx, size: (u32, u32), piece: u64, edits: u64) {
+    // A reader who has started dragging warms the code up themselves: the rest would only slow their moves.
+    if crate::state::edits() != edits {
+        return;
+    }
     let Some(canvas) = browser::detached_canvas() else {
         return;
     };
@@ -60,14 +66,28 @@ fn warm_up(c: crate::state::Ctx, size: (u32, u32)) {
     let Some(arch) = arch else { return };
     let theme = theme();
     let mut p = plan;
-    for i in 0..48u64 {
+    for i in piece * WARM_UP_PER_PIECE..(piece + 1) * WARM_UP_PER_PIECE {
         p.seq_len = 64 + (i * 211) % 8192;
         let comp = Computed::new(&arch, &p);
         paint_chart(&canvas, size, &comp.chart, &theme);
         paint_timeline(&canvas, size, &comp.selected, &theme);
         std::hint::black_box(p.to_query());
     }
+    if (piece + 1) * WARM_UP_PER_PIECE < WARM_UP_LENGTHS {
+        set_timeout(
+            move || browser::timed("warm-up", || warm_up(c, size, piece + 1, edits)),
+            std::time::Duration::ZERO,
+        );
+    }
 }
+
+/// Sequence lengths the warm-up runs, and how many in one task.
+const WARM_UP_LENGTHS: u64 = 48;
+const WARM_UP_PER_PIECE: u64 = 4;
+
+/// How long after the first paint the warm-up starts: before the deferred panels' work, which waits for the
+/// first paint and its settle time ([`crate::state::on_settled_plan`]).
+const WARM_UP_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The stacked bars, repainted whenever the plan changes.
 #[component]
@@ -80,9 +100,10 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
         browser::mark_first_paint();
         if !warmed.get_value() {
             warmed.set_value(true);
+            let edits = crate::state::edits();
             set_timeout(
-                move || warm_up(c, size),
-                std::time::Duration::from_millis(100),
+                move || browser::timed("warm-up", || warm_up(c, size, 0, edits)),
+                WARM_UP_AFTER,
             );
         }
         if let Some(t0) = c.input_started.get_value() {

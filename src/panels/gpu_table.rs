@@ -35,6 +35,7 @@ pub fn GpuTable() -> impl IntoView {
     let rows: StoredValue<Vec<GpuFit>> = StoredValue::new(Vec::new());
     let pieces = Pieces::new();
     on_settled_plan(
+        "gpu table",
         SETTLE,
         move || open.get(),
         move |arch, plan| {
@@ -52,14 +53,18 @@ pub fn GpuTable() -> impl IntoView {
             render(plan);
             // Each row's largest batch and longest sequence (a dozen replays each) in a piece of its own.
             let (arch, plan) = (arch.clone(), plan.clone());
-            pieces.run(rows.with_value(Vec::len), move |i| {
-                rows.update_value(|r| {
-                    if let Some(row) = r.get_mut(i) {
-                        add_row_limits(&arch, &plan, row);
-                    }
-                });
-                render(&plan);
-            });
+            pieces.run(
+                "gpu table row limits",
+                rows.with_value(Vec::len),
+                move |i| {
+                    rows.update_value(|r| {
+                        if let Some(row) = r.get_mut(i) {
+                            add_row_limits(&arch, &plan, row);
+                        }
+                    });
+                    render(&plan);
+                },
+            );
         },
     );
     let line = move || {

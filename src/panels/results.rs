@@ -89,6 +89,7 @@ pub(crate) fn Verdict() -> impl IntoView {
     // The plan and its limits' words: the advisor's signal type, so no new signal code reaches the wasm.
     let limits: RwSignal<Option<(Plan, String)>> = RwSignal::new(None);
     on_settled_plan(
+        "largest batch and longest sequence",
         SETTLE,
         || true,
         move |arch, plan| limits.set(Some((plan.clone(), limits_words(&Limits::new(arch, plan))))),
