@@ -12,10 +12,9 @@ use crate::panels::hub::HubWait;
 use crate::panels::results::{ComponentTable, Figures, Verdict};
 use crate::panels::settings::PlanSettings;
 use crate::panels::share::ShareBar;
-use crate::planner::method_label;
 use crate::state::{self, ctx};
 use leptos::prelude::*;
-use peakplan_core::units::{self, format_bytes};
+use peakplan_core::units::{self, format_bytes, method_label};
 use peakplan_core::Plan;
 
 /// The whole page: the planner, or only the chart with `?embed=1` or inside another page's frame

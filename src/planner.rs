@@ -3,7 +3,7 @@
 use peakplan_chart::ChartData;
 use peakplan_core::advise::Suggestion;
 use peakplan_core::plan::Method;
-use peakplan_core::{estimate, presets, solve, units, Architecture, Estimate, Plan};
+use peakplan_core::{estimate, estimate_each_method, presets, solve, Architecture, Estimate, Plan};
 
 /// Everything derived from one plan on a slider move: the three methods' estimates and the verdict.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,15 +42,6 @@ impl Limits {
     }
 }
 
-/// Display label of a method.
-pub fn method_label(m: Method) -> &'static str {
-    match m {
-        Method::Full => "Full",
-        Method::Lora => "LoRA",
-        Method::Qlora => "QLoRA",
-    }
-}
-
 /// An advisor card's label cut to what names the change under a bar: the words before any aside in brackets
 /// ("Halve the micro-batch to 2 (accumulate …)" reads "Halve the micro-batch to 2"); the chart wraps and clips it.
 pub fn short_change(label: &str) -> &str {
@@ -68,11 +59,7 @@ pub fn suggestion_name(s: &Suggestion) -> String {
 
 impl Computed {
     pub fn new(arch: &Architecture, plan: &Plan) -> Self {
-        let by_method = [Method::Full, Method::Lora, Method::Qlora].map(|m| {
-            let mut p = plan.clone();
-            p.method = m;
-            estimate(arch, &p)
-        });
+        let by_method = estimate_each_method(arch, plan);
         let selected = by_method[Method::ALL
             .iter()
             .position(|m| *m == plan.method)
@@ -84,14 +71,7 @@ impl Computed {
         let model_name = presets::model(&arch.name)
             .map(|m| m.name.to_string())
             .unwrap_or_else(|| arch.name.clone());
-        let chart = ChartData::from_estimates(
-            units::chart_title(&model_name, plan),
-            [Method::Full, Method::Lora, Method::Qlora]
-                .iter()
-                .zip(by_method.iter())
-                .map(|(m, e)| (method_label(*m), e, *m == plan.method)),
-            Some((capacity_bytes, gpu_name.clone())),
-        );
+        let chart = ChartData::by_method(&model_name, plan, &by_method);
         Computed {
             selected,
             by_method,

@@ -4,7 +4,7 @@
 //! failures included, destroys what the run allocated.
 
 use super::device::{now_ms, AdapterInfo, Event, Gpu, GpuError, Needs, StepPhase};
-use super::step::{run_step, Capture, Ctx, Resident};
+use super::step::{run_step, Capture, Resident, StepEncoder};
 use peakplan_core::micro::{
     Batch, MicroAttention, MicroConfig, MicroLoss, MicroModel, Rng, PROJECTIONS,
 };
@@ -269,7 +269,7 @@ async fn run_on(
     let uploaded = Resident::upload(gpu, model, batch);
     gpu.pop_scopes().await?;
     let res = uploaded?;
-    let ctx = Ctx {
+    let encoder = StepEncoder {
         gpu,
         cfg,
         res: &res,
@@ -293,7 +293,7 @@ async fn run_on(
                 });
             }
         };
-        let cap = boxed(run_step(&ctx, opts.capture && step == 1, &progress)).await?;
+        let cap = boxed(run_step(&encoder, opts.capture && step == 1, &progress)).await?;
         gpu.idle().await?;
         let wall_ms = now_ms() - t0;
         let flops = gpu.flops.get();
@@ -325,7 +325,7 @@ async fn run_on(
         records.push(rec);
     }
     let dequant = if opts.compare_dequant {
-        Some(boxed(compare_dequant(&ctx)).await?)
+        Some(boxed(compare_dequant(&encoder)).await?)
     } else {
         None
     };
@@ -344,8 +344,8 @@ async fn run_on(
 
 /// Runs the seven base projections of layer 0 forward, fused then unfused, and measures the bytes each path
 /// allocates above the resident set and its time.
-async fn compare_dequant(ctx: &Ctx<'_>) -> Result<DequantComparison, GpuError> {
-    let (gpu, cfg) = (ctx.gpu, ctx.cfg);
+async fn compare_dequant(encoder: &StepEncoder<'_>) -> Result<DequantComparison, GpuError> {
+    let (gpu, cfg) = (encoder.gpu, encoder.cfg);
     let n = cfg.tokens();
     let widest = PROJECTIONS
         .iter()
@@ -354,7 +354,7 @@ async fn compare_dequant(ctx: &Ctx<'_>) -> Result<DequantComparison, GpuError> {
         .unwrap_or(cfg.hidden);
     let mut rng = Rng::new(cfg.seed ^ 0x00d3_9a17);
     let x = gpu.upload_f32(&rng.fill(n * widest, 1.0), "comparison input")?;
-    let Some(layer) = ctx.res.layers.first() else {
+    let Some(layer) = encoder.res.layers.first() else {
         gpu.free(x);
         return Err(GpuError::Js("internal: no layer".into()));
     };
@@ -363,10 +363,10 @@ async fn compare_dequant(ctx: &Ctx<'_>) -> Result<DequantComparison, GpuError> {
     // three runs each, and each keeps its fastest: on a shared machine the minimum is the run least disturbed.
     let order = [true, false, true, false, true, false, true, false];
     for (i, fused) in order.into_iter().enumerate() {
-        let c = Ctx {
+        let c = StepEncoder {
             gpu,
             cfg,
-            res: ctx.res,
+            res: encoder.res,
             fused,
         };
         gpu.idle().await?;

@@ -206,7 +206,7 @@ pub fn blocks_4x8(m: usize, cols: usize) -> (u32, u32) {
 }
 
 /// Encodes the step's operations on one device.
-pub struct Ctx<'a> {
+pub struct StepEncoder<'a> {
     pub gpu: &'a Gpu,
     pub cfg: &'a MicroConfig,
     pub res: &'a Resident,
@@ -247,7 +247,7 @@ fn need(b: Option<Buf>, what: &str) -> Result<Buf, GpuError> {
     b.ok_or_else(|| GpuError::Js(format!("internal: {what} was not kept")))
 }
 
-impl Ctx<'_> {
+impl StepEncoder<'_> {
     fn attn_params(&self) -> Vec<u32> {
         let c = self.cfg;
         Attn {
@@ -642,22 +642,22 @@ pub struct Capture {
 /// Runs one step: forward, backward, optimizer, each in its own tracker phase and error scopes.
 /// `progress` is told each phase as it starts. The caller reads the loss from [`Resident::loss`].
 pub async fn run_step(
-    ctx: &Ctx<'_>,
+    encoder: &StepEncoder<'_>,
     capture: bool,
     progress: &dyn Fn(StepPhase, &web_sys::GpuDevice),
 ) -> Result<Option<Capture>, GpuError> {
-    let gpu = ctx.gpu;
+    let gpu = encoder.gpu;
     gpu.set_phase(StepPhase::Forward)?;
     progress(StepPhase::Forward, &gpu.device);
     gpu.push_scopes();
-    let fwd = ctx.forward();
+    let fwd = encoder.forward();
     gpu.pop_scopes().await?;
     let (saved, head) = fwd?;
 
     gpu.set_phase(StepPhase::Backward)?;
     progress(StepPhase::Backward, &gpu.device);
     gpu.push_scopes();
-    let bwd = ctx.backward(saved, head);
+    let bwd = encoder.backward(saved, head);
     gpu.pop_scopes().await?;
     let grads = bwd?;
 
@@ -676,7 +676,7 @@ pub async fn run_step(
     gpu.set_phase(StepPhase::Optimizer)?;
     progress(StepPhase::Optimizer, &gpu.device);
     gpu.push_scopes();
-    let opt = ctx.optimizer(&grads);
+    let opt = encoder.optimizer(&grads);
     for g in grads.iter().flatten() {
         gpu.free(*g);
     }
@@ -684,7 +684,7 @@ pub async fn run_step(
     opt?;
     gpu.flush()?;
     if let Some(c) = cap.as_mut() {
-        for t in &ctx.res.trainable {
+        for t in &encoder.res.trainable {
             c.params.push(gpu.read_f32(t.param).await?);
         }
     }

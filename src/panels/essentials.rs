@@ -3,13 +3,12 @@
 use crate::panels::controls::{not_peft_reason, KeySelect, LogSlider};
 use crate::panels::hub::HubLine;
 use crate::picker::{filtered, hub_line};
-use crate::planner::method_label;
 use crate::scale;
 use crate::state::{ctx, Ctx};
 use leptos::prelude::*;
 use peakplan_core::hub::{looks_like_id, HubId};
 use peakplan_core::plan::{Method, Targets};
-use peakplan_core::units::format_count;
+use peakplan_core::units::{format_count, method_label};
 use peakplan_core::{presets, Target};
 
 /// The inputs that decide most of the answer, kept together so the verdict follows them on a narrow screen:

@@ -7,9 +7,10 @@ use crate::state::ctx;
 use leptos::prelude::*;
 use peakplan_core::import_config;
 use peakplan_core::plan::{
-    Alloc, Attn, DType, Framework, Loss, Method, MoeExperts, Optimizer, Peft, Precision, Quant,
-    Shard,
+    Alloc, Attn, DType, Framework, GradSync, Loss, Method, MoeExperts, Optimizer, Peft, Precision,
+    Quant, Shard, Wrap,
 };
+use peakplan_core::profile::Profile;
 use peakplan_core::units::format_count;
 
 /// Every other switch of the plan (framework, precision, optimizer, memory savers, sharding), then the config
@@ -32,11 +33,9 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             .with(|p| p.loss != Loss::Chunked)
             .then_some("Applies to the chunked loss only")
     });
-    let not_standard_loss = crate::state::memo(move || {
-        c.plan
-            .with(|p| !p.returns_full_logits())
-            .then_some("Applies to the HF and torchtune profiles' standard loss only")
-    });
+    let holding = hold_applies();
+    let not_standard_loss =
+        crate::state::memo(move || c.plan.with(|p| !p.returns_full_logits()).then_some(holding));
     let not_four_bit = crate::state::memo(move || {
         not_qlora.get().or_else(|| {
             c.plan.with(|p| match p.quant {
@@ -59,8 +58,11 @@ pub(crate) fn PlanSettings() -> impl IntoView {
         not_qlora.get().or_else(|| {
             if !c.is_moe() {
                 Some("The model has no MoE experts")
-            } else if c.plan.with(|p| p.framework != Framework::Hf) {
-                Some("litgpt and torchtune quantize one Linear per expert")
+            } else if c
+                .plan
+                .with(|p| !Profile::of(p.framework).expert_storage_from_plan)
+            {
+                Some("This framework profile quantizes one Linear per expert")
             } else {
                 None
             }
@@ -93,6 +95,7 @@ pub(crate) fn PlanSettings() -> impl IntoView {
     let kw = |all: &'static [&'static str]| all.iter().map(|k| (*k, *k)).collect::<Vec<_>>();
     let opts: Vec<&'static str> = Optimizer::ALL.iter().map(|o| o.key()).collect();
     let opts: &'static [&'static str] = Box::leak(opts.into_boxed_slice());
+    let [auto_shard, auto_wrap, auto_sync] = auto_options();
     view! {
         <div class="grid2">
             <KeySelect label="Gradient checkpointing" key="gc" options=vec![("1", "on"), ("0", "off")]/>
@@ -131,9 +134,9 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             <KeySelect label="Layers split across GPUs" key="split" options=vec![("0", "no"), ("1", "yes (device_map)")] disabled=no_split
                 hint="device_map=\"auto\" puts a slice of the layers on each GPU, and they run one after another: no data parallelism, no sharding. The last GPU also holds the head and the logits."/>
             <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=not_sharded/>
-            <KeySelect label="Sharding" key="shard" testid="shard" options=vec![("auto", "auto (HF: FSDP1, else FSDP2)"), ("fsdp1", "FSDP1"), ("fsdp2", "FSDP2"), ("deepspeed", "DeepSpeed")] disabled=not_sharded/>
-            <KeySelect label="FSDP1 units" key="wrap" testid="wrap" options=vec![("auto", "auto (HF: PEFT's, else blocks)"), ("block", "blocks with adapters (mixed)"), ("lora", "adapters apart (PEFT)")] disabled=not_fsdp1_peft/>
-            <KeySelect label="Gradient sync" key="gsync" testid="gsync" options=vec![("auto", "auto (torchtune: each batch)"), ("0", "no_sync (whole gradients)"), ("1", "every micro-batch")] disabled=not_sharded/>
+            <KeySelect label="Sharding" key="shard" testid="shard" options=vec![("auto", auto_shard), ("fsdp1", "FSDP1"), ("fsdp2", "FSDP2"), ("deepspeed", "DeepSpeed")] disabled=not_sharded/>
+            <KeySelect label="FSDP1 units" key="wrap" testid="wrap" options=vec![("auto", auto_wrap), ("block", "blocks with adapters (mixed)"), ("lora", "adapters apart (PEFT)")] disabled=not_fsdp1_peft/>
+            <KeySelect label="Gradient sync" key="gsync" testid="gsync" options=vec![("auto", auto_sync), ("0", "no_sync (whole gradients)"), ("1", "every micro-batch")] disabled=not_sharded/>
             <KeySelect label="CPU offload" key="cpuoff" options=vec![("0", "off"), ("1", "on")]
                 hint="Optimizer states (and the weights at stage 3) wait in CPU memory."/>
         </div>
@@ -160,13 +163,66 @@ fn FrameworkSelect() -> impl IntoView {
                     }
                 }
                 prop:value=move || framework.get().key()>
-                {[(Framework::Hf, "HF + PEFT"), (Framework::Torchtune, "torchtune"), (Framework::Litgpt, "litgpt")]
-                    .into_iter()
+                {Profile::page_list()
                     .map(|(f, label)| view! { <option value=f.key() selected=move || framework.get() == f>{label}</option> })
                     .collect_view()}
             </select>
         </div>
     }
+}
+
+/// Why `hold` may not apply: the frameworks whose loop may hold the logits, from their profiles. Made once per
+/// page.
+fn hold_applies() -> &'static str {
+    let labels: Vec<&str> = Profile::page_list()
+        .filter(|&(f, _)| Profile::of(f).loop_may_hold_logits)
+        .map(|(_, label)| label)
+        .collect();
+    let text = format!(
+        "Applies to the standard loss of {} only",
+        labels.join(" and ")
+    );
+    Box::leak(text.into_boxed_str())
+}
+
+/// The `auto` options of the sharding, FSDP1 units and gradient sync selects, from the profiles.
+fn auto_options() -> [&'static str; 3] {
+    [
+        auto_label(|p| match p.default_shard {
+            Shard::Fsdp1 => "FSDP1",
+            Shard::Fsdp2 => "FSDP2",
+            Shard::Deepspeed => "DeepSpeed",
+            Shard::Auto => "auto",
+        }),
+        auto_label(|p| match p.default_wrap {
+            Wrap::Lora => "PEFT's",
+            Wrap::Block => "blocks",
+            Wrap::Auto => "auto",
+        }),
+        auto_label(|p| match p.default_grad_sync {
+            GradSync::Accumulate => "no_sync",
+            GradSync::EachBatch => "each batch",
+            GradSync::Auto => "auto",
+        }),
+    ]
+}
+
+/// An `auto` option's text: what it resolves to under each framework the page lists, frameworks that agree
+/// together ("auto (HF + PEFT: FSDP1; torchtune, litgpt: FSDP2)"). Made once per page, from the profiles.
+fn auto_label(value: impl Fn(&Profile) -> &'static str) -> &'static str {
+    let mut groups: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for (f, label) in Profile::page_list() {
+        let v = value(Profile::of(f));
+        match groups.iter_mut().find(|(seen, _)| *seen == v) {
+            Some((_, labels)) => labels.push(label),
+            None => groups.push((v, vec![label])),
+        }
+    }
+    let each: Vec<String> = groups
+        .iter()
+        .map(|(v, labels)| format!("{}: {v}", labels.join(", ")))
+        .collect();
+    Box::leak(format!("auto ({})", each.join("; ")).into_boxed_str())
 }
 
 /// A whole-number key typed into a box (any accepted value, not only a list's): what the core refuses is listed

@@ -5,7 +5,9 @@
 //! CLI writes SVG with the same code. Text is positioned by anchors only, so no font files are needed.
 
 use peakplan_core::engine::{Category, Estimate, Phase, PhaseMemory};
-use peakplan_core::units::format_bytes;
+use peakplan_core::plan::Method;
+use peakplan_core::units::{chart_title, format_bytes, method_label};
+use peakplan_core::Plan;
 use plotters_backend::text_anchor::{HPos, Pos, VPos};
 
 mod labels;
@@ -94,6 +96,22 @@ impl ChartData {
             capacity,
         }
     }
+    /// The chart of a plan under each method, as the page and the CLI draw it: a bar for each of
+    /// [`Method::ALL`] from `by_method`, the core's estimates in that order
+    /// ([`peakplan_core::estimate_each_method`]), the plan's own method outlined; titled by
+    /// [`chart_title`] with `model_name`, with the plan's GPU as the line.
+    pub fn by_method(model_name: &str, plan: &Plan, by_method: &[Estimate; 3]) -> Self {
+        let gpu = plan.gpu.preset();
+        ChartData::from_estimates(
+            chart_title(model_name, plan),
+            Method::ALL
+                .iter()
+                .zip(by_method)
+                .map(|(m, e)| (method_label(*m), e, *m == plan.method)),
+            Some((gpu.capacity_bytes, gpu.name.to_string())),
+        )
+    }
+
     /// What sets the axis: the chosen plan's bar (every bar where none is chosen) and the GPU line. A taller
     /// comparison bar is clipped rather than shrinking the plan the reader asked about.
     fn scale_bytes(&self) -> u64 {

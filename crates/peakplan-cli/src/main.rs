@@ -10,12 +10,11 @@ mod interop_cmd;
 
 use anyhow::{anyhow, bail, Result};
 use peakplan_chart::{chart_svg, ChartData, Theme};
-use peakplan_core::plan::Method;
 use peakplan_core::text::{clean, quote};
 use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::{
-    estimate, import_config, preset_arch, presets, solve, Architecture, Category, Estimate, GpuId,
-    Kind, ModelId, Phase, Plan,
+    estimate, estimate_each_method, import_config, preset_arch, presets, solve, Architecture,
+    Category, GpuId, Kind, ModelId, Phase, Plan,
 };
 use serde_json::{json, Value};
 use std::io::Write;
@@ -325,12 +324,6 @@ fn load_config(path: &str) -> Result<Architecture> {
     import_config(&text).map_err(|e| anyhow!("--hf-config {path}: {e}"))
 }
 
-fn with_method(plan: &Plan, m: Method) -> Plan {
-    let mut p = plan.clone();
-    p.method = m;
-    p
-}
-
 fn report(arch: &Architecture, plan: &Plan) -> Value {
     let e = estimate(arch, plan);
     let gpu = plan.gpu.preset();
@@ -370,30 +363,10 @@ fn report(arch: &Architecture, plan: &Plan) -> Value {
     })
 }
 
-fn chart_data(arch: &Architecture, plan: &Plan) -> ChartData {
-    let ests: Vec<(Method, Estimate)> = Method::ALL
-        .iter()
-        .map(|m| (*m, estimate(arch, &with_method(plan, *m))))
-        .collect();
-    let gpu = plan.gpu.preset();
-    let cap = Some((gpu.capacity_bytes, gpu.name.to_string()));
-    ChartData::from_estimates(
-        units::chart_title(&arch.name, plan),
-        ests.iter().map(|(m, e)| (label(*m), e, *m == plan.method)),
-        cap,
-    )
-}
-
-fn label(m: Method) -> &'static str {
-    match m {
-        Method::Full => "Full",
-        Method::Lora => "LoRA",
-        Method::Qlora => "QLoRA",
-    }
-}
-
+/// The three methods' chart, the model named as the CLI names it everywhere (its id, or its config's name).
 fn svg(arch: &Architecture, plan: &Plan) -> String {
-    chart_svg(&chart_data(arch, plan), &Theme::LIGHT, (720, 420))
+    let data = ChartData::by_method(&arch.name, plan, &estimate_each_method(arch, plan));
+    chart_svg(&data, &Theme::LIGHT, (720, 420))
 }
 
 fn table(arch: &Architecture, plan: &Plan) -> String {
@@ -404,7 +377,7 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         clean(&arch.name),
         format_count(e.total_params),
         format_count(e.trainable_params),
-        label(plan.method),
+        units::method_label(plan.method),
         plan.gpu.id()
     );
     out.push_str(&format!(
@@ -705,7 +678,7 @@ fn gpus_cmd(args: &[String]) -> Result<String> {
     let mut out = format!(
         "{}, {}: needs {}{per_gpu}\n\n{:<22} {:>10} {:>23}  {:>10} {:>13} {:>15}\n",
         clean(&arch.name),
-        label(plan.method),
+        units::method_label(plan.method),
         format_bytes(need),
         "gpu",
         "memory",

@@ -16,6 +16,7 @@ pub mod micro;
 pub mod model_type;
 pub mod plan;
 pub mod presets;
+pub mod profile;
 pub mod solve;
 pub mod text;
 pub mod units;
@@ -34,4 +35,15 @@ pub use presets::{GpuId, ModelId};
 /// The architecture of the plan's bundled model (resolved when the plan was parsed: no lookup, no failure).
 pub fn preset_arch(plan: &Plan) -> &'static Architecture {
     plan.model.arch()
+}
+
+/// The plan's estimate under each method, in [`plan::Method::ALL`]'s order (Full, LoRA, QLoRA), the rest of the
+/// plan as it is: the three bars the page and the CLI chart side by side.
+pub fn estimate_each_method(arch: &Architecture, plan: &Plan) -> [Estimate; 3] {
+    use plan::Method;
+    [Method::Full, Method::Lora, Method::Qlora].map(|method| {
+        let mut p = plan.clone();
+        p.method = method;
+        estimate(arch, &p)
+    })
 }

@@ -1,7 +1,7 @@
 //! Formatting shared by every front end: bytes in binary units (GiB), as `nvidia-smi` and PyTorch report them,
-//! counts, and the words for a plan spread over several GPUs.
+//! counts, a method's name, and the words for a plan spread over several GPUs.
 
-use crate::plan::Shard;
+use crate::plan::{Method, Shard};
 use crate::Plan;
 
 /// What [`format_bytes`] says for a saturated figure.
@@ -88,6 +88,24 @@ pub fn per_gpu(plan: &Plan) -> String {
     gpu_spread(plan)
         .map(|s| format!(" per GPU ({s})"))
         .unwrap_or_default()
+}
+
+/// A method's name on a bar, a button or a table: "Full", "LoRA", "QLoRA".
+pub fn method_label(m: Method) -> &'static str {
+    match m {
+        Method::Full => "Full",
+        Method::Lora => "LoRA",
+        Method::Qlora => "QLoRA",
+    }
+}
+
+/// A method named in a sentence or a header ("… for full fine-tuning"): its label, with full fine-tuning
+/// spelled out.
+pub fn method_in_words(m: Method) -> &'static str {
+    match m {
+        Method::Full => "full fine-tuning",
+        Method::Lora | Method::Qlora => method_label(m),
+    }
 }
 
 /// The chart's title: the model, what the bars measure (the device total, as nvidia-smi counts it), and the shape

@@ -1,14 +1,14 @@
 //! The step's backward, in reverse: the loss and LM head, then each layer's MLP and attention, each saved tensor
 //! released as soon as its last reader has been encoded (see the schedule in [`super`]).
 
-use super::{groups_1d, need, Ctx, Head, LayerBufs, Saved};
+use super::{groups_1d, need, Head, LayerBufs, Saved, StepEncoder};
 use crate::gpu::device::{Buf, GpuError};
 use crate::gpu::kernels::Kernel;
 use crate::gpu::params::Elementwise;
 use peakplan_core::micro::ops::Mat;
 use peakplan_core::micro::MicroAttention;
 
-impl Ctx<'_> {
+impl StepEncoder<'_> {
     /// Returns the gradient of every trainable tensor, in [`super::Resident::trainable`] order.
     pub(super) fn backward(
         &self,

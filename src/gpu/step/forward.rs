@@ -1,13 +1,13 @@
 //! The step's forward: the embedding, each layer's forward (keeping what its backward reads, see the schedule in
 //! [`super`]), the final norm and the loss, whole or in chunks.
 
-use super::{groups_1d, Ctx, Head, LayerBufs, Saved};
+use super::{groups_1d, Head, LayerBufs, Saved, StepEncoder};
 use crate::gpu::device::{Buf, GpuError};
 use crate::gpu::kernels::Kernel;
 use crate::gpu::params::{Elementwise, Embed};
 use peakplan_core::micro::{MicroAttention, MicroLoss, PROJECTIONS};
 
-impl Ctx<'_> {
+impl StepEncoder<'_> {
     pub(super) fn forward(&self) -> Result<(Vec<Saved>, Head), GpuError> {
         let (gpu, c, res) = (self.gpu, self.cfg, self.res);
         let (n, h) = (c.tokens(), c.hidden);

@@ -13,7 +13,7 @@ use super::setup::{
 };
 use super::setup::{positions, Setup};
 use crate::arch::{Norm, Target};
-use crate::plan::{Attn, Framework, Loss, Method, Plan, TokenTraining};
+use crate::plan::{Attn, Loss, Method, Plan, TokenTraining};
 
 /// The saved activations of the whole step.
 pub(super) struct Activations {
@@ -42,16 +42,17 @@ pub(super) struct Activations {
 pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
     let (arch, plan, n, h) = (s.arch, s.plan, s.tokens, s.hidden);
     let layers = s.layers;
-    let layer = layer_saved(arch, plan, s.d, &s.linears, n, false);
+    let layer = layer_saved(s, plan, false);
     // The first layer keeps less where its input needs no gradient (unless offloaded: then two layers count).
-    let first_spared = if first_layer_input_frozen(plan, s.d) && !plan.offload_activations {
-        layer.bytes - layer_saved(arch, plan, s.d, &s.linears, n, true).bytes
+    let first_spared = if first_layer_input_frozen(s) && !plan.offload_activations {
+        layer.bytes - layer_saved(s, plan, true).bytes
     } else {
         0.0
     };
     let previous_inputs = previous_inputs(s, layer);
-    // Eager attention with a padding-capable mask builds one 4D causal mask per forward.
-    let mask = if plan.attn == Attn::Eager && plan.framework != Framework::Webgpu {
+    // Eager attention with a padding-capable mask builds one 4D causal mask per forward (a runtime's own
+    // attention kernel takes none).
+    let mask = if plan.attn == Attn::Eager && !s.profile.own_attention_kernel {
         s.d.compute * plan.micro_batch as Count * positions(plan) * key_positions(plan)
     } else {
         0.0
@@ -61,7 +62,7 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
         Norm::RmsNorm => 4.0 * n * h + 4.0 * n,
         Norm::LayerNorm => 4.0 * n * h + 8.0 * n,
     } + if norms_trainable(plan) && !plan.liger {
-        norm_product_bytes(arch.norm, arch, plan, s.d) * n * h
+        norm_product_bytes(arch.norm, arch, s.profile, s.d) * n * h
     } else {
         0.0
     };
@@ -120,12 +121,12 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
 }
 
 /// bitsandbytes up to 0.44 kept a 4-bit matmul's input as an attribute of its autograd node (`ctx.tensors`),
-/// which backward does not free: it lives as long as the graph. litgpt's `fit()` holds the graph through its
-/// logits until the next forward returns, so the previous micro-batch's inputs are still allocated at the end
-/// of the next forward. (Checkpointed layers keep theirs in a graph of their own.)
+/// which backward does not free: it lives as long as the graph. A loop that holds the graph through its logits
+/// until the next forward returns (litgpt's `fit()`) still has the previous micro-batch's inputs allocated at the
+/// end of the next forward. (Checkpointed layers keep theirs in a graph of their own.)
 fn previous_inputs(s: &Setup, layer: LayerSaved) -> Count {
     let plan = s.plan;
-    if plan.framework != Framework::Litgpt || !bnb_saves_input(plan) || plan.grad_checkpointing {
+    if !s.profile.graph_held_to_next_forward || !bnb_saves_input(plan) || plan.grad_checkpointing {
         return 0.0;
     }
     let without = Plan {
@@ -140,7 +141,7 @@ fn previous_inputs(s: &Setup, layer: LayerSaved) -> Count {
     } else {
         s.d.compute * s.tokens * s.arch.q_dim() as Count
     };
-    let kept_without = layer_saved(s.arch, &without, s.d, &s.linears, s.tokens, false).bytes;
+    let kept_without = layer_saved(s, &without, false).bytes;
     s.layers * (layer.bytes - kept_without + attn_out)
 }
 
@@ -194,17 +195,16 @@ fn weight_copies(s: &Setup, resident: &Resident, head_trainable: bool) -> Weight
     } + d.compute * parametrized_weights
         + factor_casts;
     // The frozen fp32 head is cast the same way for each matmul it takes part in: once for the whole batch, or
-    // once per 128-token chunk of litgpt's chunked head, each copy kept until that chunk's backward. QLoRA's head
-    // is such a head too once `prepare_model_for_kbit_training` upcasts every unquantized weight (HF QLoRA traced
-    // on CPU keeps a 16-bit vocab x hidden copy from the head's forward to its backward).
+    // once per chunk of a chunked head (litgpt's 128 tokens), each copy kept until that chunk's backward. QLoRA's
+    // head is such a head too once `prepare_model_for_kbit_training` upcasts every unquantized weight (HF QLoRA
+    // traced on CPU keeps a 16-bit vocab x hidden copy from the head's forward to its backward).
     // The head is an fp32 weight under autocast whenever the unquantized weights are (LoRA's fp32 base, upcast
     // QLoRA), unless FSDP gathers it already cast or litgpt quantized it.
     let fp32_frozen_head = d.amp && d.weight == 4.0 && !d.sharded_cast && !s.head_quantized;
     let head = if fp32_frozen_head && !head_trainable && plan.loss == Loss::Standard {
-        let chunks = if plan.framework == Framework::Litgpt {
-            ceil_div(positions(plan), 128.0)
-        } else {
-            1.0
+        let chunks = match s.profile.head_chunk_tokens {
+            Some(tokens) => ceil_div(positions(plan), tokens as Count),
+            None => 1.0,
         };
         chunks * d.compute * arch.vocab as Count * s.hidden
     } else {

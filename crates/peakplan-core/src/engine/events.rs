@@ -120,7 +120,7 @@ const COUNTED_LAYERS: u64 = 64;
 /// of the small pool's size gather differently at other depths), used only to skip building what is far past the
 /// cap: building to the cap is what a model of a hundred thousand layers would otherwise cost each estimate.
 fn likely_events(st: &Stages) -> usize {
-    let layers = st.s.arch.layers;
+    let layers = st.setup.arch.layers;
     if layers <= COUNTED_LAYERS {
         return 0;
     }
@@ -139,48 +139,54 @@ fn likely_events(st: &Stages) -> usize {
 /// A moment's missing fraction of a byte per part stays under this (see the module's rounding rule).
 const ROUNDING_SLACK: u64 = 8;
 
-// Tag kinds: a tag is `kind << 32 | index`.
-const EMBEDDING: u64 = 1;
-const HEAD: u64 = 2;
-const LAYER_WEIGHTS: u64 = 3;
-const QUANT_CONSTANTS: u64 = 4;
-const ADAPTERS: u64 = 5;
-const DDP_BUCKETS: u64 = 6;
-const INPUT_BUFFERS: u64 = 7;
-const LOAD_TRANSIENT: u64 = 8;
-const OPTIMIZER_STATES: u64 = 9;
-const MASTER_WEIGHTS: u64 = 10;
-const OPTIMIZER_TEMPS: u64 = 11;
-const GATHERED: u64 = 12;
-const MASK: u64 = 13;
-const PREVIOUS_INPUTS: u64 = 14;
-const DEQUANT: u64 = 15;
-const PEFT_BUFFERS: u64 = 16;
-const SAVED: u64 = 17;
-const SCORES: u64 = 18;
-const WEIGHT_COPIES: u64 = 19;
-const CHECKPOINT: u64 = 20;
-const KV_CACHE: u64 = 21;
-const SAVED_AFTER_LAYERS: u64 = 22;
-const HEAD_COPIES: u64 = 23;
-const FUSED_HEAD_GRAD: u64 = 24;
-const LOSS_FORWARD: u64 = 25;
-const LOSS_BACKWARD: u64 = 26;
-const HELD_LOGITS: u64 = 27;
-const HEAD_LOGIT_GRADS: u64 = 28;
-const HEAD_GRAD_SHARES: u64 = 29;
-const HEAD_GRAD: u64 = 30;
-const GRAD_FLOW: u64 = 31;
-const RECOMPUTE: u64 = 32;
-const STEP_IN_BACKWARD: u64 = 33;
-const STEP_TEMPS_IN_BACKWARD: u64 = 34;
-const LAYER_GRADS: u64 = 35;
-const HELD_GRADS: u64 = 36;
-const END_GRADS: u64 = 37;
-const ROUNDING: u64 = 38;
+/// What a block is: the high half of its tag (`kind << 32 | index`). The numbers are explicit and fixed, so the
+/// event lists (their tags included) stay the same when a kind is added or moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+enum Tag {
+    Embedding = 1,
+    Head = 2,
+    LayerWeights = 3,
+    QuantConstants = 4,
+    Adapters = 5,
+    DdpBuckets = 6,
+    InputBuffers = 7,
+    LoadTransient = 8,
+    OptimizerStates = 9,
+    MasterWeights = 10,
+    OptimizerTemps = 11,
+    Gathered = 12,
+    Mask = 13,
+    PreviousInputs = 14,
+    Dequant = 15,
+    PeftBuffers = 16,
+    Saved = 17,
+    Scores = 18,
+    WeightCopies = 19,
+    Checkpoint = 20,
+    KvCache = 21,
+    SavedAfterLayers = 22,
+    HeadCopies = 23,
+    FusedHeadGrad = 24,
+    LossForward = 25,
+    LossBackward = 26,
+    HeldLogits = 27,
+    HeadLogitGrads = 28,
+    HeadGradShares = 29,
+    HeadGrad = 30,
+    GradFlow = 31,
+    Recompute = 32,
+    StepInBackward = 33,
+    StepTempsInBackward = 34,
+    LayerGrads = 35,
+    HeldGrads = 36,
+    EndGrads = 37,
+    Rounding = 38,
+}
 
-fn tag(kind: u64, index: u64) -> u64 {
-    kind << 32 | index
+/// The tag of `kind`'s block `index`.
+fn tag(kind: Tag, index: u64) -> u64 {
+    (kind as u64) << 32 | index
 }
 
 /// A count as whole bytes, as `clamp` makes it (truncated; negative and NaN to 0, saturating at `u64::MAX`).
@@ -324,7 +330,7 @@ impl Seq {
     fn moment(&mut self, total: Count) {
         let want = bytes(total);
         if want > self.live && want - self.live < ROUNDING_SLACK {
-            let t = tag(ROUNDING, 0);
+            let t = tag(Tag::Rounding, 0);
             self.alloc(t, want - self.live);
             self.free(t);
         }
@@ -356,7 +362,7 @@ fn total(live: &[Count; 5]) -> Count {
 
 impl<'s, 'a> Builder<'s, 'a> {
     fn new(st: &'s Stages<'a>) -> Self {
-        Builder::with_layers(st, st.s.arch.layers)
+        Builder::with_layers(st, st.setup.arch.layers)
     }
 
     /// The stages' sequence as if the model had `layers` layers (its totals split among them).
@@ -365,7 +371,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         let a = &st.acts;
         let slots = (a.kept_layers as u64).clamp(1, layers);
         // The mask is one per forward; the rest of the scores is the layers'.
-        let scores_in_layers = if st.s.plan.grad_checkpointing {
+        let scores_in_layers = if st.setup.plan.grad_checkpointing {
             0.0
         } else {
             a.scores - a.mask
@@ -377,7 +383,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         // states and temporaries parameter by parameter) its traces replay no closer (a mean of 1.8% against 1.6%)
         // for five times the events; saved tensors apart beside gradients in blocks put PEFT's measured full
         // fine-tune 19% over (2% under as it is).
-        let by_tensor = st.s.plan.method != Method::Full;
+        let by_tensor = st.setup.plan.method != Method::Full;
         let tensors = |share: u64| {
             if by_tensor {
                 tensors_of(share, a.layer.tensors.sizes())
@@ -406,7 +412,7 @@ impl<'s, 'a> Builder<'s, 'a> {
     /// weights, constants and adapters (the stage's totals, an even share a layer), quantized with the load
     /// transient beside them.
     fn setup(&mut self) {
-        let (s, r, w) = (&self.st.s, &self.st.resident, &self.st.work);
+        let (s, r, w) = (&self.st.setup, &self.st.resident, &self.st.work);
         let (arch, plan) = (s.arch, s.plan);
         let whole = s.zero < 3 && !(plan.cpu_offload && plan.zero >= 3);
         let embedding = if whole {
@@ -424,11 +430,12 @@ impl<'s, 'a> Builder<'s, 'a> {
         } else {
             (0.0, 0.0)
         };
-        self.seq.alloc(tag(EMBEDDING, 0), bytes(embedding));
-        self.seq.alloc(tag(HEAD, 0), bytes(head));
-        self.seq.alloc(tag(DDP_BUCKETS, 0), bytes(w.ddp_buckets));
+        self.seq.alloc(tag(Tag::Embedding, 0), bytes(embedding));
+        self.seq.alloc(tag(Tag::Head, 0), bytes(head));
         self.seq
-            .alloc(tag(INPUT_BUFFERS, 0), bytes(r.input_buffers));
+            .alloc(tag(Tag::DdpBuckets, 0), bytes(w.ddp_buckets));
+        self.seq
+            .alloc(tag(Tag::InputBuffers, 0), bytes(r.input_buffers));
         // The base weights less what went apart: exact, as both are whole numbers.
         let rest = r.base_weights - embedding - head;
         let layer_weights = split(rest, self.layers);
@@ -439,12 +446,13 @@ impl<'s, 'a> Builder<'s, 'a> {
                 return;
             }
             let i64 = i as u64;
-            self.seq.alloc(tag(LAYER_WEIGHTS, i64), layer_weights[i]);
-            self.seq.alloc(tag(QUANT_CONSTANTS, i64), constants[i]);
-            self.seq.alloc(tag(ADAPTERS, i64), adapters[i]);
             self.seq
-                .alloc(tag(LOAD_TRANSIENT, 0), bytes(w.load_transient));
-            self.seq.free(tag(LOAD_TRANSIENT, 0));
+                .alloc(tag(Tag::LayerWeights, i64), layer_weights[i]);
+            self.seq.alloc(tag(Tag::QuantConstants, i64), constants[i]);
+            self.seq.alloc(tag(Tag::Adapters, i64), adapters[i]);
+            self.seq
+                .alloc(tag(Tag::LoadTransient, 0), bytes(w.load_transient));
+            self.seq.free(tag(Tag::LoadTransient, 0));
         }
     }
 
@@ -453,8 +461,8 @@ impl<'s, 'a> Builder<'s, 'a> {
     fn states(&mut self) {
         let r = &self.st.resident;
         let optimizer = [
-            (OPTIMIZER_STATES, r.optimizer_states),
-            (MASTER_WEIGHTS, r.master_weights),
+            (Tag::OptimizerStates, r.optimizer_states),
+            (Tag::MasterWeights, r.master_weights),
         ];
         for (kind, v) in optimizer {
             for (i, part) in split(v, self.layers).into_iter().enumerate() {
@@ -473,9 +481,9 @@ impl<'s, 'a> Builder<'s, 'a> {
         let temps = split(self.st.resident.optimizer_temps, self.layers);
         for (i, part) in temps.into_iter().enumerate() {
             if on {
-                self.seq.alloc(tag(OPTIMIZER_TEMPS, i as u64), part);
+                self.seq.alloc(tag(Tag::OptimizerTemps, i as u64), part);
             } else {
-                self.seq.free(tag(OPTIMIZER_TEMPS, i as u64));
+                self.seq.free(tag(Tag::OptimizerTemps, i as u64));
             }
         }
     }
@@ -491,7 +499,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             .live
             .saturating_add(bytes(r.optimizer_states))
             .saturating_add(bytes(r.master_weights));
-        let plan = self.st.s.plan;
+        let plan = self.st.setup.plan;
         let ga = plan.grad_accumulation.max(1);
         let mut runs = Vec::with_capacity(3);
         let mut cut = |seq: &mut Seq, times: u64| {
@@ -522,7 +530,7 @@ impl<'s, 'a> Builder<'s, 'a> {
     fn optimizer_step(&mut self) {
         let opt = self.st.timeline.phases[3];
         self.grads_to(opt[1]);
-        if !self.st.s.plan.optimizer_in_backward {
+        if !self.st.setup.plan.optimizer_in_backward {
             self.states();
         }
         self.step_temps(true);
@@ -535,9 +543,9 @@ impl<'s, 'a> Builder<'s, 'a> {
 
     /// What a loop that keeps the output holds (logits, the key/value cache), let go.
     fn release_output(&mut self) {
-        self.seq.free(tag(HELD_LOGITS, 0));
+        self.seq.free(tag(Tag::HeldLogits, 0));
         for i in 0..self.layers {
-            self.seq.free(tag(KV_CACHE, i));
+            self.seq.free(tag(Tag::KvCache, i));
         }
     }
 
@@ -545,11 +553,13 @@ impl<'s, 'a> Builder<'s, 'a> {
     fn buffers(&mut self, on: bool) {
         if on {
             let w = &self.st.work;
-            self.seq.alloc(tag(DEQUANT, 0), bytes(w.dequant_buffer));
-            self.seq.alloc(tag(PEFT_BUFFERS, 0), bytes(w.peft_buffers));
+            self.seq
+                .alloc(tag(Tag::Dequant, 0), bytes(w.dequant_buffer));
+            self.seq
+                .alloc(tag(Tag::PeftBuffers, 0), bytes(w.peft_buffers));
         } else {
-            self.seq.free(tag(PEFT_BUFFERS, 0));
-            self.seq.free(tag(DEQUANT, 0));
+            self.seq.free(tag(Tag::PeftBuffers, 0));
+            self.seq.free(tag(Tag::Dequant, 0));
         }
     }
 
@@ -562,7 +572,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             &self.saved
         };
         for (j, &part) in saved.iter().enumerate() {
-            let t = tag(SAVED, slot * MAX_TENSORS as u64 + j as u64);
+            let t = tag(Tag::Saved, slot * MAX_TENSORS as u64 + j as u64);
             if on {
                 self.seq.alloc(t, part);
             } else {
@@ -570,9 +580,9 @@ impl<'s, 'a> Builder<'s, 'a> {
             }
         }
         for (kind, parts) in [
-            (SCORES, &self.scores),
-            (WEIGHT_COPIES, &self.copies),
-            (CHECKPOINT, &self.checkpoints),
+            (Tag::Scores, &self.scores),
+            (Tag::WeightCopies, &self.copies),
+            (Tag::Checkpoint, &self.checkpoints),
         ] {
             if on {
                 self.seq.alloc(tag(kind, slot), parts[i]);
@@ -586,11 +596,11 @@ impl<'s, 'a> Builder<'s, 'a> {
         // The stage counts what is gathered at each moment as a total (the root unit and the layers in flight):
         // one block a moment.
         let g = self.st.sharded.gathered;
-        self.seq.free(tag(GATHERED, from as u64));
-        self.seq.alloc(tag(GATHERED, to as u64), bytes(g[to]));
+        self.seq.free(tag(Tag::Gathered, from as u64));
+        self.seq.alloc(tag(Tag::Gathered, to as u64), bytes(g[to]));
     }
 
-    fn grad(&mut self, kind: u64, index: u64, v: u64) {
+    fn grad(&mut self, kind: Tag, index: u64, v: u64) {
         let t = tag(kind, index);
         self.seq.alloc(t, v);
         if v > 0 {
@@ -616,7 +626,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.grads = keep;
         if target > kept {
             self.made_up += 1;
-            self.grad(END_GRADS, self.made_up, target - kept);
+            self.grad(Tag::EndGrads, self.made_up, target - kept);
         }
     }
 
@@ -625,19 +635,19 @@ impl<'s, 'a> Builder<'s, 'a> {
     fn forward(&mut self, first: bool, last: bool, persistent: bool) {
         let st = self.st;
         let (a, l, t) = (&st.acts, &st.logits, &st.timeline);
-        let (plan, held, head) = (st.s.plan, &t.held, &t.head);
+        let (plan, held, head) = (st.setup.plan, &t.held, &t.head);
         // Forward.
         if persistent && first {
-            self.grad(HELD_GRADS, 0, bytes(held.grads));
+            self.grad(Tag::HeldGrads, 0, bytes(held.grads));
         }
         self.seq
-            .alloc(tag(GATHERED, 0), bytes(st.sharded.gathered[0]));
+            .alloc(tag(Tag::Gathered, 0), bytes(st.sharded.gathered[0]));
         if !plan.grad_checkpointing {
-            self.seq.alloc(tag(MASK, 0), bytes(a.mask));
+            self.seq.alloc(tag(Tag::Mask, 0), bytes(a.mask));
         }
         // The previous micro-batch's kept inputs: the engine counts them at the end of forward only.
         self.seq
-            .alloc(tag(PREVIOUS_INPUTS, 0), bytes(a.previous_inputs));
+            .alloc(tag(Tag::PreviousInputs, 0), bytes(a.previous_inputs));
         let kv = split(l.kv_cache, self.layers);
         for i in 0..self.layers {
             if self.seq.over {
@@ -650,18 +660,19 @@ impl<'s, 'a> Builder<'s, 'a> {
                 self.kept(slot, false);
             }
             self.kept(slot, true);
-            self.seq.alloc(tag(KV_CACHE, i), kv[i as usize]);
+            self.seq.alloc(tag(Tag::KvCache, i), kv[i as usize]);
             self.buffers(false);
         }
         self.seq.alloc(
-            tag(SAVED_AFTER_LAYERS, 0),
+            tag(Tag::SavedAfterLayers, 0),
             bytes(a.saved - a.saved_in_layers),
         );
-        self.seq.alloc(tag(HEAD_COPIES, 0), bytes(a.head_copies));
         self.seq
-            .alloc(tag(FUSED_HEAD_GRAD, 0), bytes(head.fused_grad));
+            .alloc(tag(Tag::HeadCopies, 0), bytes(a.head_copies));
+        self.seq
+            .alloc(tag(Tag::FusedHeadGrad, 0), bytes(head.fused_grad));
         for (i, b) in blocks_of(l.forward, l.block).into_iter().enumerate() {
-            self.seq.alloc(tag(LOSS_FORWARD, i as u64), b);
+            self.seq.alloc(tag(Tag::LossForward, i as u64), b);
         }
         // The engine's end of forward counts a running matmul's buffers.
         self.buffers(true);
@@ -679,50 +690,51 @@ impl<'s, 'a> Builder<'s, 'a> {
         let head = &t.head;
         // The loss's backward: the loop's held output (its logits, the key/value cache where it keeps them) and
         // the loss's blocks.
-        self.seq.free(tag(PREVIOUS_INPUTS, 0));
+        self.seq.free(tag(Tag::PreviousInputs, 0));
         for i in 0..MAX_LOSS_BLOCKS {
-            self.seq.free(tag(LOSS_FORWARD, i));
+            self.seq.free(tag(Tag::LossForward, i));
         }
         if l.held_kv == 0.0 {
             for i in 0..self.layers {
-                self.seq.free(tag(KV_CACHE, i));
+                self.seq.free(tag(Tag::KvCache, i));
             }
         }
         self.gathered(0, 1);
         let held_logits = l.held_output - l.held_kv;
-        self.seq.alloc(tag(HELD_LOGITS, 0), bytes(held_logits));
+        self.seq.alloc(tag(Tag::HeldLogits, 0), bytes(held_logits));
         for (i, b) in blocks_of(l.backward - held_logits, l.block)
             .into_iter()
             .enumerate()
         {
-            self.seq.alloc(tag(LOSS_BACKWARD, i as u64), b);
+            self.seq.alloc(tag(Tag::LossBackward, i as u64), b);
         }
         if last {
             self.seq.moment(total(&t.backward_moments[0]));
         }
         for i in 0..MAX_LOSS_BLOCKS {
-            self.seq.free(tag(LOSS_BACKWARD, i));
+            self.seq.free(tag(Tag::LossBackward, i));
         }
 
         // The head's backward: the logits' gradients and the head's gradient shares.
         if head.grads_live > 0.0 {
-            self.seq.alloc(tag(HEAD_LOGIT_GRADS, 0), bytes(head.logits));
             self.seq
-                .alloc(tag(HEAD_GRAD_SHARES, 0), bytes(head.grads_live));
+                .alloc(tag(Tag::HeadLogitGrads, 0), bytes(head.logits));
+            self.seq
+                .alloc(tag(Tag::HeadGradShares, 0), bytes(head.grads_live));
             if last {
                 self.seq.moment(total(&t.backward_moments[1]));
             }
-            self.seq.free(tag(HEAD_GRAD_SHARES, 0));
-            self.seq.free(tag(HEAD_LOGIT_GRADS, 0));
+            self.seq.free(tag(Tag::HeadGradShares, 0));
+            self.seq.free(tag(Tag::HeadLogitGrads, 0));
         }
-        self.seq.free(tag(FUSED_HEAD_GRAD, 0));
-        self.grad(HEAD_GRAD, 0, bytes(head.grad_in_layers));
-        self.seq.free(tag(HEAD_COPIES, 0));
+        self.seq.free(tag(Tag::FusedHeadGrad, 0));
+        self.grad(Tag::HeadGrad, 0, bytes(head.grad_in_layers));
+        self.seq.free(tag(Tag::HeadCopies, 0));
     }
 
     fn micro_batch(&mut self, first: bool, last: bool) {
         let st = self.st;
-        let (s, r, w, t) = (&st.s, &st.resident, &st.work, &st.timeline);
+        let (s, r, w, t) = (&st.setup, &st.resident, &st.work, &st.timeline);
         let plan = s.plan;
         let (held, head) = (&t.held, &t.head);
         let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
@@ -750,7 +762,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         // layer recomputes (under checkpointing), runs its buffers and, under optimizer-in-backward, steps, then
         // lets its saved tensors go and keeps its gradients.
         self.gathered(1, 2);
-        self.seq.alloc(tag(GRAD_FLOW, 0), bytes(w.grad_flow));
+        self.seq.alloc(tag(Tag::GradFlow, 0), bytes(w.grad_flow));
         if plan.optimizer_in_backward {
             self.states();
         }
@@ -759,38 +771,38 @@ impl<'s, 'a> Builder<'s, 'a> {
                 return;
             }
             self.seq
-                .alloc(tag(RECOMPUTE, 0), bytes(w.backward_work - w.grad_flow));
+                .alloc(tag(Tag::Recompute, 0), bytes(w.backward_work - w.grad_flow));
             self.buffers(true);
             self.seq
-                .alloc(tag(STEP_IN_BACKWARD, 0), bytes(t.step_in_bwd));
+                .alloc(tag(Tag::StepInBackward, 0), bytes(t.step_in_bwd));
             if last && j + 1 == self.layers {
                 self.seq.moment(total(&t.backward_moments[2]));
             }
-            self.seq.free(tag(STEP_IN_BACKWARD, 0));
+            self.seq.free(tag(Tag::StepInBackward, 0));
             self.buffers(false);
-            self.seq.free(tag(RECOMPUTE, 0));
+            self.seq.free(tag(Tag::Recompute, 0));
             let slot = j % self.slots;
             self.kept(slot, false);
             if j + 1 == self.layers {
-                self.seq.free(tag(SAVED_AFTER_LAYERS, 0));
+                self.seq.free(tag(Tag::SavedAfterLayers, 0));
             }
             if j == 0 {
-                self.seq.free(tag(MASK, 0));
+                self.seq.free(tag(Tag::Mask, 0));
             }
             if j >= self.slots {
                 // Activation offloading brings the layer `slots` below back into the slot just freed.
                 self.kept(slot, true);
             }
-            self.grad(LAYER_GRADS, j, layer_grads[j as usize]);
+            self.grad(Tag::LayerGrads, j, layer_grads[j as usize]);
         }
 
         if !last {
             // The head's gradient joins the held ones (or its shard); the next micro-batch's output replaces this
             // one's.
-            self.seq.free(tag(HEAD_GRAD, 0));
-            self.grads.retain(|&g| g != tag(HEAD_GRAD, 0));
-            self.seq.free(tag(GRAD_FLOW, 0));
-            self.seq.free(tag(GATHERED, 2));
+            self.seq.free(tag(Tag::HeadGrad, 0));
+            self.grads.retain(|&g| g != tag(Tag::HeadGrad, 0));
+            self.seq.free(tag(Tag::GradFlow, 0));
+            self.seq.free(tag(Tag::Gathered, 2));
             self.release_output();
             return;
         }
@@ -801,12 +813,12 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.grads_to(end[1]);
         self.buffers(true);
         self.seq
-            .alloc(tag(STEP_TEMPS_IN_BACKWARD, 0), bytes(t.step_temps_in_bwd));
+            .alloc(tag(Tag::StepTempsInBackward, 0), bytes(t.step_temps_in_bwd));
         self.seq.moment(total(&end));
-        self.seq.free(tag(STEP_TEMPS_IN_BACKWARD, 0));
+        self.seq.free(tag(Tag::StepTempsInBackward, 0));
         self.buffers(false);
-        self.seq.free(tag(GRAD_FLOW, 0));
-        self.seq.free(tag(GATHERED, 3));
+        self.seq.free(tag(Tag::GradFlow, 0));
+        self.seq.free(tag(Tag::Gathered, 3));
     }
 }
 
@@ -825,7 +837,7 @@ mod tests {
             .live
             .saturating_add(bytes(r.optimizer_states))
             .saturating_add(bytes(r.master_weights));
-        let ga = st.s.plan.grad_accumulation;
+        let ga = st.setup.plan.grad_accumulation;
         let mut all = Vec::new();
         for k in 0..ga {
             b.micro_batch(k == 0, k + 1 == ga);

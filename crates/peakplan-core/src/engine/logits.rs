@@ -5,7 +5,8 @@
 use super::count::{ceil_div, Count};
 use super::setup::{prefix_tokens, Setup};
 use crate::arch::Target;
-use crate::plan::{Attn, Framework, Loss, Method, Peft};
+use crate::plan::{Attn, Loss, Method, Peft};
+use crate::profile::{ChunkedLoss, KernelLoss, StandardLoss};
 
 /// The output's memory through the step.
 pub(super) struct Logits {
@@ -27,20 +28,19 @@ pub(super) fn logits(s: &Setup) -> Logits {
     let (forward, backward, block) = loss_memory(s);
     // Gemma 2 softcaps the logits before the loss: under transformers (traced on CPU) the tanh output waits for
     // backward beside them. litgpt's chunked head and torchtune's losses are not traced; they stay as they were.
-    let softcap = if arch.final_logit_softcap
-        && plan.loss == Loss::Standard
-        && plan.framework == Framework::Hf
-    {
-        d.compute * n * v
-    } else {
-        0.0
-    };
+    let softcap =
+        if arch.final_logit_softcap && plan.loss == Loss::Standard && s.profile.softcap_output_kept
+        {
+            d.compute * n * v
+        } else {
+            0.0
+        };
     let (forward, backward) = (forward + softcap, backward + softcap);
     let forward = forward.max(head_lora_forward(s));
     // A loop that keeps the model's output until after the optimizer step holds the returned logits through
     // backward and the step: fsdp_qlora's `output`, and torchtune's recipes before they learned to `del logits`
     // (mid-2024). litgpt's profile keeps its logits already; chunked and fused losses return none.
-    let held_logits = if plan.returns_full_logits() {
+    let held_logits = if plan.loss == Loss::Standard && s.profile.loop_may_hold_logits {
         plan.hold_logits_bits as Count / 8.0 * n * v
     } else {
         0.0
@@ -51,7 +51,7 @@ pub(super) fn logits(s: &Setup) -> Logits {
     // head-expanded copies (grouped-query attention under SDPA or eager) the cache's tensors are extra; flash
     // kernels keep the grouped ones themselves. The cache goes when the loop drops the output: before backward
     // under the Trainer, after the step in loops that keep it (`hold`).
-    let kv_cache = if plan.framework == Framework::Hf
+    let kv_cache = if s.profile.returns_kv_cache
         && !plan.grad_checkpointing
         && plan.attn != Attn::Flash
         && arch.kv_dim() < arch.q_dim()
@@ -79,61 +79,39 @@ pub(super) fn logits(s: &Setup) -> Logits {
     }
 }
 
-/// (kept at the end of forward, held at the largest moment of the loss's backward, the largest block). Forward
-/// keeps 16-bit logits, their fp32 upcast and the log-softmax output; backward peaks with the log-softmax output,
-/// its incoming gradient and the gradient it produces, all fp32.
+/// (kept at the end of forward, held at the largest moment of the loss's backward, the largest block), as the
+/// profile computes the plan's loss.
 fn loss_memory(s: &Setup) -> (Count, Count, Count) {
     let (plan, d, n, v) = (s.plan, s.d, s.tokens, s.vocab);
-    match (plan.loss, plan.framework) {
-        // The Trainer's torch_compile compiles the model with its loss: one fused cross-entropy that keeps the
-        // 16-bit logits (and a log-sum-exp per token) and recomputes the softmax in backward, where the logits'
-        // gradient and one more logits-sized buffer join them (traced on CPU with inductor: 3 x 16-bit per logit
-        // at backward's peak, where the eager loss holds 12 B).
-        (Loss::Standard, Framework::Hf) if plan.compile => {
-            let c = d.compute;
-            (c * n * v + 4.0 * n, 3.0 * c * n * v, c * n * v)
-        }
-        (Loss::Standard, Framework::Hf) => {
-            let up = if d.compute == 4.0 { 0.0 } else { 4.0 };
-            ((d.compute + up + 4.0) * n * v, 12.0 * n * v, 4.0 * n * v)
-        }
-        (Loss::Standard | Loss::Chunked, Framework::Torchtune) => torchtune_loss(s),
-        (Loss::Standard, Framework::Litgpt) => {
-            // Fabric returns the head's output cast to the default dtype, fp32, and `fit()` keeps those logits
-            // through backward. LoRA recipes run the head in 128-token chunks with a cross-entropy per chunk,
-            // each keeping its fp32 log-softmax; in backward the chunks' gradients arrive in fp32 (the logits'
-            // dtype) beside them: 12 B per logit at the loss's peak (litgpt 0.5.13 traced on CPU; 10 B were
-            // counted, from 16-bit gradients). Full fine-tuning runs the head unchunked: the fp32 log-softmax,
-            // its incoming gradient and the gradient it makes beside the kept logits, 12 B.
-            let chunk = n.min(128.0) * v;
-            if plan.method == Method::Full {
-                (8.0 * n * v, 12.0 * n * v, 4.0 * n * v)
-            } else {
-                (8.0 * n * v + d.compute * chunk, 12.0 * n * v, 4.0 * chunk)
-            }
-        }
-        (Loss::Standard | Loss::Kernel | Loss::Chunked, Framework::Webgpu) => webgpu_loss(s),
-        (Loss::Chunked, _) => {
-            let chunk = (plan.chunk as Count).min(n);
-            // TRL's chunked NLL upcasts the head weight to fp32 for each chunk, and keeps no logits between chunks.
-            let head_copy = if d.weight == 4.0 {
-                0.0
-            } else {
-                4.0 * v * s.hidden
-            };
-            (
-                head_copy + 8.0 * chunk * v,
-                head_copy + 16.0 * chunk * v,
-                4.0 * chunk * v,
-            )
-        }
-        (Loss::Kernel, _) => {
+    match plan.loss {
+        Loss::Standard => standard_loss(s),
+        Loss::Kernel if s.profile.kernel_loss == KernelLoss::Standard => standard_loss(s),
+        Loss::Kernel => {
             // unsloth's cross-entropy kernel reads the 16-bit logits and keeps a log-sum-exp per token; its
             // backward writes the logits' gradient into their own buffer.
             let c = d.compute;
             (c * n * v + 4.0 * n, c * n * v + 4.0 * n, c * n * v)
         }
-        (Loss::Fused, _) => {
+        Loss::Chunked => match s.profile.chunked_loss {
+            ChunkedLoss::EightChunksKept => torchtune_chunked_loss(s),
+            ChunkedLoss::NormKeptChunksRecomputed => webgpu_chunked_loss(s),
+            ChunkedLoss::HeadUpcastPerChunk => {
+                let chunk = (plan.chunk as Count).min(n);
+                // TRL's chunked NLL upcasts the head weight to fp32 for each chunk, and keeps no logits between
+                // chunks.
+                let head_copy = if d.weight == 4.0 {
+                    0.0
+                } else {
+                    4.0 * v * s.hidden
+                };
+                (
+                    head_copy + 8.0 * chunk * v,
+                    head_copy + 16.0 * chunk * v,
+                    4.0 * chunk * v,
+                )
+            }
+        },
+        Loss::Fused => {
             // Liger's fused linear cross-entropy: chunks sized so a chunk of logits is about the input's size,
             // with the input gradient computed in the forward and kept.
             let (c, h) = (d.compute, s.hidden);
@@ -142,6 +120,50 @@ fn loss_memory(s: &Setup) -> (Count, Count, Count) {
             (c * chunk * v + c * n * h, c * n * h, c * chunk * v)
         }
     }
+}
+
+/// The standard loss as the profile computes it. The plain one keeps 16-bit logits, their fp32 upcast and the
+/// log-softmax output at the end of forward; backward peaks with the log-softmax output, its incoming gradient and
+/// the gradient it produces, all fp32.
+fn standard_loss(s: &Setup) -> (Count, Count, Count) {
+    let (plan, d, n, v) = (s.plan, s.d, s.tokens, s.vocab);
+    match s.profile.standard_loss {
+        // The Trainer's torch_compile compiles the model with its loss: one fused cross-entropy that keeps the
+        // 16-bit logits (and a log-sum-exp per token) and recomputes the softmax in backward, where the logits'
+        // gradient and one more logits-sized buffer join them (traced on CPU with inductor: 3 x 16-bit per logit
+        // at backward's peak, where the eager loss holds 12 B).
+        StandardLoss::UpcastModelLogits if plan.compile => {
+            let c = d.compute;
+            (c * n * v + 4.0 * n, 3.0 * c * n * v, c * n * v)
+        }
+        StandardLoss::UpcastModelLogits => {
+            let up = if d.compute == 4.0 { 0.0 } else { 4.0 };
+            ((d.compute + up + 4.0) * n * v, 12.0 * n * v, 4.0 * n * v)
+        }
+        StandardLoss::Fp32LogitsDropped => torchtune_standard_loss(s),
+        StandardLoss::Fp32LogitsKept => {
+            // Fabric returns the head's output cast to the default dtype, fp32, and `fit()` keeps those logits
+            // through backward. LoRA recipes run the head in 128-token chunks with a cross-entropy per chunk,
+            // each keeping its fp32 log-softmax; in backward the chunks' gradients arrive in fp32 (the logits'
+            // dtype) beside them: 12 B per logit at the loss's peak (litgpt 0.5.13 traced on CPU; 10 B were
+            // counted, from 16-bit gradients). Full fine-tuning runs the head unchunked: the fp32 log-softmax,
+            // its incoming gradient and the gradient it makes beside the kept logits, 12 B.
+            let chunk = n.min(head_chunk_tokens(s)) * v;
+            if plan.method == Method::Full {
+                (8.0 * n * v, 12.0 * n * v, 4.0 * n * v)
+            } else {
+                (8.0 * n * v + d.compute * chunk, 12.0 * n * v, 4.0 * chunk)
+            }
+        }
+        StandardLoss::F32LogitsKept => webgpu_standard_loss(s),
+    }
+}
+
+/// Tokens of each chunk an adapter plan's head runs in (`Profile::head_chunk_tokens`), or every token at once.
+fn head_chunk_tokens(s: &Setup) -> Count {
+    s.profile
+        .head_chunk_tokens
+        .map_or(Count::INFINITY, |t| t as Count)
 }
 
 /// LoRA on the LM head under transformers: PEFT computes `base(x) + lora_B(lora_A(x)) * scaling`, so at the add the
@@ -157,7 +179,8 @@ fn head_lora_forward(s: &Setup) -> Count {
     if plan.method == Method::Full
         || !lora
         || !plan.targets.contains(Target::LmHead)
-        || (plan.loss, plan.framework) != (Loss::Standard, Framework::Hf)
+        || plan.loss != Loss::Standard
+        || !s.profile.head_lora_out_of_place
     {
         return 0.0;
     }
@@ -165,23 +188,26 @@ fn head_lora_forward(s: &Setup) -> Count {
     (d.compute + 2.0 * ad + d.compute.max(ad)) * n * v
 }
 
-/// torchtune's standard and chunked losses.
-fn torchtune_loss(s: &Setup) -> (Count, Count, Count) {
+/// torchtune's standard loss. The decoder returns `output(h).float()` and the recipe deletes its reference after
+/// the loss: the fp32 log-softmax stays for backward, which adds its incoming gradient and the gradient it makes.
+/// Under compile the loss is one fused kernel that keeps the fp32 logits themselves instead, but only in
+/// `lora_finetune_single_device`: the full and distributed recipes (0.4 to 0.6) call
+/// `training.compile_loss(loss)` without keeping the compiled module it returns, which only patches the chunked
+/// loss in place, so a plain cross-entropy runs eagerly there (traced on CPU: 12 B per logit).
+fn torchtune_standard_loss(s: &Setup) -> (Count, Count, Count) {
     let (plan, n, v) = (s.plan, s.tokens, s.vocab);
     let c = s.d.compute;
-    if plan.loss == Loss::Standard {
-        // The decoder returns `output(h).float()` and the recipe deletes its reference after the loss: the fp32
-        // log-softmax stays for backward, which adds its incoming gradient and the gradient it makes. Under
-        // compile the loss is one fused kernel that keeps the fp32 logits themselves instead, but only in
-        // `lora_finetune_single_device`: the full and distributed recipes (0.4 to 0.6) call
-        // `training.compile_loss(loss)` without keeping the compiled module it returns, which only patches the
-        // chunked loss in place, so a plain cross-entropy runs eagerly there (traced on CPU: 12 B per logit).
-        return if plan.compile && plan.method != Method::Full && plan.gpus == 1 {
-            ((c + 4.0) * n * v, 8.0 * n * v, 4.0 * n * v)
-        } else {
-            ((c + 4.0).max(8.0) * n * v, 12.0 * n * v, 4.0 * n * v)
-        };
+    if plan.compile && plan.method != Method::Full && plan.gpus == 1 {
+        ((c + 4.0) * n * v, 8.0 * n * v, 4.0 * n * v)
+    } else {
+        ((c + 4.0).max(8.0) * n * v, 12.0 * n * v, 4.0 * n * v)
     }
+}
+
+/// torchtune's chunked loss.
+fn torchtune_chunked_loss(s: &Setup) -> (Count, Count, Count) {
+    let (plan, n, v) = (s.plan, s.tokens, s.vocab);
+    let c = s.d.compute;
     // CEWithChunkedOutputLoss: the head's output in 8 chunks of 16-bit logits, all kept. Eagerly each chunk is
     // upcast and log-softmaxed in fp32 and kept too; compiled, the loss reads the 16-bit chunk and keeps only a
     // log-sum-exp per token, and backward makes one chunk's 16-bit gradient at a time beside the saved chunks
@@ -199,18 +225,21 @@ fn torchtune_loss(s: &Setup) -> (Count, Count, Count) {
     }
 }
 
-/// The WebGPU runtime computes its whole loss one way, whatever kernel the plan names.
-fn webgpu_loss(s: &Setup) -> (Count, Count, Count) {
+/// The WebGPU runtime's loss, for the standard and kernel losses alike: all logits in f32, kept; backward adds
+/// their gradient beside them while the per-row log-sum-exp waits.
+fn webgpu_standard_loss(s: &Setup) -> (Count, Count, Count) {
+    let (n, v, h) = (s.tokens, s.vocab, s.hidden);
+    (
+        (4.0 * v + (4.0 * h).max(8.0)) * n,
+        8.0 * n * v + 4.0 * n,
+        4.0 * n * v,
+    )
+}
+
+/// The WebGPU runtime's chunked loss: the final norm's output stays for the recomputation; one chunk of logits at
+/// a time, and its gradient.
+fn webgpu_chunked_loss(s: &Setup) -> (Count, Count, Count) {
     let (plan, n, v, h) = (s.plan, s.tokens, s.vocab, s.hidden);
-    if plan.loss != Loss::Chunked {
-        // All logits in f32, kept; backward adds their gradient beside them while the per-row log-sum-exp waits.
-        return (
-            (4.0 * v + (4.0 * h).max(8.0)) * n,
-            8.0 * n * v + 4.0 * n,
-            4.0 * n * v,
-        );
-    }
-    // The final norm's output stays for the recomputation; one chunk of logits at a time, and its gradient.
     let chunk = (plan.chunk as Count).min(n) * v;
     (
         4.0 * n * h + 4.0 * chunk + 8.0 * n,

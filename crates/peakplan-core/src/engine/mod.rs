@@ -2,11 +2,12 @@
 //!
 //! Every figure that the page, the CLI, the chart and the WebGPU comparison show comes from [`estimate`], a
 //! pipeline of stages, each a function in its own module that takes and returns plain structs:
-//! [`setup`] (dtypes, linears, tokens, sharding) → [`resident`] (weights, adapters, gradients, optimizer) →
-//! [`activations`] and [`logits`] (what forward keeps for backward) → [`working`] (backward's working memory and
-//! transient buffers) → [`timeline`] (the phases and the peak) → [`reserved`] (allocator cache and device).
-//! [`result`] holds the public boundary. Arithmetic is done in [`count::Count`] (an `f64` holding whole numbers)
-//! and saturates at `u64::MAX` on output, so absurd plans report "beyond arithmetic" instead of wrapping.
+//! [`setup`] (the framework's profile, dtypes, linears, tokens, sharding) → [`resident`] (weights, adapters,
+//! gradients, optimizer) → [`activations`] and [`logits`] (what forward keeps for backward) → [`working`]
+//! (backward's working memory and transient buffers) → [`timeline`] (the phases and the peak) → [`reserved`]
+//! (allocator cache and device). [`result`] holds the public boundary. Arithmetic is done in [`count::Count`] (an
+//! `f64` holding whole numbers) and saturates at `u64::MAX` on output, so absurd plans report "beyond arithmetic"
+//! instead of wrapping.
 
 mod activations;
 mod count;
@@ -27,7 +28,8 @@ pub use reserved::{CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
 pub use result::{Category, Estimate, Kind, Phase, PhaseMemory};
 
 use crate::arch::Architecture;
-use crate::plan::{Attn, Framework, Plan};
+use crate::plan::{Attn, Plan};
+use crate::profile::Profile;
 use count::{clamp, Count};
 use reserved::Transients;
 
@@ -53,7 +55,7 @@ enum Runs {
 
 fn runs(arch: &Architecture, plan: &Plan) -> Runs {
     let hf_attn = hf_attention(arch, plan.attn);
-    if plan.framework == Framework::Hf && hf_attn != plan.attn {
+    if Profile::of(plan.framework).sinks_force_eager && hf_attn != plan.attn {
         Runs::Resolved(Plan {
             attn: hf_attn,
             ..plan.clone()
@@ -119,7 +121,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
     }
     let st = stages(arch, plan);
     let Stages {
-        s: _,
+        setup,
         resident,
         acts,
         logits,
@@ -167,7 +169,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
         other: clamp(a[4], sat),
     };
     Estimate {
-        total_params: clamp(setup::total_params(arch, plan), &mut saturated),
+        total_params: clamp(setup::total_params(setup), &mut saturated),
         trainable_params: clamp(resident.trainable, &mut saturated),
         components: components.map(|v| clamp(v, &mut saturated)),
         phases: timeline.phases.map(|a| to_phase(a, &mut saturated)),
@@ -181,7 +183,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
 
 /// The stages' results for one plan that runs as planned (no attention to resolve, no layer split).
 struct Stages<'a> {
-    s: setup::Setup<'a>,
+    setup: setup::Setup<'a>,
     resident: resident::Resident,
     acts: activations::Activations,
     logits: logits::Logits,
@@ -192,15 +194,16 @@ struct Stages<'a> {
 
 /// The pipeline up to the timeline: [`estimate`] and [`allocation_events`] read the same structs.
 fn stages<'a>(arch: &'a Architecture, plan: &'a Plan) -> Stages<'a> {
-    let s = setup::setup(arch, plan);
-    let resident = resident::resident(&s);
-    let acts = activations::activations(&s, &resident);
-    let logits = logits::logits(&s);
-    let work = working::working(&s, &resident, &acts);
-    let sharded = sharding::sharded(&s, &resident);
-    let timeline = timeline::timeline(&s, &resident, &acts, &logits, &work, &sharded);
+    let setup = setup::setup(arch, plan);
+    let s = &setup;
+    let resident = resident::resident(s);
+    let acts = activations::activations(s, &resident);
+    let logits = logits::logits(s);
+    let work = working::working(s, &resident, &acts);
+    let sharded = sharding::sharded(s, &resident);
+    let timeline = timeline::timeline(s, &resident, &acts, &logits, &work, &sharded);
     Stages {
-        s,
+        setup,
         resident,
         acts,
         logits,
@@ -264,9 +267,9 @@ fn estimate_split(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
     let (slice, whole) = split_slice(arch, plan);
     let mut e = estimate_by(&slice, &whole, by);
     // The counts shown stay the whole model's.
-    e.total_params = setup::total_params(arch, &whole) as u64;
-    e.trainable_params =
-        trainable::trainable_tensors(arch, &whole, &arch.layer_linears()).params() as u64;
+    let s = setup::setup(arch, &whole);
+    e.total_params = setup::total_params(&s) as u64;
+    e.trainable_params = trainable::trainable_tensors(&s).params() as u64;
     e
 }
 

@@ -6,7 +6,7 @@
 use super::count::{ceil_div, Count};
 use super::setup::{quantizes, total_params, Setup};
 use super::trainable::{trainable_tensors, vera_projections, Shapes};
-use crate::plan::{Framework, Method, Optimizer, Plan, Quant};
+use crate::plan::{Method, Optimizer, Plan, Quant};
 
 /// bitsandbytes 4-bit block size (weights per absmax).
 const QUANT_BLOCK: Count = 64.0;
@@ -49,7 +49,7 @@ pub(super) struct Resident {
 
 pub(super) fn resident(s: &Setup) -> Resident {
     let plan = s.plan;
-    let tensors = trainable_tensors(s.arch, plan, &s.linears);
+    let tensors = trainable_tensors(s);
     let trainable = tensors.params();
     let largest_tensor = tensors.largest();
     let param_bytes = match plan.method {
@@ -106,7 +106,7 @@ pub(super) fn resident(s: &Setup) -> Resident {
 fn base_weights(s: &Setup, quantized_layer_weights: Count) -> (Count, Count) {
     let (arch, plan, layers) = (s.arch, s.plan, s.layers);
     if plan.method != Method::Qlora {
-        return (total_params(arch, plan) * s.d.weight, 0.0);
+        return (total_params(s) * s.d.weight, 0.0);
     }
     let total_params = arch.total_params() as Count;
     let (mut packed, mut consts) = (0.0, 0.0);
@@ -116,8 +116,8 @@ fn base_weights(s: &Setup, quantized_layer_weights: Count) -> (Count, Count) {
         consts += c * l.copies as Count * layers;
     }
     // Embeddings, norms, biases and the LM head stay in 16-bit (fp32 when upcast) under transformers, which
-    // skips `lm_head`; litgpt's bitsandbytes plugin converts every Linear, the head included (a tied head then
-    // gets its own 4-bit copy while the embedding stays 16-bit).
+    // skips `lm_head`; a profile that quantizes the head (litgpt's bitsandbytes plugin converts every Linear)
+    // gives a tied head its own 4-bit copy while the embedding stays 16-bit.
     // A vision tower's encoder linears are nn.Linear modules too (traced on CPU: Gemma 3 under bitsandbytes).
     let v = arch.vision;
     let (vh, vi, vl) = (
@@ -199,10 +199,12 @@ fn placed_weights(s: &Setup, base: Count, adapter_bytes: Count, constants: Count
     // bitsandbytes keeps a 4-bit weight's quantization state (absmax, scales) beside the parameter, not in it:
     // FSDP and DeepSpeed shard and offload the packed weights, and every GPU holds all the constants. torchao's
     // NF4 tensor (torchtune) carries its constants inside, so they are sharded and offloaded with it.
-    let constants = match plan.framework {
-        Framework::Torchtune if params_offloaded => 0.0,
-        Framework::Torchtune => s.shard_weights(constants),
-        _ => constants,
+    let constants = if !s.profile.quant_constants_in_weight {
+        constants
+    } else if params_offloaded {
+        0.0
+    } else {
+        s.shard_weights(constants)
     };
     [base_weights, constants, adapter_weights]
 }
@@ -336,9 +338,9 @@ fn optimizer_states(
 }
 
 /// The WebGPU runtime also keeps the batch (token ids, labels), the RoPE table, the loss and the 4-bit code
-/// tables on the device for the whole run.
+/// tables on the device for the whole run (`Profile::device_tables`).
 fn input_buffers(s: &Setup) -> Count {
-    if s.plan.framework == Framework::Webgpu {
+    if s.profile.device_tables {
         8.0 * s.tokens + 4.0 * s.plan.seq_len as Count * s.arch.head_dim as Count + 4.0 + 1088.0
     } else {
         0.0

@@ -4,11 +4,12 @@
 
 use super::count::Count;
 use super::setup::{
-    adapted, bnb_saves_input, key_positions, parametrized, prefix_tokens, quantizes, Dtypes,
+    adapted, bnb_saves_input, key_positions, parametrized, prefix_tokens, quantizes, Dtypes, Setup,
 };
 use super::trainable::oft_blocks;
 use crate::arch::{Architecture, Linear, LinearInput, Mlp, Norm, QkNorm};
-use crate::plan::{Attn, Framework, Method, Peft, Plan, Quant, TokenTraining};
+use crate::plan::{Attn, Method, Peft, Plan, Quant, TokenTraining};
+use crate::profile::{Profile, QkvViews};
 
 /// Bytes one layer keeps for backward: the s^2 attention scores apart from the rest.
 #[derive(Clone, Copy)]
@@ -80,6 +81,7 @@ impl Kept {
 struct Layer<'a> {
     arch: &'a Architecture,
     plan: &'a Plan,
+    profile: &'a Profile,
     d: Dtypes,
     linears: &'a [Linear],
     /// Token positions of the micro-batch.
@@ -91,7 +93,6 @@ struct Layer<'a> {
     full: bool,
     /// Norms fused by torch.compile or Liger rebuild what unfused ones keep.
     fused: bool,
-    webgpu: bool,
     /// The first layer of a plan whose embedding output needs no gradient (see [`first_layer_input_frozen`]).
     input_frozen: bool,
 }
@@ -133,32 +134,30 @@ impl Layer<'_> {
 /// the layer keeps only for its input's gradient is not kept there (traced on CPU: layer 0's q, k and v keep no
 /// dropout mask, no LoHa dense update and no OFT rotation, where o, gate, up, down and every later layer's
 /// do). Trained embeddings (trainable tokens, prompt tuning), trained norms, mixed FSDP1 units (every weight
-/// gets a gradient) and checkpointing (PEFT makes the embedding output require grad for it) need one.
-pub(super) fn first_layer_input_frozen(plan: &Plan, d: Dtypes) -> bool {
+/// gets a gradient) and checkpointing (PEFT makes the embedding output require grad for it) need one, and so
+/// does a profile whose buffers are kept whatever autograd would spare.
+pub(super) fn first_layer_input_frozen(s: &Setup) -> bool {
+    let plan = s.plan;
     plan.method != Method::Full
-        && !d.frozen_grads
+        && !s.d.frozen_grads
         && plan.tokens == TokenTraining::Frozen
         && !matches!(plan.peft, Peft::Ln | Peft::Prompt)
         && !plan.grad_checkpointing
-        && plan.framework != Framework::Webgpu
+        && s.profile.first_layer_spares_input_grad
 }
 
-/// Per-layer activation bytes that a layer saves for backward, split into the s^2 attention part and the rest;
-/// `input_frozen` for a first layer whose input needs no gradient.
-pub(super) fn layer_saved(
-    arch: &Architecture,
-    plan: &Plan,
-    d: Dtypes,
-    linears: &[Linear],
-    tokens: Count,
-    input_frozen: bool,
-) -> LayerSaved {
+/// Per-layer activation bytes that a layer of `s` saves for backward under `plan` (the set-up's, or one that
+/// differs in a key the set-up does not read), split into the s^2 attention part and the rest; `input_frozen`
+/// for a first layer whose input needs no gradient.
+pub(super) fn layer_saved(s: &Setup, plan: &Plan, input_frozen: bool) -> LayerSaved {
+    let (arch, d) = (s.arch, s.d);
     let layer = Layer {
         arch,
         plan,
+        profile: s.profile,
         d,
-        linears,
-        n: tokens,
+        linears: &s.linears,
+        n: s.tokens,
         h: arch.hidden as Count,
         q: arch.q_dim() as Count,
         kv: arch.kv_dim() as Count,
@@ -169,7 +168,6 @@ pub(super) fn layer_saved(
         },
         full: plan.method == Method::Full || d.frozen_grads,
         fused: plan.compile || plan.liger,
-        webgpu: plan.framework == Framework::Webgpu,
         input_frozen,
     };
     let mut kept = Kept {
@@ -192,10 +190,15 @@ pub(super) fn layer_saved(
 /// multiplies in fp32 (Gemma's `1 + weight`, and torchtune's RMSNorm, which scales the fp32 normalized input before
 /// casting back: traced on CPU, 1 MB a layer at 512 tokens, hidden 512, under optimizer-in-backward);
 /// `native_layer_norm` applies its weight inside the fused op and keeps no such copy.
-pub(super) fn norm_product_bytes(norm: Norm, arch: &Architecture, plan: &Plan, d: Dtypes) -> Count {
+pub(super) fn norm_product_bytes(
+    norm: Norm,
+    arch: &Architecture,
+    profile: &Profile,
+    d: Dtypes,
+) -> Count {
     match norm {
         Norm::LayerNorm => 0.0,
-        Norm::RmsNorm if arch.norm_scale_fp32 || plan.framework == Framework::Torchtune => 4.0,
+        Norm::RmsNorm if arch.norm_scale_fp32 || profile.rmsnorm_weight_in_fp32 => 4.0,
         Norm::RmsNorm => d.residual,
     }
 }
@@ -228,7 +231,7 @@ fn norms(l: &Layer, kept: &mut Kept) {
         Norm::LayerNorm => 8.0 * n,
     };
     let product = if (l.full || norms_trainable(l.plan)) && !l.fused {
-        norm_product_bytes(arch.norm, arch, l.plan, d) * n * h
+        norm_product_bytes(arch.norm, arch, l.profile, d) * n * h
     } else {
         0.0
     };
@@ -257,7 +260,7 @@ fn norms(l: &Layer, kept: &mut Kept) {
             4.0 * n * width
         }) + 4.0 * n * groups
             + if l.full && !l.fused {
-                norm_product_bytes(Norm::RmsNorm, arch, l.plan, d) * n * width
+                norm_product_bytes(Norm::RmsNorm, arch, l.profile, d) * n * width
             } else {
                 0.0
             }
@@ -328,7 +331,7 @@ fn linear_group(l: &Layer, g: &[LinearInput], kept: &mut Kept) -> [bool; 2] {
     let mut shared_saved = [false; 2];
     // litgpt's attention is one fused qkv linear: its LoRA runs one dropout over the shared input, and keeps
     // the adapted outputs zero-padded to the full q|k|v width for the concatenation.
-    let litgpt_qkv = plan.framework == Framework::Litgpt
+    let litgpt_qkv = l.profile.fused_qkv_lora
         && g.contains(&LinearInput::AttnNorm)
         && plan.method != Method::Full;
     let mut qkv_dropout_kept = false;
@@ -524,9 +527,9 @@ fn attention(l: &Layer, kept: &mut Kept) -> Count {
     let (arch, plan, n, q, kv) = (l.arch, l.plan, l.n, l.q, l.kv);
     let c = l.d.compute;
     let heads = arch.heads as Count;
-    // HF's SDPA and eager paths expand k and v to every head (repeat_kv); flash kernels and peakplan's WebGPU
-    // runtime read the grouped heads directly.
-    let kv_width = if plan.attn == Attn::Flash || l.webgpu {
+    // HF's SDPA and eager paths expand k and v to every head (repeat_kv); flash kernels and a runtime's own
+    // attention kernel (peakplan's WebGPU runtime) read the grouped heads directly.
+    let kv_width = if plan.attn == Attn::Flash || l.profile.own_attention_kernel {
         kv
     } else {
         q
@@ -539,8 +542,11 @@ fn attention(l: &Layer, kept: &mut Kept) -> Count {
     // it (grouped heads under SDPA or eager): the whole q|k|v output stays alive, q + kv more than v alone
     // (traced on CPU: Phi-3, GPT-NeoX). litgpt 0.5 splits its fused q|k|v into views too (traced on CPU:
     // 0.5.13; its 2024 releases reshaped a permuted split, a copy, which the 2024 tables measured).
-    let fused_views =
-        (arch.qkv_views && plan.framework == Framework::Hf) || plan.framework == Framework::Litgpt;
+    let fused_views = match l.profile.qkv_views {
+        QkvViews::Never => false,
+        QkvViews::WhereTheModelFuses => arch.qkv_views,
+        QkvViews::Always => true,
+    };
     if fused_views && (plan.attn == Attn::Flash || arch.kv_heads == arch.heads) {
         kept.add(c * n * (q + kv));
     }
@@ -564,7 +570,10 @@ fn attention(l: &Layer, kept: &mut Kept) -> Count {
         Attn::Sdpa | Attn::Flash => {
             kept.add(c * n * q);
             kept.add(4.0 * n * heads);
-            if plan.attn == Attn::Sdpa && prefix_tokens(plan) > 0.0 && !l.webgpu {
+            if plan.attn == Attn::Sdpa
+                && prefix_tokens(plan) > 0.0
+                && !l.profile.own_attention_kernel
+            {
                 c * n * key_positions(plan)
             } else {
                 0.0
@@ -578,7 +587,7 @@ fn attention(l: &Layer, kept: &mut Kept) -> Count {
 fn mlp(l: &Layer, mlp_norm_kept: bool, kept: &mut Kept) {
     let (arch, plan, d, n, h) = (l.arch, l.plan, l.d, l.n, l.h);
     let inter = arch.intermediate as Count * l.k_route;
-    let fused_act = plan.compile || plan.liger || l.webgpu;
+    let fused_act = plan.compile || plan.liger || l.profile.fused_mlp_activation;
     let tensors = match arch.mlp {
         // Fused SwiGLU keeps the two projections and recomputes the activation in backward.
         Mlp::Gated | Mlp::GatedFused if fused_act => 2.0,
@@ -587,7 +596,7 @@ fn mlp(l: &Layer, mlp_norm_kept: bool, kept: &mut Kept) {
         Mlp::Gated | Mlp::GatedFused => 3.0,
         // transformers writes `gelu_new` out in elementwise ops, which keep its input, the tanh, 1 + tanh and
         // x / 2 (traced on CPU: Phi-2); litgpt and torchtune call the fused tanh GELU.
-        Mlp::Plain if arch.composite_gelu && plan.framework == Framework::Hf => 4.0,
+        Mlp::Plain if arch.composite_gelu && l.profile.gelu_new_unfused => 4.0,
         Mlp::Plain => 1.0,
     };
     kept.add_each(tensors, d.mlp * n * inter);

@@ -1,10 +1,11 @@
-//! Stage 1, set-up: what every later stage reads about the plan. The dtypes of each kind of tensor, the layer's
-//! linears, the tokens of a micro-batch, the GPUs and how they shard, and which linears a plan quantizes, adapts
-//! or parametrizes.
+//! Stage 1, set-up: what every later stage reads about the plan. The framework's profile and the sharding it
+//! resolves, the dtypes of each kind of tensor, the layer's linears, the tokens of a micro-batch, the GPUs and how
+//! they shard, and which linears a plan quantizes, adapts or parametrizes.
 
 use super::count::{ceil_div, Count};
 use crate::arch::{Architecture, Linear, Linears, Target};
-use crate::plan::{Framework, Method, Peft, Plan, Precision, Quant, Shard, Sharding};
+use crate::plan::{Method, Peft, Plan, Precision, Quant, Shard, Sharding};
+use crate::profile::Profile;
 
 /// Bytes of one element of each kind of tensor a plan keeps, and related dtype facts.
 #[derive(Clone, Copy, Debug)]
@@ -118,6 +119,8 @@ impl Dtypes {
 pub(super) struct Setup<'a> {
     pub arch: &'a Architecture,
     pub plan: &'a Plan,
+    /// The plan's framework as the stages need it: they read this, never the framework itself.
+    pub profile: &'static Profile,
     pub d: Dtypes,
     /// One decoder layer's linear modules.
     pub linears: Linears,
@@ -136,8 +139,10 @@ pub(super) struct Setup<'a> {
     pub vocab: Count,
     /// Experts each token is routed to (1 for a dense model).
     pub k_route: Count,
-    /// litgpt's bitsandbytes plugin quantizes the LM head too.
+    /// The LM head is quantized with the layers (a quantized base under a profile that quantizes the head).
     pub head_quantized: bool,
+    /// The LM head shares the embedding's weight: a tied model, unless the profile gives it a head of its own.
+    pub head_tied: bool,
 }
 
 pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
@@ -146,10 +151,12 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
     } else {
         0
     };
-    let (fsdp, sharding) = (plan.sharded_by_fsdp(), plan.sharding());
+    let profile = Profile::of(plan.framework);
+    let (fsdp, sharding) = (plan.sharded_by_fsdp(), profile.sharding(plan));
     Setup {
         arch,
         plan,
+        profile,
         d: Dtypes::of(plan, fsdp, sharding),
         linears: arch.layer_linears(),
         layers: arch.layers as Count,
@@ -165,16 +172,18 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
         } else {
             1.0
         },
-        head_quantized: plan.method == Method::Qlora && plan.framework == Framework::Litgpt,
+        head_quantized: plan.method == Method::Qlora && profile.quantizes_head,
+        head_tied: arch.tied_embeddings && !profile.unties_head,
     }
 }
 
 impl Setup<'_> {
-    /// torchtune's FSDP2 configs shard the embedding and the output projection as units of their own
-    /// (`custom_sharded_layers`), gathered (or offloaded) apart from the root unit, which keeps the final norm.
+    /// FSDP2 shards the embedding and the output projection as units of their own where the profile says so
+    /// (torchtune's `custom_sharded_layers`), gathered (or offloaded) apart from the root unit, which keeps the
+    /// final norm.
     pub fn embedding_and_head_apart(&self) -> bool {
         self.gpus > 1.0
-            && self.plan.framework == Framework::Torchtune
+            && self.profile.embedding_and_head_own_units
             && self.sharding.shard == Shard::Fsdp2
     }
     /// Bytes a GPU holds of `v` bytes of parameters (sharded from ZeRO-3 on).
@@ -283,16 +292,11 @@ pub(super) fn prefix_tokens(plan: &Plan) -> Count {
     virtual_tokens_of(plan, Peft::Prefix)
 }
 
-/// litgpt never ties the head to the embedding: its checkpoint converter copies the embedding into a head of
-/// its own, so a tied model holds two vocab x hidden matrices there.
-pub(super) fn litgpt_unties(arch: &Architecture, plan: &Plan) -> bool {
-    arch.tied_embeddings && plan.framework == Framework::Litgpt
-}
-
 /// The parameters of the model as the plan's framework holds it: the architecture's, and the head of its own
-/// that litgpt gives a tied model.
-pub(super) fn total_params(arch: &Architecture, plan: &Plan) -> Count {
-    let own_head = if litgpt_unties(arch, plan) {
+/// that a profile which unties the head (litgpt's checkpoint converter) gives a tied model.
+pub(super) fn total_params(s: &Setup) -> Count {
+    let arch = s.arch;
+    let own_head = if arch.tied_embeddings && !s.head_tied {
         arch.vocab as Count * arch.hidden as Count
     } else {
         0.0

@@ -22,11 +22,11 @@ use super::resident::Resident;
 use super::setup::{adapted, Setup};
 use crate::plan::{Method, Shard, TokenTraining};
 
-/// DeepSpeed and unsharded data parallelism. DeepSpeed (traced on its CPU accelerator) allocates its 16-bit
-/// gradient partition once and keeps it through every step; ZeRO-3 has the head (and a trainable embedding)
-/// gathered at the loss's backward, with the last layer prefetched (one 16-bit layer's worth), and keeps the
-/// earlier accounting elsewhere: two layers gathered in forward and backward.
-fn unsharded_by_fsdp(s: &Setup, r: &Resident, layer: Count, accumulating: bool) -> Sharded {
+/// DeepSpeed, and the runs FSDP does not shard (one GPU, DDP, ZeRO-1). DeepSpeed (traced on its CPU
+/// accelerator) allocates its 16-bit gradient partition once and keeps it through every step; ZeRO-3 has the head
+/// (and a trainable embedding) gathered at the loss's backward, with the last layer prefetched (one 16-bit layer's
+/// worth), and keeps the earlier accounting elsewhere: two layers gathered in forward and backward.
+fn deepspeed_or_ddp(s: &Setup, r: &Resident, layer: Count, accumulating: bool) -> Sharded {
     let (arch, d) = (s.arch, s.d);
     let gather = if s.zero >= 3 { 2.0 * layer } else { 0.0 };
     // The embedding is gathered with the head only when it trains (its gradient comes at the very end); a frozen
@@ -86,7 +86,7 @@ pub(super) fn sharded(s: &Setup, r: &Resident) -> Sharded {
     };
     let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
     if !s.fsdp {
-        return unsharded_by_fsdp(s, r, layer, accumulating);
+        return deepspeed_or_ddp(s, r, layer, accumulating);
     }
     let root_bytes = if d.amp { d.compute } else { d.weight };
     let (embedding, head) = (

@@ -7,10 +7,11 @@ use super::activations::Activations;
 use super::count::Count;
 use super::logits::Logits;
 use super::resident::Resident;
-use super::setup::{litgpt_unties, Setup};
+use super::setup::Setup;
 use super::sharding::Sharded;
 use super::working::Working;
-use crate::plan::{Framework, Loss, Method};
+use crate::plan::{Loss, Method};
+use crate::profile::ChunkedLoss;
 
 /// Live bytes by category (weights, gradients, optimizer, activations, other) at one moment.
 pub(super) type Live = [Count; 5];
@@ -227,7 +228,7 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
         0.0
     };
     let accumulating = plan.grad_accumulation > 1 && !plan.optimizer_in_backward;
-    let tied = arch.tied_embeddings && !litgpt_unties(arch, plan);
+    let tied = s.head_tied;
     // Accumulating, the head's gradient is added into the `.grad` held from earlier micro-batches when that is
     // whole on the GPU; sharded (ZeRO-2/3), offloaded or under DeepSpeed (which accumulates into gradient
     // partitions of its own at every stage), the head's whole gradient exists beside them until it is reduced.
@@ -242,8 +243,9 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
         head_grad
     };
     // torchtune's chunked loss runs the head as 8 matmuls, each adding its share of the gradient.
-    let chunked_head = plan.loss == Loss::Chunked && plan.framework == Framework::Torchtune;
-    let (logits, grads_live) = match (plan.loss, plan.framework) {
+    let chunked_head =
+        plan.loss == Loss::Chunked && s.profile.chunked_loss == ChunkedLoss::EightChunksKept;
+    let (logits, grads_live) = match plan.loss {
         _ if head_grad == 0.0 => (0.0, 0.0),
         _ if chunked_head => {
             let all = s.d.compute * n * v;
@@ -255,10 +257,9 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
         }
         // A cross-entropy kernel (unsloth) leaves the 16-bit logits' gradient for the head's matmul, like the
         // standard loss.
-        (
-            Loss::Standard | Loss::Kernel,
-            Framework::Hf | Framework::Torchtune | Framework::Litgpt,
-        ) => (s.d.compute * n * v, head_grad),
+        Loss::Standard | Loss::Kernel if s.profile.head_grad_after_loss => {
+            (s.d.compute * n * v, head_grad)
+        }
         // Liger's fused linear cross-entropy computes the head's gradient in the forward; the WebGPU runtime
         // trains adapters only.
         _ => (0.0, 0.0),

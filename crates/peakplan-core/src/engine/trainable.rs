@@ -4,7 +4,7 @@
 //! virtual tokens) and the embedding rows or copies that trainable tokens ask for.
 
 use super::count::{ceil_div, Count};
-use super::setup::{a_shared_with_gate, adapted, litgpt_unties, parametrized_gate_up};
+use super::setup::{a_shared_with_gate, adapted, parametrized_gate_up, Setup};
 use crate::arch::{Architecture, Linear, LinearInput, Norm, Target};
 use crate::plan::{Method, Peft, Plan, TokenTraining};
 
@@ -102,10 +102,11 @@ impl Shapes {
 }
 
 /// Trainable tensors of the plan.
-pub(super) fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Linear]) -> Shapes {
+pub(super) fn trainable_tensors(s: &Setup) -> Shapes {
+    let (arch, plan, linears) = (s.arch, s.plan, &s.linears[..]);
     let mut t = Shapes::new();
     match plan.method {
-        Method::Full => push_full(&mut t, arch, plan, linears),
+        Method::Full => push_full(&mut t, arch, linears, s.head_tied),
         Method::Lora | Method::Qlora => {
             push_adapters(&mut t, arch, plan, linears);
             push_peft_extras(&mut t, arch, plan);
@@ -115,9 +116,9 @@ pub(super) fn trainable_tensors(arch: &Architecture, plan: &Plan, linears: &[Lin
     t
 }
 
-/// Full fine-tuning: every linear (and bias) of every layer, the layer's other parameters, the embeddings, an
-/// untied head and the final norm.
-fn push_full(t: &mut Shapes, arch: &Architecture, plan: &Plan, linears: &[Linear]) {
+/// Full fine-tuning: every linear (and bias) of every layer, the layer's other parameters, the embeddings, a
+/// head of its own unless `head_tied`, and the final norm.
+fn push_full(t: &mut Shapes, arch: &Architecture, linears: &[Linear], head_tied: bool) {
     let layers = arch.layers as Count;
     let (hidden, vocab) = (arch.hidden as Count, arch.vocab as Count);
     for l in linears {
@@ -132,7 +133,7 @@ fn push_full(t: &mut Shapes, arch: &Architecture, plan: &Plan, linears: &[Linear
     if arch.learned_positions > 0 {
         t.push(arch.learned_positions as Count, hidden, 1.0);
     }
-    if !arch.tied_embeddings || litgpt_unties(arch, plan) {
+    if !head_tied {
         t.push(vocab, hidden, 1.0);
     }
     if arch.lm_head_bias {

@@ -7,7 +7,8 @@ use super::activations::Activations;
 use super::count::Count;
 use super::resident::Resident;
 use super::setup::{adapted, quantizes, Setup};
-use crate::plan::{Attn, Framework, Method, Peft, Quant, TokenTraining};
+use crate::plan::{Attn, Method, Peft, Quant, TokenTraining};
+use crate::profile::BackwardGrads;
 
 pub(super) struct Working {
     /// Gradients of one layer's activations in flight.
@@ -69,11 +70,12 @@ fn backward(s: &Setup, acts: &Activations) -> (Count, Count) {
     // The widest MLP in backward: the routed experts' rows, or a shared expert's, whose backward runs apart.
     let mlp_inner =
         (arch.intermediate as Count * s.k_route).max(arch.shared_expert_intermediate as Count);
-    let grad_flow = if plan.framework == Framework::Webgpu {
+    let grad_flow = match s.profile.backward_grads {
         // The residual stream's gradient, and the MLP's three gradients at their widest moment.
-        4.0 * n * h + 12.0 * n * mlp_inner + scores_grad
-    } else {
-        2.0 * d.residual * n * h + 3.0 * d.mlp * n * mlp_inner + scores_grad
+        BackwardGrads::F32Buffers => 4.0 * n * h + 12.0 * n * mlp_inner + scores_grad,
+        BackwardGrads::Autograd => {
+            2.0 * d.residual * n * h + 3.0 * d.mlp * n * mlp_inner + scores_grad
+        }
     } + parametrized_grad;
     let recompute = if plan.grad_checkpointing {
         acts.layer.bytes + acts.layer.scores + acts.mask + acts.copies_per_layer
@@ -86,8 +88,8 @@ fn backward(s: &Setup, acts: &Activations) -> (Count, Count) {
 /// QLoRA dequantizes the largest 4-bit linear to the compute dtype for each matmul; LLM.int8 quantizes inputs.
 fn dequant(s: &Setup, largest_quantized: Count) -> Count {
     let (arch, plan, d) = (s.arch, s.plan, s.d);
-    // The WebGPU runtime's fused dequantize-matmul kernels never materialize a dense weight.
-    if plan.method != Method::Qlora || plan.framework == Framework::Webgpu {
+    // Fused dequantize-matmul kernels (the WebGPU runtime's) never materialize a dense weight.
+    if plan.method != Method::Qlora || !s.profile.dequantizes_dense {
         return 0.0;
     }
     let head = if s.head_quantized {
@@ -95,8 +97,8 @@ fn dequant(s: &Setup, largest_quantized: Count) -> Count {
     } else {
         0.0
     };
-    // litgpt's bitsandbytes plugin quantizes from fp16, so each dequantization returns fp16 and the cast to
-    // the bf16 compute dtype is a second dense copy beside it.
+    // A quantized head is litgpt's bitsandbytes plugin, which quantizes from fp16: each dequantization returns
+    // fp16 and the cast to the bf16 compute dtype is a second dense copy beside it.
     let copies = if s.head_quantized && d.compute == 2.0 {
         2.0
     } else {

@@ -3,7 +3,7 @@
 
 use super::fields::{cat, dtype_name, get, get_str, Reader};
 use super::num;
-use super::python::{compute_dtype, torch_dtype};
+use super::py::{compute_dtype, torch_dtype};
 use super::template::{vars, Vars};
 use crate::plan::{Method, Plan, Quant};
 use crate::text::quote;

@@ -251,7 +251,7 @@ fn read_file(name: &str, text: &str) -> Result<Reader, ImportError> {
         read_plan_comment(&mut r, q);
     }
     match format {
-        Format::Peft => peft::read(&mut r, map)?,
+        Format::Peft => peft::read(&mut r, map).map_err(fail)?,
         Format::Quant => bnb::read(&mut r, "", map),
         Format::HfConfig => hf_config::read(&mut r, map, body),
         Format::TrainingArgs => training_args::read(&mut r, map),

@@ -29,6 +29,7 @@ mod hf_config;
 mod import;
 mod names;
 mod peft;
+mod py;
 mod python;
 mod sharding;
 mod template;
@@ -43,6 +44,7 @@ use crate::arch::Architecture;
 use crate::engine::estimate;
 use crate::plan::Plan;
 use crate::presets::{self, ModelId};
+use crate::units::method_in_words;
 use template::{vars, Vars};
 use yaml::scalar_text;
 
@@ -175,15 +177,6 @@ pub(crate) fn num(n: u64) -> String {
     n.to_string()
 }
 
-/// The plain-language name of a method, for headers.
-pub(crate) fn method_label(m: crate::plan::Method) -> &'static str {
-    match m {
-        crate::plan::Method::Full => "full fine-tuning",
-        crate::plan::Method::Lora => "LoRA",
-        crate::plan::Method::Qlora => "QLoRA",
-    }
-}
-
 /// `0.05`, `0`: the shortest decimal that reads back as the same float.
 #[inline(never)]
 pub(crate) fn float_text(f: f64) -> String {
@@ -211,7 +204,7 @@ pub(crate) fn yaml_header(plan: &Plan, arch: &Architecture) -> Vars<'static> {
     let e = estimate(arch, plan);
     vars!(
         "model_label" => label,
-        "method" => method_label(plan.method),
+        "method" => method_in_words(plan.method),
         "b" => num(plan.micro_batch),
         "ga" => num(plan.grad_accumulation),
         "s" => num(plan.seq_len),

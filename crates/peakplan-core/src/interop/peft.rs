@@ -2,11 +2,10 @@
 //! modules, trainable tokens) and the import of an `adapter_config.json`.
 
 use super::fields::{get, get_str, Reader};
-use super::import::ImportError;
 use super::names::{
     embedding_modules, family, hf_modules, module_names, target_module_names, Family,
 };
-use super::python::{py_list, py_str, torch_dtype};
+use super::py::{py_list, py_str, torch_dtype};
 use super::template::{vars, Vars};
 use super::{float_text, num};
 use crate::arch::{Architecture, Mlp, Target};
@@ -96,8 +95,10 @@ const PEFT_NEUTRAL: &[&str] = &[
     "prefix_projection",
 ];
 
+/// Reads an `adapter_config.json`; a `peft_type` peakplan does not plan is refused with the reason (the importer
+/// names the file).
 #[inline(never)]
-pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) -> Result<(), ImportError> {
+pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) -> Result<(), String> {
     // PEFT's peft_type names, and the peft key each one sets.
     let kind = match get_str(map, "peft_type")
         .map(str::to_ascii_lowercase)
@@ -112,13 +113,10 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) -> Result<(), Impor
         Some("prompt_tuning") => "prompt",
         Some("prefix_tuning") => "prefix",
         Some(_) => {
-            return Err(ImportError {
-                file: r.file.clone(),
-                message: format!(
-                    "peft_type is {}; peakplan plans LoRA (with rsLoRA, DoRA, LoRA-FA), IA3, VeRA, LoHa, OFT, LN_TUNING, PROMPT_TUNING and PREFIX_TUNING adapters",
-                    quote(get_str(map, "peft_type").unwrap_or_default())
-                ),
-            });
+            return Err(format!(
+                "peft_type is {}; peakplan plans LoRA (with rsLoRA, DoRA, LoRA-FA), IA3, VeRA, LoHa, OFT, LN_TUNING, PROMPT_TUNING and PREFIX_TUNING adapters",
+                quote(get_str(map, "peft_type").unwrap_or_default())
+            ));
         }
     };
     r.fact_also("method", "lora", &["qlora"], "peft_type");

@@ -6,55 +6,19 @@
 //! ([`training_args`]) and the DeepSpeed config ([`deepspeed`]).
 
 use super::deepspeed::{self, uses_deepspeed};
+use super::py::{compute_dtype, py_bool, py_str, torch_dtype};
 use super::sharding::{launch, Launch};
 use super::template::{render, vars, Vars, PY_BOOLS};
-use super::yaml::json_str;
-use super::{bnb, method_label, model_repo, num, peft, preset_of, table, training_args};
+use super::{bnb, model_repo, num, peft, preset_of, table, training_args};
 use crate::arch::Architecture;
 use crate::engine::{estimate, hf_attention, Estimate};
 use crate::model_type::ModelType;
-use crate::plan::{
-    Alloc, Attn, DType, Framework, GradSync, Loss, Method, Optimizer, Plan, Precision, Wrap,
-};
+use crate::plan::{Alloc, Attn, DType, Framework, GradSync, Loss, Method, Optimizer, Plan, Wrap};
 use crate::presets::ModelId;
+use crate::profile::Profile;
+use crate::units::method_in_words;
 
 const SCRIPT: &str = include_str!("script.py.tmpl");
-
-/// A Python string literal (JSON escaping is valid Python for these strings).
-pub(super) fn py_str(s: &str) -> String {
-    json_str(s)
-}
-
-fn py_bool(b: bool) -> &'static str {
-    if b {
-        "True"
-    } else {
-        "False"
-    }
-}
-
-pub(super) fn torch_dtype(bytes_kind: DType) -> &'static str {
-    match bytes_kind {
-        DType::Fp32 => "torch.float32",
-        DType::Bf16 => "torch.bfloat16",
-        DType::Fp16 => "torch.float16",
-    }
-}
-
-/// A list of module names as a Python list literal.
-pub(super) fn py_list(names: &[&str]) -> String {
-    let mut s = String::from("[");
-    for (i, n) in names.iter().enumerate() {
-        if i > 0 {
-            s.push_str(", ");
-        }
-        s.push('"');
-        s.push_str(n);
-        s.push('"');
-    }
-    s.push(']');
-    s
-}
 
 /// A `transformers` config field, and where its value comes from.
 #[derive(Clone, Copy)]
@@ -353,23 +317,19 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
     )
 }
 
-/// The dtype the model computes in: the 4-bit compute dtype, and the Trainer's AMP dtype.
-pub(super) fn compute_dtype(plan: &Plan) -> DType {
-    match plan.precision {
-        Precision::Fp32 => DType::Fp32,
-        Precision::Bf16 | Precision::AmpBf16 => DType::Bf16,
-        Precision::Fp16 | Precision::AmpFp16 => DType::Fp16,
-    }
-}
-
 /// Whether the layers are split by `device_map` over several GPUs (in one process).
 fn splits_layers(plan: &Plan) -> bool {
     plan.gpus > 1 && plan.split_layers
 }
 
+/// The framework the script runs for `plan`, as its profile says.
+fn script_framework(plan: &Plan) -> Framework {
+    Profile::of(plan.framework).python_export_runs
+}
+
 /// peakplan's prediction for what the script runs.
 fn prediction(plan: &Plan, arch: &Architecture) -> Estimate {
-    // The script runs the Hugging Face stack: its prediction is the `fw=hf` one.
+    // The script runs the stack the plan's profile names (Hugging Face's): its prediction is that framework's.
     let mut hf_plan = plan.clone();
     // It runs the plan's sharding as resolved for the plan's framework, with the Trainer's wrap policy for LoRA.
     let sh = plan.sharding();
@@ -380,7 +340,7 @@ fn prediction(plan: &Plan, arch: &Architecture) -> Estimate {
     } else {
         GradSync::Accumulate
     };
-    hf_plan.framework = Framework::Hf;
+    hf_plan.framework = script_framework(plan);
     hf_plan.optimizer_in_backward = false;
     hf_plan.offload_activations = false;
     // The Trainer drops the model's output before backward.
@@ -441,7 +401,7 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
             (None, Some(id)) => id.to_string(),
             (None, None) => arch.model_type.clone(),
         },
-        "method" => method_label(plan.method),
+        "method" => method_in_words(plan.method),
         "b" => num(plan.micro_batch),
         "s" => num(plan.seq_len),
         "gpus" => num(plan.gpus),
@@ -450,7 +410,7 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "query" => query,
         "needs" => needs(plan),
         "repo" => repo.clone().unwrap_or_default(),
-        "fw" => if plan.framework == Framework::Hf { "" } else { plan.framework.key() },
+        "fw" => if plan.framework == script_framework(plan) { "" } else { plan.framework.key() },
         "allocated" => num(e.peak_allocated_bytes),
         "reserved" => num(e.peak_reserved_bytes),
         "device" => num(e.device_bytes),

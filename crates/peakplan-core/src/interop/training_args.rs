@@ -5,7 +5,7 @@
 use super::deepspeed::{self, uses_deepspeed};
 use super::fields::{get, get_set, is_empty, Reader};
 use super::num;
-use super::python::compute_dtype;
+use super::py::compute_dtype;
 use super::sharding;
 use super::template::{vars, Vars};
 use crate::plan::{DType, Loss, Method, Plan, Precision};

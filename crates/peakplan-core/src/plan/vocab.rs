@@ -1,7 +1,7 @@
 //! The plan's vocabulary: the keyword enums of its keys (each with its accepted spellings), the target set and
-//! the bounds of its numbers. Parsing and writing the query live in the parent module.
+//! the bounds of its numbers. The key table is `keys.rs`, its parsers and writers `codec.rs`, the query the parent
+//! module.
 
-use super::Plan;
 use crate::arch::Target;
 use crate::text::quote;
 use serde::{Deserialize, Serialize};
@@ -20,6 +20,11 @@ macro_rules! keyword_enum {
             pub fn from_key(s: &str) -> Option<Self> { match s { $($key => Some($name::$variant),)+ _ => None } }
             /// The accepted spellings, for messages.
             pub fn accepted() -> String { [$($key),+].join(", ") }
+        }
+        impl super::codec::Keyword for $name {
+            const SPELLINGS: &'static [&'static str] = &[$($key),+];
+            fn from_key(s: &str) -> Option<Self> { $name::from_key(s) }
+            fn key(self) -> &'static str { $name::key(self) }
         }
     };
 }
@@ -131,16 +136,7 @@ pub struct Sharding {
     pub sync_each_batch: bool,
 }
 
-impl Framework {
-    /// Sets the switches that this framework's recipes use by default (what selecting it on the page does).
-    pub fn apply_defaults(self, plan: &mut Plan) {
-        plan.framework = self;
-        plan.adapter_dtype = match self {
-            Framework::Hf | Framework::Webgpu => DType::Fp32,
-            Framework::Torchtune | Framework::Litgpt => DType::Bf16,
-        };
-    }
-}
+// `Framework::apply_defaults` is defined with the frameworks' profiles (`profile.rs`).
 
 keyword_enum!(
     /// The parameter-efficient method applied on the LoRA/QLoRA targets.

@@ -9,7 +9,7 @@ use crate::plan::{
     Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Shard,
     Targets, Wrap,
 };
-use crate::presets::ModelId;
+use crate::presets::{GpuId, ModelId};
 use serde_json::json;
 
 /// Dimensions of models that some rows name without giving their shapes (from their public `config.json`).
@@ -213,8 +213,14 @@ fn gpu_capacity_bytes(gpu: &str) -> Option<f64> {
 /// The bundled GPU a row's `gpu` column names ("NVIDIA A10G (24 GB)", "2x RTX 3090", "8x A100 40GB SXM"): by
 /// model where it names one, by memory where it names only that ("single 48GB GPU"), and an 80 GB A100 where it
 /// names neither ("not stated"): the card most of the public runs used, and one on which a run that was measured
-/// did not run out.
-fn gpu_preset_of(gpu: &str) -> &'static str {
+/// did not run out. A card named here that is not bundled skips the row with its id.
+fn gpu_of(gpu: &str) -> Result<GpuId, String> {
+    let id = gpu_preset_id(gpu);
+    GpuId::parse(id).ok_or_else(|| format!("GPU preset `{id}` is not bundled"))
+}
+
+/// The id of the bundled GPU a row's `gpu` column names (see [`gpu_of`]).
+fn gpu_preset_id(gpu: &str) -> &'static str {
     let upper = gpu.to_uppercase();
     let has = |s: &str| upper.contains(s);
     let forty = has("40GB") || has("40 GB");
@@ -295,7 +301,7 @@ pub(super) fn map_row(r: &Rec) -> Result<Case, String> {
     read_parallelism(&run, &mut plan)?;
     apply_framework_habits(&run, &mut plan);
     // The card decides when the allocator must release its cache and retry (the engine's replay runs on it).
-    let _ = plan.set("gpu", gpu_preset_of(r.get("gpu")));
+    plan.gpu = gpu_of(r.get("gpu"))?;
     Ok(Case {
         id,
         source: source_label(r.get("source")),
@@ -722,5 +728,33 @@ fn apply_framework_habits(run: &Run, plan: &mut Plan) {
         // batch of each bucket, and so the run's peak, comes right after an `empty_cache()`.
         plan.hold_logits_bits = 16;
         plan.allocator = Alloc::Emptied;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every card the `gpu` column is read as is bundled: no row is skipped for its GPU.
+    #[test]
+    fn every_card_read_is_bundled() {
+        for gpu in [
+            "NVIDIA H100 80GB",
+            "A100 40GB SXM",
+            "8x A100 80GB",
+            "NVIDIA A10G (24 GB)",
+            "L40S",
+            "Tesla T4",
+            "RTX 4090",
+            "2x RTX 3090",
+            "RTX A5000",
+            "RTX A6000",
+            "single 48GB GPU",
+            "24 GB",
+            "40 GB",
+            "not stated",
+        ] {
+            assert!(gpu_of(gpu).is_ok(), "{gpu}");
+        }
     }
 }

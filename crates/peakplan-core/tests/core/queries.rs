@@ -1,8 +1,12 @@
 //! The URL query: exact round trips, and bad or hostile values named without losing the rest.
 
-use peakplan_core::plan::Plan;
+use peakplan_core::plan::{percent_encode, Plan, KEYS};
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
 
-use crate::util::plan;
+use crate::invariants::any_plan;
+use crate::util::{data, plan};
 
 #[test]
 fn query_round_trip_is_exact() {
@@ -20,6 +24,80 @@ fn query_round_trip_is_exact() {
         assert_eq!(p, again, "{q}");
         assert_eq!(p.to_query(), again.to_query());
     }
+}
+
+#[test]
+fn links_write_their_keys_in_a_fixed_order() {
+    // A plan at its defaults writes the keys of the first links; every later key is written only once it matters.
+    assert_eq!(
+        Plan::default().to_query(),
+        "model=llama-3.1-8b&method=qlora&r=16&targets=all-linear&dropout=0&adtype=fp32&b=1&s=2048&gc=1\
+         &attn=sdpa&loss=standard&chunk=256&opt=adamw_torch&prec=amp_bf16&quant=nf4&dq=1&upcast=0&qsave=0\
+         &gpus=1&zero=0&gpu=rtx-4090&fw=hf&peft=lora&tt=0&compile=0&liger=0"
+    );
+    // Every one of those later keys away from its default (prompt tuning writes `vt`): all of them, in this order.
+    let every = plan(
+        "embed=1&alloc=emptied&split=1&hold=16&qload=1&cpuoff=1&aoff=1&oib=1&peft=prompt&gsync=1&wrap=block\
+         &shard=fsdp2&moe=linear&ga=2",
+    );
+    let written: Vec<String> = every
+        .to_query()
+        .split('&')
+        .map(|kv| kv.split('=').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        written,
+        [
+            "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "ga", "gc", "attn",
+            "loss", "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "moe", "gpus",
+            "zero", "shard", "wrap", "gsync", "gpu", "fw", "peft", "vt", "tt", "compile", "liger",
+            "oib", "aoff", "cpuoff", "qload", "hold", "split", "alloc", "embed",
+        ]
+    );
+}
+
+/// `tests/data/links.txt`: sampled plans, each given by a random half of its keys, and the link each writes.
+const LINKS: &str = "links.txt";
+
+/// The links a few hundred sampled plans write, as they were when the file was made: the query and the link,
+/// one pair a line. A key added later is written only once it matters, so these never change;
+/// `UPDATE_LINKS=1 cargo test -p peakplan-core --test core links_` writes the file anew (a deliberate change only).
+#[test]
+fn links_stay_what_they_were() {
+    if std::env::var_os("UPDATE_LINKS").is_some() {
+        let path = format!("{}/tests/data/{LINKS}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::write(path, sampled_links(300)).unwrap();
+    }
+    let text = data(LINKS);
+    let pairs: Vec<(&str, &str)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_once('\t').unwrap())
+        .collect();
+    assert!(pairs.len() >= 300, "{} links", pairs.len());
+    for (query, link) in pairs {
+        assert_eq!(plan(query).to_query(), link, "{query}");
+    }
+}
+
+/// `n` sampled plans, each as a query of a random half of its keys, with the link it writes, one pair a line.
+fn sampled_links(n: usize) -> String {
+    let mut runner = TestRunner::deterministic();
+    let sample = (any_plan(), prop::collection::vec(any::<bool>(), KEYS.len()));
+    let mut out = String::from("# query<TAB>the link it writes (see `links_stay_what_they_were` in tests/core/queries.rs)\n");
+    for _ in 0..n {
+        let (p, kept) = sample.new_tree(&mut runner).unwrap().current();
+        let query: Vec<String> = KEYS
+            .iter()
+            .zip(kept)
+            .filter(|(_, kept)| *kept)
+            .map(|(k, _)| format!("{k}={}", percent_encode(&p.get(k).unwrap())))
+            .collect();
+        let query = query.join("&");
+        let link = plan(&query).to_query();
+        out.push_str(&format!("{query}\t{link}\n"));
+    }
+    out
 }
 
 #[test]

@@ -1,9 +1,6 @@
 //! Helpers the subjects share: plans from queries, their estimates, and the test data.
 
-use peakplan_core::plan::{
-    Alloc, Attn, DType, Framework, GradSync, Loss, Method, MoeExperts, Optimizer, Peft, Plan,
-    Precision, Quant, Shard, Wrap,
-};
+use peakplan_core::plan::{keyword_spellings, Plan};
 use peakplan_core::{estimate, preset_arch, Architecture, Estimate};
 
 pub(crate) const GIB: f64 = (1u64 << 30) as f64;
@@ -43,24 +40,5 @@ pub(crate) fn model_with_params(layers: u64, hidden: u64, inter: u64, vocab: u64
 /// Every spelling of a keyword key of the vocabulary (`method`, `opt`, `shard`, …), in the order the page lists
 /// them; `None` for a key that is not one enum's spellings.
 pub(crate) fn keyword_values(key: &str) -> Option<Vec<&'static str>> {
-    fn all<T: Copy>(values: &[T], key: fn(T) -> &'static str) -> Option<Vec<&'static str>> {
-        Some(values.iter().map(|v| key(*v)).collect())
-    }
-    match key {
-        "method" => all(Method::ALL, Method::key),
-        "adtype" => all(DType::ALL, DType::key),
-        "attn" => all(Attn::ALL, Attn::key),
-        "loss" => all(Loss::ALL, Loss::key),
-        "opt" => all(Optimizer::ALL, Optimizer::key),
-        "prec" => all(Precision::ALL, Precision::key),
-        "quant" => all(Quant::ALL, Quant::key),
-        "moe" => all(MoeExperts::ALL, MoeExperts::key),
-        "fw" => all(Framework::ALL, Framework::key),
-        "peft" => all(Peft::ALL, Peft::key),
-        "alloc" => all(Alloc::ALL, Alloc::key),
-        "shard" => all(Shard::ALL, Shard::key),
-        "wrap" => all(Wrap::ALL, Wrap::key),
-        "gsync" => all(GradSync::ALL, GradSync::key),
-        _ => None,
-    }
+    keyword_spellings(key).map(<[_]>::to_vec)
 }

@@ -1,0 +1,125 @@
+//! The plan's keys, each declared once in one table: its name, the [`Plan`] field it sets, the default, the codec
+//! (parser, writer and the accepted values its messages name) and when a link writes it. [`KEYS`],
+//! `Plan::default`, [`Plan::set`], [`Plan::get`], the keys [`Plan::to_query`] writes and [`keyword_spellings`]
+//! are generated from it. A new key is one row here (and its field in [`Plan`], when the field is new).
+
+use super::codec::{
+    Codec, Flag, Fraction, Gpu, LogitBits, Model, TargetList, Tokens, Uint, Word,
+    Written::{self, *},
+};
+use super::*;
+
+macro_rules! plan_keys {
+    (
+        $($key:literal => $field:ident = $default:expr, $codec:expr, $written:expr;)+
+        not keys: $($other:ident = $other_default:expr;)*
+    ) => {
+        /// Every key of the contract's vocabulary, in the order [`Plan::to_query`] writes them.
+        pub const KEYS: &[&str] = &[$($key),+];
+
+        impl Default for Plan {
+            fn default() -> Self {
+                Plan {
+                    $($field: $default,)+
+                    $($other: $other_default,)*
+                }
+            }
+        }
+
+        impl Plan {
+            /// Applies one key; on error the plan is unchanged and the message names the key and accepted values.
+            pub fn set(&mut self, key: &str, v: &str) -> Result<(), String> {
+                match key {
+                    $($key => Codec::set(&$codec, self, |p| &mut p.$field, key, v),)+
+                    _ => Err(format!(
+                        "unknown key {}; known keys: {}",
+                        quote(key),
+                        KEYS.join(", ")
+                    )),
+                }
+            }
+
+            /// The value of one key in query spelling.
+            pub fn get(&self, key: &str) -> Option<String> {
+                match key {
+                    $($key => Some(Codec::get(&$codec, self, |p| &p.$field)),)+
+                    _ => None,
+                }
+            }
+
+            /// Whether [`Plan::to_query`] writes `key` (see [`Written`]).
+            pub(super) fn writes(&self, key: &str) -> bool {
+                match key {
+                    $($key => Written::writes(&$written, self, |p| p.$field != $default),)+
+                    _ => false,
+                }
+            }
+        }
+
+        /// The spellings of a keyword key (`method`, `opt`, `shard`, …) in the order the page lists them; `None`
+        /// for a key that is not one enum's spellings.
+        pub fn keyword_spellings(key: &str) -> Option<&'static [&'static str]> {
+            match key {
+                $($key => spellings(&$codec, |p| &p.$field),)+
+                _ => None,
+            }
+        }
+    };
+}
+
+/// The spellings of `codec` for the field's type.
+fn spellings<T, C: Codec<T>>(
+    codec: &C,
+    _field: fn(&Plan) -> &T,
+) -> Option<&'static [&'static str]> {
+    codec.spellings()
+}
+
+plan_keys! {
+    // key       field                   default                   codec                            written
+    "model"   => model                 = ModelId::DEFAULT,         Model,                           Always;
+    "method"  => method                = Method::Qlora,            Word,                            Always;
+    "r"       => rank                  = 16,                       Uint(1, MAX_RANK),               Always;
+    "targets" => targets               = Targets::ALL_LINEAR,      TargetList,                      Always;
+    "dropout" => dropout               = 0.0,                      Fraction,                        Always;
+    "adtype"  => adapter_dtype         = DType::Fp32,              Word,                            Always;
+    "b"       => micro_batch           = 1,                        Uint(1, MAX_BATCH),              Always;
+    "s"       => seq_len               = 2048,                     Uint(1, MAX_SEQ),                Always;
+    "ga"      => grad_accumulation     = 1,                        Uint(1, MAX_GRAD_ACCUMULATION),  NonDefault;
+    "gc"      => grad_checkpointing    = true,                     Flag,                            Always;
+    "attn"    => attn                  = Attn::Sdpa,               Word,                            Always;
+    "loss"    => loss                  = Loss::Standard,           Word,                            Always;
+    "chunk"   => chunk                 = 256,                      Uint(1, MAX_SEQ),                Always;
+    "opt"     => optimizer             = Optimizer::AdamwTorch,    Word,                            Always;
+    "prec"    => precision             = Precision::AmpBf16,       Word,                            Always;
+    "quant"   => quant                 = Quant::Nf4,               Word,                            Always;
+    "dq"      => double_quant          = true,                     Flag,                            Always;
+    "upcast"  => upcast                = false,                    Flag,                            Always;
+    "qsave"   => qlora_saves_input     = false,                    Flag,                            Always;
+    "moe"     => moe_experts           = MoeExperts::Fused,        Word,                            NonDefault;
+    "gpus"    => gpus                  = 1,                        Uint(1, MAX_GPUS),               Always;
+    "zero"    => zero                  = 0,                        Uint(0, 3),                      Always;
+    "shard"   => shard                 = Shard::Auto,              Word,                            NonDefault;
+    "wrap"    => wrap                  = Wrap::Auto,               Word,                            NonDefault;
+    "gsync"   => grad_sync             = GradSync::Auto,           Word,                            NonDefault;
+    "gpu"     => gpu                   = GpuId::DEFAULT,           Gpu,                             Always;
+    "fw"      => framework             = Framework::Hf,            Word,                            Always;
+    "peft"    => peft                  = Peft::Lora,               Word,                            Always;
+    // A count set under another PEFT kind is still part of the plan (switching back restores it).
+    "vt"      => virtual_tokens        = DEFAULT_VIRTUAL_TOKENS,   Uint(1, MAX_VIRTUAL_TOKENS),
+                                                                   NonDefaultOr(|p| p.peft.uses_virtual_tokens());
+    "tt"      => tokens                = TokenTraining::Frozen,    Tokens,                          Always;
+    "compile" => compile               = false,                    Flag,                            Always;
+    "liger"   => liger                 = false,                    Flag,                            Always;
+    "oib"     => optimizer_in_backward = false,                    Flag,                            NonDefault;
+    "aoff"    => offload_activations   = false,                    Flag,                            NonDefault;
+    "cpuoff"  => cpu_offload           = false,                    Flag,                            NonDefault;
+    "qload"   => quantize_at_load_wide = false,                    Flag,                            NonDefault;
+    "hold"    => hold_logits_bits      = 0,                        LogitBits,                       NonDefault;
+    "split"   => split_layers          = false,                    Flag,                            NonDefault;
+    "alloc"   => allocator             = Alloc::Cached,            Word,                            NonDefault;
+    "embed"   => embed                 = false,                    Flag,                            NonDefault;
+    not keys:
+    // Set through `model` (an `org/name` value), cleared by a preset.
+    hub = None;
+}
