@@ -77,7 +77,7 @@ for (let i = 0; i < runs; i++) {
 server.close();
 
 const median = v => { const s = [...v].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
-console.log(`start-up milestones, ms since navigation (${runs} fresh pages; median, min-max):`);
+console.log(`start-up milestones, ms since navigation (${runs} first visits, a fresh browser each; median, min-max):`);
 console.log(`| ${'milestone'.padEnd(40)} | ${'median'.padStart(7)} | ${'spread'.padStart(11)} |`);
 console.log(`|${'-'.repeat(42)}|${'-'.repeat(9)}|${'-'.repeat(13)}|`);
 for (const [k, label] of STEPS) {
