@@ -13,6 +13,7 @@ TRUNK_VERSION=0.21.14
 WASM_BINDGEN_VERSION=0.2.130   # keep in sync with the exact pin in Cargo.toml
 BINARYEN_VERSION=132
 PLAYWRIGHT_VERSION=1
+AXE_VERSION=4.14.1
 TERSER_VERSION=5.51.4      # minifies the wasm-bindgen glue in release builds (scripts/csp.py, the post-build hook)
 
 rustup target list --installed | grep -qx wasm32-unknown-unknown || { say "adding the wasm32 target"; rustup target add wasm32-unknown-unknown; }
@@ -68,6 +69,11 @@ if [[ $("$tools/node_modules/.bin/terser" --version 2>/dev/null) != "terser $TER
   (cd "$tools" && npm install --no-audit --no-fund --silent "terser@$TERSER_VERSION")
 fi
 if $site_only; then say "site tools ready"; exit 0; fi
+# axe-core: the e2e suite's accessibility audit (no serious or critical violation on the laptop, phone and embed views).
+if [[ ! -f $tools/node_modules/axe-core/axe.min.js ]]; then
+  say "installing axe-core@$AXE_VERSION into .tools (the e2e suite's accessibility audit)"
+  (cd "$tools" && npm install --no-audit --no-fund --silent "axe-core@$AXE_VERSION")
+fi
 if [[ ! -d $tools/node_modules/playwright-core ]]; then
   say "installing playwright-core@$PLAYWRIGHT_VERSION into .tools (it drives Debian's Chromium; no browser download)"
   (cd "$tools" && npm install --no-audit --no-fund --silent "playwright-core@$PLAYWRIGHT_VERSION")

@@ -887,6 +887,26 @@ await test('a Hub config of 100,000 layers paints and the page still answers', a
   await answersSlider(page);
 });
 
+// Accessibility: axe-core (installed by scripts/setup.sh) finds no serious or critical violation on the laptop, phone
+// and embed views, light and dark.
+const axeSource = fs.readFileSync(path.resolve('.tools/node_modules/axe-core/axe.min.js'), 'utf8');
+for (const [view, width, height, extra] of [['laptop', 1280, 800, ''], ['phone', 390, 844, ''], ['embed', 720, 420, '&embed=1']]) {
+  for (const scheme of ['light', 'dark']) {
+    await test(`accessibility: no serious or critical axe-core violation, ${view} view, ${scheme}`, async page => {
+      await page.setViewportSize({ width, height });
+      await page.emulateMedia({ colorScheme: scheme });
+      await page.goto(base + '?model=llama-2-7b&method=qlora&r=16' + extra);
+      await page.locator('[data-testid="chart"]').waitFor({ timeout: 20000 });
+      await page.waitForTimeout(800);
+      await page.evaluate(axeSource);
+      const found = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
+        .filter(v => v.impact === 'serious' || v.impact === 'critical')
+        .map(v => `${v.id} (${v.impact}) on ${v.nodes.length}: ${v.nodes[0].target.join(' ')}`));
+      assert(found.length === 0, found.join('; '));
+    });
+  }
+}
+
 if (foreign.length) { failed++; console.log('FAIL requests outside the sub-path: ' + foreign.slice(0, 3).join(' ')); }
 await browser.close(); server.close();
 console.log(`e2e: ${passed} passed, ${failed} failed`);
