@@ -308,6 +308,17 @@ await test('each advisor card leads with what the plan then needs, and the fit c
   assert(repeats.length === 0, `the fit change is listed again: ${cards[0].changes}`);
 });
 
+await test('a full fine-tune over its GPUs is offered CPU offload first and the count of its GPUs that fits', async page => {
+  await page.goto(base + '?model=llama-3.1-70b&method=full&prec=amp_bf16&gc=1&gpus=8&zero=3&gpu=h100-80gb');
+  await ready(page);
+  await page.locator('[data-testid="advisor-apply-fit"]').waitFor({ timeout: 10000 });
+  const cards = await page.locator('.suggestion').evaluateAll(els => els.map(e => ({
+    changes: e.querySelector('.changes').textContent, cost: e.querySelector('.cost').textContent, lead: e.classList.contains('lead') })));
+  assert(cards[0].lead && /Offload optimizer states/.test(cards[0].changes) && cards[0].cost === 'slower', `first card: ${JSON.stringify(cards[0])}`);
+  const more = cards.find(c => /Train on \d+ GPUs/.test(c.changes));
+  assert(more && more.cost === 'more GPUs', `no GPU-count card: ${JSON.stringify(cards.map(c => c.changes))}`);
+});
+
 await test('the MoE experts select applies to QLoRA of an MoE model; per-expert Linears quantize the experts', async page => {
   await page.goto(base + '?model=llama-2-7b&method=qlora');
   await ready(page);

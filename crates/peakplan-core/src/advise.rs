@@ -5,7 +5,7 @@ use crate::engine::{estimate, estimate_on, estimate_rough};
 use crate::plan::{
     Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining, MAX_GRAD_ACCUMULATION,
 };
-use crate::solve;
+use crate::{gpu_choice, solve, units};
 use serde::Serialize;
 
 /// What a change costs, cheapest first.
@@ -16,6 +16,8 @@ pub enum Cost {
     Free,
     /// Same result, more time.
     Speed,
+    /// Same result, on more GPUs than planned.
+    Hardware,
     /// May change what the model learns.
     Quality,
 }
@@ -25,6 +27,7 @@ impl Cost {
         match self {
             Cost::Free => "free",
             Cost::Speed => "slower",
+            Cost::Hardware => "more GPUs",
             Cost::Quality => "quality",
         }
     }
@@ -363,6 +366,17 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
             "only the chosen tokens' rows learn",
         ));
     }
+    // Offloading the optimizer's memory to the CPU (DeepSpeed's offload_optimizer, FSDP's CPUOffload) pays where
+    // there are states to move: a full fine-tune's.
+    if plan.method == Method::Full && !plan.cpu_offload {
+        c.push(change(
+            "cpuoff",
+            "1",
+            "Offload optimizer states, master weights and gradients to CPU memory",
+            Cost::Speed,
+            "each step moves them over PCIe and steps the optimizer on the CPU: several times slower",
+        ));
+    }
     if plan.gpus > 1 && plan.zero < 3 {
         c.push(change(
             "zero",
@@ -518,7 +532,13 @@ pub fn advise(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice
 pub fn advise_without_limits(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice {
     let on = capacity.unwrap_or(plan.gpu.preset().capacity_bytes);
     let base = estimate_on(arch, plan, on).device_bytes;
-    let all = candidates(plan);
+    let mut all = candidates(plan);
+    if let Some(more) = capacity
+        .filter(|&c| base > c)
+        .and_then(|c| more_gpus(arch, plan, c))
+    {
+        all.push(more);
+    }
     let mut levers: Vec<Suggestion> = all
         .iter()
         .map(|c| suggestion(arch, plan, base, &[c], capacity))
@@ -537,6 +557,32 @@ pub fn advise_without_limits(arch: &Architecture, plan: &Plan, capacity: Option<
         to_fit,
         levers,
     }
+}
+
+/// The fewest GPUs of `capacity_bytes` that hold the plan, sharded as [`gpu_choice::plan_on_gpus`] shards it
+/// (ZeRO-3 beyond one, or the plan's layer split), when that is more than it has.
+fn more_gpus(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<Change> {
+    let n = gpu_choice::GpuCounts::new(arch, plan)
+        .fewest(capacity_bytes)
+        .filter(|&n| n > plan.gpus)?;
+    let on_n = gpu_choice::plan_on_gpus(plan, n);
+    let mut c = change(
+        "gpus",
+        n.to_string(),
+        format!(
+            "Train on {}",
+            units::gpu_spread(&on_n).unwrap_or_else(|| format!("{n} GPUs"))
+        ),
+        Cost::Hardware,
+        "more GPUs to rent: the weights, gradients and optimizer states are spread over them",
+    );
+    if on_n.zero != plan.zero {
+        c.also.push(Setting {
+            key: "zero",
+            value: on_n.zero.to_string(),
+        });
+    }
+    Some(c)
 }
 
 /// The fitting set with the lowest highest cost, then the fewest changes, then the lowest total cost, then the

@@ -1,6 +1,8 @@
 //! The advisor: the set of changes that makes a plan fit, and the levers ranked by what they save.
 
-use peakplan_core::{estimate, preset_arch, presets};
+use peakplan_core::advise::Cost;
+use peakplan_core::gpu_choice::GpuCounts;
+use peakplan_core::{estimate, estimate_on, preset_arch, presets};
 
 use crate::util::plan;
 
@@ -36,7 +38,7 @@ fn advisor_prefers_free_changes_and_stays_quiet_when_nothing_helps() {
     let cap = presets::gpu("rtx-4090").unwrap().capacity_bytes;
     let advice = peakplan_core::advise::advise(preset_arch(&p), &p, Some(cap));
     let fix = advice.to_fit.expect("fits with a free change");
-    assert_eq!(fix.cost, peakplan_core::advise::Cost::Free);
+    assert_eq!(fix.cost, Cost::Free);
     // A plan that already fits gets no fitting set, but still its levers.
     let small = plan("model=llama-3.2-1b&method=qlora&b=1&s=512");
     let advice = peakplan_core::advise::advise(preset_arch(&small), &small, Some(cap));
@@ -171,4 +173,47 @@ fn advice_without_limits_is_the_advice_until_each_card_works_its_limits_out() {
     // Worked out card by card, the advice is the whole advice.
     assert_eq!(quick, full);
     assert!(full.levers.iter().any(|s| s.max_batch.is_some()));
+}
+
+#[test]
+fn a_full_fine_tune_over_its_gpus_is_offered_cpu_offload_and_the_gpu_count_that_fits() {
+    // Llama 3.1 70B full under ZeRO-3 on 8 H100s: the smallest change used to be LoRA, though offloading fits and
+    // so does a larger count of the same GPUs, sharded the same way.
+    let p = plan("model=llama-3.1-70b&method=full&prec=amp_bf16&gc=1&gpus=8&zero=3&gpu=h100-80gb");
+    let (a, cap) = (
+        preset_arch(&p),
+        presets::gpu("h100-80gb").unwrap().capacity_bytes,
+    );
+    let advice = peakplan_core::advise::advise(a, &p, Some(cap));
+    assert_eq!(advice.fits, Some(false));
+    let fix = advice.to_fit.expect("a fitting set");
+    assert_eq!(
+        (fix.changes[0].query(), fix.cost),
+        ("cpuoff=1".to_string(), Cost::Speed)
+    );
+    let lever = |key: &str| advice.levers.iter().find(|l| l.changes[0].key == key);
+    let gpus = lever("gpus").expect("a GPU-count card");
+    let n: u64 = gpus.changes[0].value.parse().unwrap();
+    assert_eq!(Some(n), GpuCounts::new(a, &p).fewest(cap));
+    assert!(n > 8 && gpus.cost == Cost::Hardware && gpus.fits == Some(true));
+    // Each card's query reproduces its figure, and one GPU fewer does not fit.
+    for card in [gpus, lever("cpuoff").expect("an offload card")] {
+        assert_eq!(
+            estimate_on(a, &plan(&card.query), cap).device_bytes,
+            card.device_bytes
+        );
+    }
+    let fewer = plan(
+        &gpus
+            .query
+            .replace(&format!("gpus={n}"), &format!("gpus={}", n - 1)),
+    );
+    assert!(estimate_on(a, &fewer, cap).device_bytes > cap);
+    // A plan that fits is offered no GPUs, and adapters no offload.
+    let lora = plan("model=llama-3.1-8b&method=lora&gpu=h100-80gb");
+    let advice = peakplan_core::advise::advise(preset_arch(&lora), &lora, Some(cap));
+    assert!(advice
+        .levers
+        .iter()
+        .all(|l| l.changes[0].key != "gpus" && l.changes[0].key != "cpuoff"));
 }
