@@ -2,6 +2,7 @@
 //! State is one `Plan` signal ([`crate::state`]); every figure comes from [`crate::planner::Computed`].
 
 use crate::browser;
+use crate::embed;
 use crate::panels::accuracy::Accuracy;
 use crate::panels::advisor::Advisor;
 use crate::panels::chart::{ChartCanvas, Timeline};
@@ -14,16 +15,17 @@ use crate::panels::settings::PlanSettings;
 use crate::panels::share::ShareBar;
 use crate::state::{self, ctx};
 use leptos::prelude::*;
-use peakplan_core::units::{self, format_bytes, method_label};
+use peakplan_core::plan::ColorScheme;
 use peakplan_core::Plan;
 
 /// The whole page: the planner, or only the chart with `?embed=1` or inside another page's frame
-/// ([`browser::framed`]).
+/// ([`browser::framed`]). Either follows the plan's `theme` (see [`follow_theme`]).
 #[component]
 pub fn App() -> impl IntoView {
     let parsed = Plan::parse_query(&browser::query());
     let embed = parsed.plan.embed || browser::framed();
-    state::provide(parsed);
+    let c = state::provide(parsed);
+    follow_theme(c);
     if embed {
         view! { <EmbedView/> }.into_any()
     } else {
@@ -31,24 +33,43 @@ pub fn App() -> impl IntoView {
     }
 }
 
-/// The chart alone, sized to its container, with a one-line caption: for `<iframe>` embedding.
+/// Puts the plan's chosen theme on the document's root (`data-theme`), where the stylesheet's colours read it; none
+/// while the plan leaves it to the reader's `prefers-color-scheme`. The canvases read the plan themselves.
+fn follow_theme(c: state::Ctx) {
+    let scheme = Memo::new(move |_| c.plan.with(|p| p.theme));
+    Effect::new(move |_| {
+        browser::set_root_theme(match scheme.get() {
+            ColorScheme::Auto => None,
+            chosen => Some(chosen.key()),
+        });
+    });
+}
+
+/// The chart alone, sized to its container, with a one-line caption: for `<iframe>` embedding. It says what it
+/// shows, or that it cannot ([`embed::caption`]): no chart of another model while a Hub model loads or after it
+/// failed or for a link it could not read, and no controls (it sits in someone else's document).
 #[component]
 fn EmbedView() -> impl IntoView {
     let c = ctx();
-    let caption = move || {
-        let p = c.plan.get();
-        c.computed.with(|comp| {
-            format!(
-                "{} · {} · b={} s={} · nvidia-smi peak {}{} · peakplan",
-                comp.model_name,
-                method_label(p.method),
-                p.micro_batch,
-                p.seq_len,
-                format_bytes(comp.selected.device_bytes),
-                units::per_gpu(&p)
-            )
+    let line = Memo::new(move |_| {
+        let refused = c.refused.with(|r| r.link.clone());
+        let id = c.hub_id.get();
+        let ready = c.model_ready();
+        c.plan.with(|p| {
+            c.computed.with(|comp| {
+                c.hub.with(|h| {
+                    let model = match (&id, ready) {
+                        (Some(id), false) => match h.failure(id) {
+                            Some(f) => embed::Model::Failed(id, f),
+                            None => embed::Model::Loading(id),
+                        },
+                        _ => embed::Model::Ready,
+                    };
+                    embed::caption(p, model, comp, &refused)
+                })
+            })
         })
-    };
+    });
     let link = move || {
         browser::url_with_query(&{
             let mut p = c.plan.get();
@@ -56,12 +77,22 @@ fn EmbedView() -> impl IntoView {
             p.to_query()
         })
     };
+    // The theme the chart is drawn in, chosen or the reader's, for styles and tests.
+    let theme = move || match c.plan.with(|p| p.theme) {
+        ColorScheme::Dark => "dark",
+        ColorScheme::Light => "light",
+        ColorScheme::Auto if browser::prefers_dark() => "dark",
+        ColorScheme::Auto => "light",
+    };
     view! {
-        <main class="embed">
-            <Show when=move || c.model_ready() fallback=|| view! { <HubWait/> }>
+        <main class="embed" data-theme=theme>
+            <Show when=move || line.with(embed::Caption::shows_chart)>
                 <ChartCanvas/>
             </Show>
-            <p class="caption" data-testid="embed-caption"><a href=link target="_blank" rel="noopener">{caption}</a></p>
+            <p class="caption" data-testid="embed-caption" data-state=move || line.with(embed::Caption::state)
+                aria-live="polite">
+                <a href=link target="_blank" rel="noopener">{move || line.with(|l| l.text().to_string())}</a>
+            </p>
         </main>
     }
 }

@@ -101,6 +101,21 @@ pub fn prefers_dark() -> bool {
     DARK.with(|m| m.as_ref().is_some_and(web_sys::MediaQueryList::matches))
 }
 
+/// Sets the document root's `data-theme` (`light` or `dark`, whose colours the stylesheet then uses whatever the
+/// system's scheme), or removes it so the stylesheet follows `prefers-color-scheme`.
+pub fn set_root_theme(theme: Option<&str>) {
+    let Some(root) = window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.document_element())
+    else {
+        return;
+    };
+    let _ = match theme {
+        Some(t) => root.set_attribute("data-theme", t),
+        None => root.remove_attribute("data-theme"),
+    };
+}
+
 /// Focuses an element by id, after the pending render (the element may be shown by the same change).
 pub fn focus_soon(id: &'static str) {
     let Some(w) = window() else { return };

@@ -1,7 +1,8 @@
 //! peakplan-web: the Leptos planner page. `main.rs` only mounts; the page's state lives in `state`, its panels in
-//! `panels`, laid out by `app`; logic in plain Rust types ([`planner`], [`scale`], and the core).
+//! `panels`, laid out by `app`; logic in plain Rust types ([`planner`], [`scale`], [`embed`], and the core).
 
 pub mod accuracy_table;
+pub mod embed;
 pub mod gpu_rows;
 pub mod history;
 pub mod html;

@@ -27,17 +27,66 @@ pub struct Computed {
 pub struct Limits {
     /// The plan they answer for.
     pub plan: Plan,
+    /// The largest micro-batch at the plan's sequence length.
     pub max_batch: Option<u64>,
+    /// The longest sequence at the plan's micro-batch.
     pub max_seq: Option<u64>,
+    /// The longest sequence at micro-batch 1, worked out only where no micro-batch fits the plan's sequence and
+    /// the plan's is above 1: then the plan's own micro-batch is not the one to keep, and this is the longest
+    /// sequence the GPU takes at all. None otherwise, or where not even one token fits.
+    pub max_seq_at_one: Option<u64>,
 }
 
 impl Limits {
     pub fn new(arch: &Architecture, plan: &Plan) -> Self {
         let capacity_bytes = plan.gpu.preset().capacity_bytes;
+        let max_batch = solve::max_batch(arch, plan, capacity_bytes);
+        // One more search, and only where the answer is "shorten the sequence": at b=1 it is the longest there is.
+        let max_seq_at_one = (max_batch.is_none() && plan.micro_batch > 1)
+            .then(|| {
+                let one = Plan {
+                    micro_batch: 1,
+                    ..plan.clone()
+                };
+                solve::max_seq(arch, &one, capacity_bytes)
+            })
+            .flatten();
         Limits {
             plan: plan.clone(),
-            max_batch: solve::max_batch(arch, plan, capacity_bytes),
+            max_batch,
             max_seq: solve::max_seq(arch, plan, capacity_bytes),
+            max_seq_at_one,
+        }
+    }
+
+    /// The verdict's line on the largest batch and the longest sequence. Each figure names the value it holds the
+    /// other at: the longest sequence is at the plan's micro-batch, and where no micro-batch fits the plan's
+    /// sequence the one at b=1 follows, the most the GPU takes.
+    pub fn words(&self) -> String {
+        let p = &self.plan;
+        let (s, b) = (p.seq_len, p.micro_batch);
+        let at_one = match self.max_seq_at_one {
+            Some(one) if b > 1 => format!(" Longest sequence at b=1: {one} tokens."),
+            _ => String::new(),
+        };
+        match (self.max_batch, self.max_seq) {
+            (Some(most), Some(longest)) => format!(
+                "Largest micro-batch that fits at s={s}: {most}. Longest sequence at b={b}: {longest} tokens."
+            ),
+            (Some(most), None) => {
+                format!("Largest micro-batch that fits at s={s}: {most}. No sequence fits at b={b}.")
+            }
+            (None, Some(longest)) => format!(
+                "No micro-batch fits at s={s}. Longest sequence at b={b}: {longest} tokens.{at_one}"
+            ),
+            (None, None) if !at_one.is_empty() => {
+                format!("No micro-batch fits at s={s}, and no sequence at b={b}.{at_one}")
+            }
+            (None, None) => format!(
+                "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU \
+                 (\"On other GPUs\" below counts them).",
+                if p.method == Method::Qlora { "" } else { "QLoRA, " }
+            ),
         }
     }
 }
@@ -193,6 +242,82 @@ mod tests {
         assert!(!fits(b + 1, p.seq_len));
         assert!(fits(p.micro_batch, s));
         assert!(!fits(p.micro_batch, s + 1));
+    }
+
+    #[test]
+    fn the_limits_line_names_the_batch_and_the_sequence_each_figure_is_at() {
+        // (link, [largest batch, longest sequence at the plan's batch, longest at b=1], the line)
+        let check =
+            |query: &str, [max_batch, max_seq, max_seq_at_one]: [Option<u64>; 3], expect: &str| {
+                let plan = Plan::parse_query(query).plan;
+                let l = Limits {
+                    plan,
+                    max_batch,
+                    max_seq,
+                    max_seq_at_one,
+                };
+                assert_eq!(l.words(), expect, "{query}");
+            };
+        check(
+            "b=2&s=2048",
+            [Some(3), Some(4096), None],
+            "Largest micro-batch that fits at s=2048: 3. Longest sequence at b=2: 4096 tokens.",
+        );
+        // The issue's case: 2304 is the limit at b=4, the plan's, and b=1 takes 9216.
+        check("b=4&s=100000", [None, Some(2304), Some(9216)],
+            "No micro-batch fits at s=100000. Longest sequence at b=4: 2304 tokens. Longest sequence at b=1: 9216 tokens.");
+        check(
+            "b=1&s=100000",
+            [None, Some(9216), None],
+            "No micro-batch fits at s=100000. Longest sequence at b=1: 9216 tokens.",
+        );
+        check("b=64&s=100000", [None, None, Some(9216)],
+            "No micro-batch fits at s=100000, and no sequence at b=64. Longest sequence at b=1: 9216 tokens.");
+        check(
+            "b=256&s=16",
+            [Some(100), None, None],
+            "Largest micro-batch that fits at s=16: 100. No sequence fits at b=256.",
+        );
+        check("b=4&s=4096&method=lora", [None, None, None],
+            "Not even batch 1 at sequence 1 fits this GPU: try QLoRA, more GPUs with ZeRO-3, or a larger GPU (\"On other GPUs\" below counts them).");
+        check("b=1&s=4096&method=qlora", [None, None, None],
+            "Not even batch 1 at sequence 1 fits this GPU: try more GPUs with ZeRO-3, or a larger GPU (\"On other GPUs\" below counts them).");
+    }
+
+    #[test]
+    fn where_no_batch_fits_the_sequence_limits_are_at_the_plans_batch_and_at_one() {
+        let p = Plan::parse_query("b=4&s=100000").plan;
+        let (arch, cap) = (preset_arch(&p), p.gpu.preset().capacity_bytes);
+        let l = Limits::new(arch, &p);
+        let (at_b, at_one) = (
+            l.max_seq.expect("a length at b=4"),
+            l.max_seq_at_one.expect("a length at b=1"),
+        );
+        let fits = |b, s| {
+            let q = Plan {
+                micro_batch: b,
+                seq_len: s,
+                ..p.clone()
+            };
+            estimate(arch, &q).device_bytes <= cap
+        };
+        assert_eq!(l.max_batch, None);
+        assert!(
+            fits(4, at_b) && !fits(4, at_b + 1),
+            "{at_b} is not the limit at b=4"
+        );
+        assert!(
+            fits(1, at_one) && !fits(1, at_one + 1),
+            "{at_one} is not the limit at b=1"
+        );
+        assert!(at_one > at_b);
+        assert_eq!(
+            l.words(),
+            format!("No micro-batch fits at s=100000. Longest sequence at b=4: {at_b} tokens. Longest sequence at b=1: {at_one} tokens.")
+        );
+        // Where a batch fits, the search at b=1 is not made.
+        let fine = Plan::parse_query("b=4&s=1024").plan;
+        assert_eq!(Limits::new(arch, &fine).max_seq_at_one, None);
     }
 
     #[test]

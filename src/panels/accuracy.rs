@@ -4,6 +4,7 @@
 
 use crate::accuracy_table::{parse, TABLE};
 use crate::panels::chart::theme;
+use crate::state::ctx;
 use leptos::prelude::*;
 
 /// The accuracy section; the table is parsed and drawn only when the section is opened.
@@ -12,12 +13,15 @@ pub fn Accuracy() -> impl IntoView {
     let open = RwSignal::new(false);
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     let summary = Memo::new(move |_| open.get().then(|| parse(TABLE)).flatten());
+    // A memo, so that a slider move (which changes the plan) does not repaint the scatter; a theme change does.
+    let c = ctx();
+    let scheme = Memo::new(move |_| c.plan.with(|p| p.theme));
     Effect::new(move |_| {
         let (Some(s), Some(el)) = (summary.get(), canvas.get()) else {
             return;
         };
         let w = el.client_width().max(240) as u32;
-        crate::canvas::paint_scatter(&el, w, &s.points, &theme());
+        crate::canvas::paint_scatter(&el, w, &s.points, &theme(scheme.get()));
     });
     view! {
         <details class="accuracy" data-testid="accuracy" on:toggle=move |_| open.set(true)>

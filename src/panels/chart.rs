@@ -6,16 +6,16 @@ use crate::planner::Computed;
 use crate::state::ctx;
 use leptos::prelude::*;
 use peakplan_chart::Theme;
+use peakplan_core::plan::ColorScheme;
 use peakplan_core::units::format_bytes;
 use peakplan_core::Kind;
 
-/// The chart colours for the reader's light or dark scheme.
-pub(crate) fn theme() -> Theme {
-    if browser::prefers_dark() {
-        Theme::DARK
-    } else {
-        Theme::LIGHT
-    }
+/// The chart colours of the plan's `theme`: the one chosen, else the reader's light or dark scheme.
+pub(crate) fn theme(scheme: ColorScheme) -> Theme {
+    Theme::of(
+        scheme,
+        scheme == ColorScheme::Auto && browser::prefers_dark(),
+    )
 }
 
 /// The laid-out size of `canvas`, kept by a `ResizeObserver` once the element exists (see `watch_size`).
@@ -29,20 +29,24 @@ fn watched_size(canvas: NodeRef<leptos::html::Canvas>) -> RwSignal<Option<(u32, 
     size
 }
 
-/// Paints `canvas` with `paint` once it has a size, and again whenever the computed plan or the size changes.
+/// Paints `canvas` with `paint` once it has a size, and again whenever the computed plan, the plan's theme or the
+/// size changes (a theme changes no figure, so the computed plan alone would not repaint it).
 fn repaint(
     canvas: NodeRef<leptos::html::Canvas>,
-    paint: impl Fn(&web_sys::HtmlCanvasElement, (u32, u32), &Computed) + 'static,
+    paint: impl Fn(&web_sys::HtmlCanvasElement, (u32, u32), &Computed, &Theme) + 'static,
 ) {
     let c = ctx();
     let size = watched_size(canvas);
+    let scheme = Memo::new(move |_| c.plan.with(|p| p.theme));
     Effect::new(move |_| {
         // Tracked before anything can return, so the first size paints whatever the plan is by then.
         c.computed.track();
+        let theme = theme(scheme.get());
         let (Some(size), Some(el)) = (size.get(), canvas.get_untracked()) else {
             return;
         };
-        c.computed.with_untracked(|comp| paint(&el, size, comp));
+        c.computed
+            .with_untracked(|comp| paint(&el, size, comp, &theme));
     });
 }
 
@@ -64,7 +68,7 @@ fn warm_up(c: crate::state::Ctx, size: (u32, u32), piece: u64, edits: u64) {
     };
     let (arch, plan) = c.with_model(|a, p| (a.cloned(), p.clone()));
     let Some(arch) = arch else { return };
-    let theme = theme();
+    let theme = theme(plan.theme);
     let mut p = plan;
     for i in piece * WARM_UP_PER_PIECE..(piece + 1) * WARM_UP_PER_PIECE {
         p.seq_len = 64 + (i * 211) % 8192;
@@ -95,8 +99,8 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
     let c = ctx();
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     let warmed = StoredValue::new(false);
-    repaint(canvas, move |el, size, comp| {
-        paint_chart(el, size, &comp.chart, &theme());
+    repaint(canvas, move |el, size, comp, theme| {
+        paint_chart(el, size, &comp.chart, theme);
         browser::mark_first_paint();
         if !warmed.get_value() {
             warmed.set_value(true);
@@ -217,8 +221,8 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
 pub(crate) fn Timeline() -> impl IntoView {
     let c = ctx();
     let canvas = NodeRef::<leptos::html::Canvas>::new();
-    repaint(canvas, |el, size, comp| {
-        paint_timeline(el, size, &comp.selected, &theme())
+    repaint(canvas, |el, size, comp, theme| {
+        paint_timeline(el, size, &comp.selected, theme)
     });
     view! {
         <figure class="timeline">

@@ -2,7 +2,7 @@
 
 use crate::panels::controls::{not_peft_reason, KeySelect, LogSlider};
 use crate::panels::hub::HubLine;
-use crate::picker::{filtered, hub_line};
+use crate::picker::{filtered, hub_line, in_list_order};
 use crate::scale;
 use crate::state::{ctx, Ctx};
 use leptos::prelude::*;
@@ -18,8 +18,7 @@ pub(crate) fn PlanEssentials() -> impl IntoView {
     let c = ctx();
     let method = Memo::new(move |_| c.plan.with(|p| p.method));
     let not_peft = not_peft_reason(c);
-    let models: Vec<(&'static str, &'static str)> =
-        presets::MODELS.iter().map(|m| (m.id, m.name)).collect();
+    let models = in_list_order(presets::MODELS.iter().map(|m| (m.id, m.name)).collect());
     // The vendor prefix is the same for most cards.
     let gpus: Vec<(&'static str, &'static str)> = presets::GPUS
         .iter()
@@ -64,33 +63,40 @@ pub(crate) fn PlanEssentials() -> impl IntoView {
     }
 }
 
-/// Model preset list with a filter box: Enter picks the first match, and a line says how many match (or none); a
-/// Hub id (`org/name`) typed in the box loads that model.
+/// Model preset list (smallest to largest in each family) with a filter box that ignores case and separators:
+/// Enter picks the best match, and a line says how many match (or none); a Hub id (`org/name`) typed in the box
+/// loads that model. Once the plan's model changes (a pick, the list, Back), the box and its line clear.
 #[component]
 fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
     let c = ctx();
-    // As typed: Hub ids are case-sensitive; presets are matched in lowercase.
+    // As typed: Hub ids are case-sensitive; presets are matched case-folded in `picker`.
     let filter = RwSignal::new(String::new());
+    let input = NodeRef::<leptos::html::Input>::new();
     let models = StoredValue::new(models);
     // The model alone: read through the whole plan, every slider move would rebuild the option list.
     let model = Memo::new(move |_| c.plan.with(|p| p.get("model").unwrap_or_default()));
+    // A filter left after the model changed would still say "Enter picks" another one. A Hub id the plan now
+    // holds stays: Enter on it tries the load again.
+    Effect::new(move |_| {
+        model.track();
+        let typed = filter.get_untracked();
+        let holds = HubId::parse(typed.trim())
+            .ok()
+            .is_some_and(|id| c.plan.with_untracked(|p| p.hub.as_ref() == Some(&id)));
+        if !typed.is_empty() && !holds {
+            filter.set(String::new());
+            if let Some(el) = input.get_untracked() {
+                el.set_value("");
+            }
+        }
+    });
     // Forty-odd presets: filtering again is cheaper than a memo's code in the wasm.
     let found = move || {
         filter.with(|f| {
-            // Ids and names are ASCII: `str::to_lowercase` would link Unicode's case tables (10 KB gzipped).
             // A Hub id filters no preset out.
-            let lower = if looks_like_id(f) {
-                String::new()
-            } else {
-                f.to_ascii_lowercase()
-            };
-            models.with_value(|m| {
-                let (kept, line) = filtered(m, &lower);
-                (
-                    kept.into_iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-                    hub_line(f).or(line),
-                )
-            })
+            let preset_filter = if looks_like_id(f) { "" } else { f.as_str() };
+            let found = models.with_value(|m| filtered(m, preset_filter));
+            (found.kept, found.best, hub_line(f).or(found.line))
         })
     };
     let on_key = move |ev: web_sys::KeyboardEvent| {
@@ -101,7 +107,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
         let typed = filter.get_untracked();
         let typed = typed.trim();
         if !looks_like_id(typed) {
-            if let Some(id) = found().0.first() {
+            if let Some(id) = found().1 {
                 c.set_text("model", id);
             }
             return;
@@ -119,10 +125,10 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
         <div class="field">
             <label for="model-filter">"Model"</label>
             <input id="model-filter" type="search" placeholder="Filter presets, or a Hub id (org/name)…" aria-label="Filter model presets, or a Hugging Face Hub id"
-                data-testid="model-filter" aria-describedby="model-filter-says" on:keydown=on_key
+                data-testid="model-filter" aria-describedby="model-filter-says" on:keydown=on_key node_ref=input
                 on:input=move |ev| filter.set(event_target_value(&ev))/>
             <p id="model-filter-says" class="why" role="status" data-testid="model-filter-says">
-                {move || found().1}
+                {move || found().2}
             </p>
             <select id="sel-model" data-testid="select-model" aria-label="Model preset"
                 disabled=move || c.custom.with(Option::is_some)

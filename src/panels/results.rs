@@ -3,7 +3,7 @@
 use crate::planner::{Computed, Limits};
 use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
-use peakplan_core::plan::{Method, Plan};
+use peakplan_core::plan::Plan;
 use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::Kind;
 
@@ -19,19 +19,6 @@ fn measured(e: &peakplan_core::Estimate) -> String {
 
 /// Waits this long after the last change before the inverse searches (a dozen replays each).
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(60);
-
-/// The verdict's line on the largest batch and the longest sequence of `l.plan`.
-fn limits_words(l: &Limits) -> String {
-    let p = &l.plan;
-    match (l.max_batch, l.max_seq) {
-        (Some(b), Some(s)) => format!("Largest micro-batch that fits at s={}: {b}. Longest sequence at b={}: {s} tokens.", p.seq_len, p.micro_batch),
-        (None, Some(s)) => format!("No micro-batch fits at s={}; longest sequence at b=1: {s} tokens.", p.seq_len),
-        _ => format!(
-            "Not even batch 1 at sequence 1 fits this GPU: try {}more GPUs with ZeRO-3, or a larger GPU (\"On other GPUs\" below counts them).",
-            if p.method == Method::Qlora { "" } else { "QLoRA, " }
-        ),
-    }
-}
 
 /// The verdict's class and its three lines (fits or not, the largest batch and sequence, the model and what is
 /// counted) for the plan `p` and its figures.
@@ -92,7 +79,7 @@ pub(crate) fn Verdict() -> impl IntoView {
         "largest batch and longest sequence",
         SETTLE,
         || true,
-        move |arch, plan| limits.set(Some((plan.clone(), limits_words(&Limits::new(arch, plan))))),
+        move |arch, plan| limits.set(Some((plan.clone(), Limits::new(arch, plan).words()))),
     );
     let words = Memo::new(move |_| {
         let p = c.plan.get();

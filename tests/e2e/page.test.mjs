@@ -898,6 +898,224 @@ await test('a Hub config of 100,000 layers paints and the page still answers', a
   await answersSlider(page);
 });
 
+// The verdict's limits line and the model filter (#43 items 2 and 9).
+// The verdict's limits line, once worked out (it says "working" until then).
+const limitsLine = async page => {
+  await page.waitForFunction(() => {
+    const line = document.querySelectorAll('[data-testid="verdict"] p')[1]?.innerText || '';
+    return /batch|sequence/i.test(line) && !/working/i.test(line);
+  }, null, { timeout: 20000 });
+  return page.locator('[data-testid="verdict"] p').nth(1).innerText();
+};
+
+await test('where no micro-batch fits, the verdict names the batch each longest sequence is at', async page => {
+  await page.goto(base + '?b=1&s=100000');
+  await ready(page);
+  const one = (await limitsLine(page)).match(/longest sequence at b=1: (\d+) tokens/i);
+  assert(one, `at b=1: ${await limitsLine(page)}`);
+  await page.goto(base + '?b=4&s=100000');
+  await ready(page);
+  const line = await limitsLine(page);
+  const m = line.match(/^No micro-batch fits at s=100000\. Longest sequence at b=4: (\d+) tokens\. Longest sequence at b=1: (\d+) tokens\.$/);
+  assert(m, `at b=4: ${line}`);
+  // The figure at b=1 is the one the b=1 link shows, and four sequences at a time are shorter.
+  assert(m[2] === one[1] && Number(m[1]) < Number(m[2]), `at b=4: ${line}; at b=1 alone: ${one[1]} tokens`);
+});
+
+// The preset ids of the model list, in the order shown.
+const listed = page => page.locator('[data-testid="select-model"] option').evaluateAll(os => os.map(o => o.value));
+const says = page => page.locator('[data-testid="model-filter-says"]').innerText();
+
+await test('the model list reads each family by size, and "qwen2.5 7" picks the 7B', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=qlora');
+  await ready(page);
+  const qwen = (await listed(page)).filter(id => id.startsWith('qwen2.5-'));
+  const sizes = ['0.5b', '1.5b', '3b', '7b', '14b', '32b', '72b'].map(s => 'qwen2.5-' + s);
+  assert(JSON.stringify(qwen) === JSON.stringify(sizes), `order: ${qwen.join(' ')}`);
+  const llama = (await listed(page)).filter(id => id.startsWith('llama-2-'));
+  assert(llama.join(' ') === 'llama-2-7b llama-2-13b llama-2-70b', `order: ${llama.join(' ')}`);
+  await page.fill('[data-testid="model-filter"]', 'qwen2.5 7');
+  assert((await says(page)) === '2 presets match; Enter picks Qwen2.5 7B', `says: ${await says(page)}`);
+  await page.press('[data-testid="model-filter"]', 'Enter');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('model') === 'qwen2.5-7b', null, { timeout: 5000 })
+    .catch(() => { throw new Error(`picked ${new URL(page.url()).searchParams.get('model')}`); });
+});
+
+await test('the model filter ignores case and separators: "llama3" finds Llama 3.x', async page => {
+  await page.goto(base + '?model=qwen3-8b&method=qlora');
+  await ready(page);
+  await page.fill('[data-testid="model-filter"]', 'llama3');
+  assert((await says(page)) === '4 presets match; Enter picks Llama 3.1 8B', `says: ${await says(page)}`);
+  const kept = (await listed(page)).filter(id => id !== 'qwen3-8b');
+  assert(kept.join(' ') === 'llama-3.1-8b llama-3.1-70b llama-3.2-1b llama-3.2-3b', `kept: ${kept.join(' ')}`);
+  for (const typed of ['llama3', 'llama 3.1 8b', 'llama-3.1-8b', 'Llama3.1 8B']) {
+    await page.selectOption('[data-testid="select-model"]', 'qwen3-8b');
+    await page.waitForFunction(() => new URL(location.href).searchParams.get('model') === 'qwen3-8b');
+    await page.fill('[data-testid="model-filter"]', typed);
+    await page.press('[data-testid="model-filter"]', 'Enter');
+    await page.waitForFunction(() => new URL(location.href).searchParams.get('model') === 'llama-3.1-8b', null, { timeout: 5000 })
+      .catch(() => { throw new Error(`"${typed}" picked ${new URL(page.url()).searchParams.get('model')}`); });
+  }
+});
+
+await test('the model filter clears after a pick, and its no-match hint names a section on the page', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=qlora');
+  await ready(page);
+  const filter = '[data-testid="model-filter"]';
+  // Picked from the list while a filter stands: the filter and its "Enter picks" line go.
+  await page.fill(filter, '70b');
+  assert((await says(page)).includes('Enter picks'), `says: ${await says(page)}`);
+  await page.selectOption('[data-testid="select-model"]', 'llama-3.1-70b');
+  await page.waitForFunction(() => !document.querySelector('[data-testid="model-filter-says"]').innerText.trim(), null, { timeout: 5000 })
+    .catch(async () => { throw new Error(`after a pick from the list: ${await says(page)}`); });
+  assert(await page.inputValue(filter) === '', `the filter kept ${await page.inputValue(filter)}`);
+  assert((await listed(page)).length > 40, 'the list stays filtered');
+  // Picked with Enter: the same.
+  await page.fill(filter, 'qwen3 8');
+  await page.press(filter, 'Enter');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('model') === 'qwen3-8b');
+  await page.waitForFunction(() => !document.querySelector('[data-testid="model-filter-says"]').innerText.trim(), null, { timeout: 5000 })
+    .catch(async () => { throw new Error(`after Enter: ${await says(page)}`); });
+  assert(await page.inputValue(filter) === '', `the filter kept ${await page.inputValue(filter)}`);
+  // No match: the hint's section is one the page shows.
+  await page.fill(filter, 'zzz');
+  const hint = await says(page);
+  const section = hint.match(/under “([^”]+)”/);
+  assert(section, `the hint names no section in quotes: ${hint}`);
+  assert(await page.locator('summary, legend, h2, h3').filter({ hasText: section[1] }).count() === 1, `no section "${section[1]}" on the page`);
+});
+
+// The embed's one line and the theme, the SVG's title (#43 items 6 and 10).
+// Item 6: an embed says what it shows or says it cannot, in one line, with no controls.
+const embedLine = page => page.locator('[data-testid="embed-caption"]');
+// Waits until the embed has settled on `state`, or shows what the full page shows instead (a chart, hub-error),
+// so that a wrong answer fails on what it says rather than on a timeout.
+const embedState = (page, state) => page.waitForFunction(state => {
+  const line = document.querySelector('[data-testid="embed-caption"]');
+  if (!line) return false;
+  if (line.dataset.state) return line.dataset.state === state;
+  return state === 'figures' ? !!document.querySelector('[data-testid="chart"]')
+    : state === 'loading' ? line.innerText.trim() !== ''
+    : !!document.querySelector('[data-testid="hub-error"], [data-testid="chart"]');
+}, state, { timeout: 20000 });
+// No chart, no figure, no control: only the one line.
+async function onlyTheLine(page, what) {
+  const text = await embedLine(page).innerText();
+  assert(!text.includes('\n'), `${what}: more than one line: ${text}`);
+  assert(!/GiB|Llama 3\.1 8B/.test(text), `${what}: another model's figures: ${text}`);
+  assert(await page.locator('[data-testid="chart"]').count() === 0, `${what}: a chart is drawn`);
+  assert(await page.locator('button, input, select, textarea').count() === 0, `${what}: controls in the embed`);
+  assert(await hubError(page).count() === 0, `${what}: the full page's hub-error`);
+  return text;
+}
+
+await test('embed: while a Hub model loads the caption says it is loading that model, with no figures, chart or buttons', async page => {
+  let release; const hold = new Promise(r => { release = r; });
+  await routeHub(page, { 'acme/slow': { config: realConfig('llama-3.2-1b'), hold } });
+  await page.setViewportSize({ width: 720, height: 420 });
+  await page.goto(base + '?model=acme/slow&method=lora&embed=1');
+  await embedState(page, 'loading');
+  const text = await onlyTheLine(page, 'loading');
+  assert(text.includes('Loading acme/slow'), `caption while loading: ${text}`);
+  await page.screenshot({ path: path.join(out, 'embed-hub-loading.png') });
+  release();
+  await embedState(page, 'figures');
+  await page.locator('[data-testid="chart"]').waitFor({ timeout: 20000 });
+  const after = await embedLine(page).innerText();
+  assert(after.startsWith('acme/slow · LoRA · ') && /nvidia-smi peak [\d.]+ [GM]iB/.test(after), `caption once loaded: ${after}`);
+});
+
+await test('embed: a Hub model that is not there (404) is said in one line, with no chart of another model and no buttons', async page => {
+  await routeHub(page, {});
+  await page.setViewportSize({ width: 720, height: 420 });
+  await page.goto(base + '?model=acme/missing&method=lora&embed=1');
+  await embedState(page, 'problem');
+  const text = await onlyTheLine(page, '404');
+  assert(text.includes('no model acme/missing') && text.includes('HTTP 404'), `caption: ${text}`);
+  assert(!/try again|token|paste/i.test(text), `the line names a control the embed does not have: ${text}`);
+  await page.screenshot({ path: path.join(out, 'embed-hub-404.png') });
+});
+
+await test('embed: a bad model name or a bad value in the link is said, not drawn as the default plan', async page => {
+  await page.setViewportSize({ width: 720, height: 420 });
+  await page.goto(base + '?model=llama-9-000b&method=lora&embed=1');
+  await embedState(page, 'problem');
+  const text = await onlyTheLine(page, 'bad model');
+  assert(text.includes('llama-9-000b') && text.includes('not a known preset'), `caption: ${text}`);
+  await page.screenshot({ path: path.join(out, 'embed-bad-model.png') });
+  await page.goto(base + '?model=llama-2-7b&method=lora&b=0&embed=1');
+  await embedState(page, 'problem');
+  const value = await onlyTheLine(page, 'bad value');
+  assert(value.includes('b=0 is out of range'), `caption: ${value}`);
+  // The line still leads to the full planner, where the url-error banner lists every problem.
+  const href = await embedLine(page).locator('a').getAttribute('href');
+  assert(href.includes('model=llama-2-7b') && !href.includes('embed=1'), `the caption's link: ${href}`);
+});
+
+// Item 10: `theme=light|dark` is chosen over the reader's scheme; none follows it.
+for (const [system, theme, bg] of [['dark', 'light', [255, 255, 255]], ['light', 'dark', [22, 24, 29]], ['dark', null, [22, 24, 29]]]) {
+  await test(`embed: ${theme ? `theme=${theme}` : 'no theme'} for a reader whose system is ${system} draws ${theme || system}`, async page => {
+    await page.emulateMedia({ colorScheme: system });
+    await page.setViewportSize({ width: 720, height: 420 });
+    await page.goto(base + '?model=llama-2-7b&method=qlora&embed=1' + (theme ? `&theme=${theme}` : ''));
+    await embedState(page, 'figures');
+    const want = theme || system;
+    const chart = page.locator('[data-testid="chart"]');
+    await page.waitForFunction(() => document.querySelector('[data-testid="chart"]')?.width > 0, null, { timeout: 10000 });
+    await page.waitForTimeout(150);
+    const px = await chart.evaluate(c => Array.from(c.getContext('2d').getImageData(2, 2, 1, 1).data.slice(0, 3)));
+    assert(px.join() === bg.join(), `the chart's background is ${px}, not ${bg}`);
+    const body = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert(body === `rgb(${bg.join(', ')})`, `the page's background is ${body}`);
+    const said = await page.locator('main.embed').getAttribute('data-theme');
+    assert(said === want, `main.embed's data-theme is ${said}, not ${want}`);
+    await page.screenshot({ path: path.join(out, `embed-theme-${want}-on-${system}.png`) });
+  });
+}
+
+await test('embed: the theme chosen on the page travels in its link and its embed code', async page => {
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write']);
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.goto(base + '?model=llama-2-7b&method=qlora');
+  await ready(page);
+  await page.click('[data-testid="copy-embed"]');
+  const plain = await page.evaluate(() => navigator.clipboard.readText());
+  assert(plain.includes('embed=1') && !plain.includes('theme='), `embed code with no theme chosen: ${plain}`);
+  assert(await page.locator('[data-testid="select-theme"]').count() === 1, 'no theme select beside the embed code');
+  await page.selectOption('[data-testid="select-theme"]', 'dark');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('theme') === 'dark', null, { timeout: 5000 });
+  assert(await page.evaluate(() => document.documentElement.dataset.theme) === 'dark', 'the page is not dark');
+  await page.click('[data-testid="copy-embed"]');
+  const code = await page.evaluate(() => navigator.clipboard.readText());
+  assert(/<iframe src="[^"]*embed=1&amp;theme=dark"|<iframe src="[^"]*embed=1&theme=dark"/.test(code), `embed code: ${code}`);
+  // Reopened, the link keeps the theme; a bad one is named like any key's.
+  await page.goto(page.url());
+  await ready(page);
+  assert(await page.evaluate(() => document.documentElement.dataset.theme) === 'dark', 'the link lost the theme');
+  await page.goto(base + '?model=llama-2-7b&theme=sepia');
+  await page.waitForSelector('[data-testid="url-error"]', { timeout: 20000 });
+  const msg = await page.locator('[data-testid="url-error"]').innerText();
+  assert(msg.includes('theme=`sepia`') && msg.includes('auto, light, dark'), `url-error: ${msg}`);
+});
+
+await test('Download SVG has the chart\'s title, the answer in its desc and a link back to the plan', async page => {
+  await page.goto(base + '?model=llama-2-7b&method=qlora&r=16&b=1&s=1024');
+  await ready(page);
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid="download-svg"]')]);
+  const file = path.join(out, 'chart-described.svg'); await dl.saveAs(file);
+  const svg = fs.readFileSync(file, 'utf8');
+  const lines = svg.split('\n');
+  assert(lines[1] === '<title>Llama 2 7B: nvidia-smi memory at the peak of one step (b=1, s=1024)</title>', `title: ${lines[1]}`);
+  assert(/^<desc>Llama 2 7B, QLoRA r=16, b=1, s=1024: needs [\d.]+ GiB \(nvidia-smi\) of the RTX 4090's 24\.0 GiB: fits\. peakplan query: model=llama-2-7b&amp;method=qlora&amp;r=16/.test(lines[2]), `desc: ${lines[2]}`);
+  assert(svg.includes(`href="${base}?model=llama-2-7b&amp;method=qlora&amp;r=16`), 'no link back to the plan');
+  assert(svg.includes('>peakplan</text>') && svg.includes('fill="#FFFFFF"'), 'no link text, or not light');
+  // The page's figure and the description's agree.
+  const peak = await bytes(page, 'value-peak');
+  const gib = peak / 2 ** 30;
+  const shown = gib.toFixed(gib >= 100 ? 0 : gib >= 10 ? 1 : 2);
+  assert(lines[2].includes(`needs ${shown} GiB`), `desc ${lines[2]} vs value-peak ${peak}`);
+});
+
 // Accessibility: axe-core (installed by scripts/setup.sh) finds no serious or critical violation on the laptop, phone
 // and embed views, light and dark.
 const axeSource = fs.readFileSync(path.resolve('.tools/node_modules/axe-core/axe.min.js'), 'utf8');

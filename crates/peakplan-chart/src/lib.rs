@@ -5,18 +5,22 @@
 //! CLI writes SVG with the same code. Text is positioned by anchors only, so no font files are needed.
 
 use peakplan_core::engine::{Category, Estimate, Phase, PhaseMemory};
-use peakplan_core::plan::Method;
+use peakplan_core::plan::{ColorScheme, Method};
 use peakplan_core::units::{chart_title, format_bytes, method_label};
 use peakplan_core::Plan;
 use plotters_backend::text_anchor::{HPos, Pos, VPos};
 
 mod labels;
+#[cfg(feature = "svg")]
+mod svg;
 use labels::{bar_name_lines, legend_items, legend_positions, title_lines, title_step, Swatch};
 pub use labels::{overlaps, place_labels, ChartLabels, PlacedLabel, TextBox};
 use plotters_backend::{
     BackendColor, BackendCoord, BackendStyle, BackendTextStyle, DrawingBackend, DrawingErrorKind,
     FontFamily, FontStyle, FontTransform,
 };
+#[cfg(feature = "svg")]
+pub use svg::{chart_svg, SvgMeta};
 
 /// Colors of one theme.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +60,19 @@ impl Theme {
             (150, 156, 170),
         ],
     };
+}
+
+impl Theme {
+    /// The colours of the plan's `theme`: its choice, else the reader's scheme (`reader_dark`; a file has no
+    /// reader, so its writers pass `false`).
+    pub fn of(scheme: ColorScheme, reader_dark: bool) -> Theme {
+        match scheme {
+            ColorScheme::Light => Theme::LIGHT,
+            ColorScheme::Dark => Theme::DARK,
+            ColorScheme::Auto if reader_dark => Theme::DARK,
+            ColorScheme::Auto => Theme::LIGHT,
+        }
+    }
 }
 
 /// One bar: a label and what the device holds at the peak, by category.
@@ -514,19 +531,6 @@ pub fn draw_chart<B: DrawingBackend>(
 ) -> DrawResult<B> {
     let (w, h) = backend.get_size();
     chart_shapes(data, theme, w as i32, h as i32).replay(backend)
-}
-
-/// The chart as a standalone SVG document of the given size, written by plotters' SVG backend from the same shapes.
-#[cfg(feature = "svg")]
-pub fn chart_svg(data: &ChartData, theme: &Theme, size: (u32, u32)) -> String {
-    let mut out = String::new();
-    {
-        let mut backend = plotters::backend::SVGBackend::with_string(&mut out, size);
-        // The SVG backend writes into a String and cannot fail.
-        let _ = draw_chart(&mut backend, data, theme);
-        let _ = backend.present();
-    }
-    out
 }
 
 /// The chart as shapes: the canvas and the SVG backends replay one list, so this code is compiled once.

@@ -9,7 +9,7 @@ mod hub;
 mod interop_cmd;
 
 use anyhow::{anyhow, bail, Result};
-use peakplan_chart::{chart_svg, ChartData, Theme};
+use peakplan_chart::{chart_svg, ChartData, SvgMeta, Theme};
 use peakplan_core::text::{clean, quote};
 use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::{
@@ -363,10 +363,22 @@ fn report(arch: &Architecture, plan: &Plan) -> Value {
     })
 }
 
-/// The three methods' chart, the model named as the CLI names it everywhere (its id, or its config's name).
+/// The three methods' chart, the model named as the CLI names it everywhere (its id, or its config's name), in the
+/// plan's `theme` (light unless it says dark: a file has no reader's scheme to follow). Its description says the
+/// answer and the query; it links nowhere, since the CLI knows no address of the planner.
 fn svg(arch: &Architecture, plan: &Plan) -> String {
-    let data = ChartData::by_method(&arch.name, plan, &estimate_each_method(arch, plan));
-    chart_svg(&data, &Theme::LIGHT, (720, 420))
+    let by_method = estimate_each_method(arch, plan);
+    let data = ChartData::by_method(&arch.name, plan, &by_method);
+    let selected = peakplan_core::plan::Method::ALL
+        .iter()
+        .zip(&by_method)
+        .find(|(m, _)| **m == plan.method)
+        .map_or(0, |(_, e)| e.device_bytes);
+    let meta = SvgMeta {
+        description: units::chart_description(&arch.name, plan, selected),
+        link: None,
+    };
+    chart_svg(&data, &Theme::of(plan.theme, false), (720, 420), &meta)
 }
 
 fn table(arch: &Architecture, plan: &Plan) -> String {

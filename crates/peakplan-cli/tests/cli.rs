@@ -2,6 +2,7 @@
 
 mod util;
 
+use peakplan_core::units::format_bytes;
 use peakplan_core::{estimate, import_config, preset_arch, Category, Plan};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -78,6 +79,47 @@ fn svg_is_the_chart_with_its_four_categories() {
     for label in ["Weights", "Gradients", "Optimizer states", "Activations"] {
         assert!(r.stdout.contains(label), "no {label} in the SVG");
     }
+}
+
+#[test]
+fn svg_says_its_title_the_answer_and_the_query_in_the_plans_theme() {
+    let q = "model=llama-2-7b&method=qlora&r=16&b=1&s=1024";
+    let r = peakplan(&["estimate", "--query", q, "--format", "svg"]);
+    assert_eq!(r.status, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    // The root's first children, where SVG readers and search look.
+    assert_eq!(
+        lines[1],
+        "<title>llama-2-7b: nvidia-smi memory at the peak of one step (b=1, s=1024)</title>"
+    );
+    let plan = Plan::parse_query(q).plan;
+    let device = estimate(preset_arch(&plan), &plan).device_bytes;
+    assert!(lines[2].starts_with(&format!(
+        "<desc>llama-2-7b, QLoRA r=16, b=1, s=1024: needs {} (nvidia-smi) of the RTX 4090's 24.0 GiB: fits. \
+         peakplan query: model=llama-2-7b&amp;method=qlora&amp;r=16",
+        format_bytes(device)
+    )), "{}", lines[2]);
+    // No address of the planner is known here: no link.
+    assert!(!r.stdout.contains("<a "), "a link in the CLI's SVG");
+    assert!(
+        r.stdout.contains("fill=\"#FFFFFF\""),
+        "not light by default"
+    );
+    let dark = peakplan(&[
+        "estimate",
+        "--query",
+        &format!("{q}&theme=dark"),
+        "--format",
+        "svg",
+    ]);
+    assert!(
+        dark.stdout.contains("fill=\"#16181D\""),
+        "theme=dark is not dark"
+    );
+    assert!(
+        dark.stdout.contains("peakplan query: model=llama-2-7b")
+            && dark.stdout.contains("theme=dark</desc>")
+    );
 }
 
 #[test]

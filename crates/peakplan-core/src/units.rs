@@ -120,9 +120,68 @@ pub fn chart_title(model_name: &str, plan: &Plan) -> String {
     }
 }
 
+/// The plan's answer in one sentence, for a reader who cannot see the chart (the SVG's `<desc>`): the model, the
+/// method and shape, the nvidia-smi peak against the GPU and the verdict, decided as the page's verdict and the
+/// CLI's table decide it (`device_bytes` at most the GPU's capacity). "Llama 2 7B, QLoRA r=16, b=1, s=1024: needs
+/// 10.2 GiB (nvidia-smi) of the RTX 4090's 24.0 GiB: fits".
+pub fn answer_sentence(model_name: &str, plan: &Plan, device_bytes: u64) -> String {
+    let gpu = plan.gpu.preset();
+    let method = match plan.method {
+        Method::Full => method_label(plan.method).to_string(),
+        m => format!("{} r={}", method_label(m), plan.rank),
+    };
+    // On several GPUs the figure is one GPU's, held against each one's capacity.
+    let whose = if plan.gpus > 1 { "each" } else { "the" };
+    let verdict = if device_bytes <= gpu.capacity_bytes {
+        "fits"
+    } else {
+        "does not fit"
+    };
+    format!(
+        "{model_name}, {method}, b={}, s={}: needs {} (nvidia-smi){} of {whose} {}'s {}: {verdict}",
+        plan.micro_batch,
+        plan.seq_len,
+        format_bytes(device_bytes),
+        per_gpu(plan),
+        gpu.short_name,
+        format_bytes(gpu.capacity_bytes)
+    )
+}
+
+/// What a chart's SVG says of itself in words (its `<desc>`): [`answer_sentence`], then the query that reproduces
+/// the plan, so a file with no link back (the CLI has no site address) still leads back to the plan.
+pub fn chart_description(model_name: &str, plan: &Plan, device_bytes: u64) -> String {
+    let mut linked = plan.clone();
+    // The file is the chart already: the query is for the planner itself.
+    linked.embed = false;
+    format!(
+        "{}. peakplan query: {}",
+        answer_sentence(model_name, plan, device_bytes),
+        linked.to_query()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_answer_sentence_names_the_plan_its_peak_and_the_verdict() {
+        let p = Plan::parse_query("model=llama-2-7b&method=qlora&r=16&b=1&s=1024").plan;
+        assert_eq!(
+            answer_sentence("Llama 2 7B", &p, 10_952_166_604),
+            "Llama 2 7B, QLoRA r=16, b=1, s=1024: needs 10.2 GiB (nvidia-smi) of the RTX 4090's 24.0 GiB: fits"
+        );
+        let full = Plan::parse_query("method=full&gpus=4&zero=3&gpu=a100-80gb").plan;
+        let said = answer_sentence("Llama 3.1 8B", &full, 200 << 30);
+        assert!(said.starts_with(
+            "Llama 3.1 8B, Full, b=1, s=2048: needs 200 GiB (nvidia-smi) per GPU (4 GPUs"
+        ));
+        assert!(
+            said.contains(") of each A100 80GB's ") && said.ends_with(": does not fit"),
+            "{said}"
+        );
+    }
 
     #[test]
     fn a_saturated_figure_is_said_in_words_and_the_largest_real_one_in_units() {

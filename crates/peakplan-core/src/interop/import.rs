@@ -277,7 +277,8 @@ fn read_plan_comment(r: &mut Reader, q: &str) {
         // The line leaves out the sharding keys at `auto`: they are said all the same, so that a file that only
         // restates what `auto` runs keeps them `auto`.
         let implied = matches!(*k, "shard" | "wrap" | "gsync");
-        if *k == "embed" || !(applied.contains(k) || implied) {
+        // How the page shows the plan is no fact of a training run.
+        if matches!(*k, "embed" | "theme") || !(applied.contains(k) || implied) {
             continue;
         }
         if let Some(v) = parsed.plan.get(k) {
@@ -375,7 +376,7 @@ fn merge(base: &Plan, readers: &mut [Reader]) -> Imported {
         .filter(|k| set_by.iter().any(|f| f.key == *k))
         .collect();
     let relevant = |k: &str| match k {
-        "embed" => false,
+        "embed" | "theme" => false,
         "r" | "targets" | "dropout" | "adtype" | "peft" | "tt" => plan.method != Method::Full,
         "vt" => plan.method != Method::Full && plan.peft.uses_virtual_tokens(),
         "quant" | "dq" | "upcast" | "qsave" | "moe" => plan.method == Method::Qlora,

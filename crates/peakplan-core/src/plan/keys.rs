@@ -119,6 +119,7 @@ plan_keys! {
     "split"   => split_layers          = false,                    Flag,                            NonDefault;
     "alloc"   => allocator             = Alloc::Cached,            Word,                            NonDefault;
     "embed"   => embed                 = false,                    Flag,                            NonDefault;
+    "theme"   => theme                 = ColorScheme::Auto,        Word,                            NonDefault;
     not keys:
     // Set through `model` (an `org/name` value), cleared by a preset.
     hub = None;

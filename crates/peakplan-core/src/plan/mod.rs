@@ -82,7 +82,10 @@ pub struct Plan {
     pub split_layers: bool,
     /// The caching allocator's state at the peak step (reserved against allocated).
     pub allocator: Alloc,
+    /// The chart alone with a one-line caption, for `<iframe>` embedding (the page only).
     pub embed: bool,
+    /// Light or dark colours, or the reader's own scheme (the page and the SVG only; no estimate reads it).
+    pub theme: ColorScheme,
 }
 
 /// One problem found in a raw query: the key it concerns and a message naming the accepted values.
@@ -159,7 +162,7 @@ impl Plan {
             .filter(|_| self.method == Method::Qlora)
     }
 
-    /// The whole plan as a query string (without `?`); `embed` only when set. Parses back to an equal plan.
+    /// The whole plan as a query string (without `?`); `embed` and `theme` only when set. Parses back to an equal plan.
     pub fn to_query(&self) -> String {
         KEYS.iter()
             .filter(|k| self.writes(k))

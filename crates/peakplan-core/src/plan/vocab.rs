@@ -207,6 +207,17 @@ keyword_enum!(
 );
 
 keyword_enum!(
+    /// The colours the page and its chart are drawn in (`theme`): a document that embeds the chart may want it in
+    /// its own scheme whatever its reader's system says. No estimate reads it.
+    ColorScheme {
+        /// The reader's `prefers-color-scheme`, as the page did before the key existed.
+        Auto = "auto",
+        Light = "light",
+        Dark = "dark",
+    }
+);
+
+keyword_enum!(
     /// Data type of QLoRA's quantized base: bitsandbytes 4-bit NF4 or FP4, LLM.int8 (`load_in_8bit`), or a
     /// GPTQ checkpoint of 4 or 8 bits (auto-gptq, group size 128).
     Quant { Nf4 = "nf4", Fp4 = "fp4", Int8 = "int8", Gptq4 = "gptq4", Gptq8 = "gptq8" }

@@ -103,7 +103,7 @@ fn domain(key: &str) -> Option<Domain> {
         "zero" => listed(&["0", "1", "2", "3"]),
         "dropout" => listed(&["0", ">0"]),
         "r" | "b" | "s" | "chunk" | "vt" => Some(Domain::Distinct),
-        "gpu" | "embed" | "alloc" => Some(Domain::NoEffect),
+        "gpu" | "embed" | "theme" | "alloc" => Some(Domain::NoEffect),
         _ => listed(&keyword_values(key)?),
     }
 }
@@ -307,7 +307,7 @@ fn problems(t: &Traced, untraced: &[Untraced]) -> Vec<String> {
         }
         if matches!(d, Domain::NoEffect) != (u.kind == "no_allocated_effect") {
             out.push(format!(
-                "untraced.csv: {}: no_allocated_effect is the kind of gpu, embed and alloc only",
+                "untraced.csv: {}: no_allocated_effect is the kind of gpu, embed, theme and alloc only",
                 u.key
             ));
         }

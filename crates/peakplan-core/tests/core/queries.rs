@@ -1,6 +1,6 @@
 //! The URL query: exact round trips, and bad or hostile values named without losing the rest.
 
-use peakplan_core::plan::{percent_encode, Plan, KEYS};
+use peakplan_core::plan::{percent_encode, ColorScheme, Plan, KEYS};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
@@ -37,7 +37,7 @@ fn links_write_their_keys_in_a_fixed_order() {
     );
     // Every one of those later keys away from its default (prompt tuning writes `vt`): all of them, in this order.
     let every = plan(
-        "embed=1&alloc=emptied&split=1&hold=16&qload=1&cpuoff=1&aoff=1&oib=1&peft=prompt&gsync=1&wrap=block\
+        "theme=dark&embed=1&alloc=emptied&split=1&hold=16&qload=1&cpuoff=1&aoff=1&oib=1&peft=prompt&gsync=1&wrap=block\
          &shard=fsdp2&moe=linear&ga=2",
     );
     let written: Vec<String> = every
@@ -51,9 +51,38 @@ fn links_write_their_keys_in_a_fixed_order() {
             "model", "method", "r", "targets", "dropout", "adtype", "b", "s", "ga", "gc", "attn",
             "loss", "chunk", "opt", "prec", "quant", "dq", "upcast", "qsave", "moe", "gpus",
             "zero", "shard", "wrap", "gsync", "gpu", "fw", "peft", "vt", "tt", "compile", "liger",
-            "oib", "aoff", "cpuoff", "qload", "hold", "split", "alloc", "embed",
+            "oib", "aoff", "cpuoff", "qload", "hold", "split", "alloc", "embed", "theme",
         ]
     );
+}
+
+#[test]
+fn the_theme_is_a_key_like_any_other() {
+    // Written only when chosen, so every earlier link stays as it was; a chosen one travels in the link.
+    for (q, written) in [
+        ("theme=auto", None),
+        ("theme=light", Some("theme=light")),
+        ("theme=dark&embed=1", Some("embed=1&theme=dark")),
+    ] {
+        let link = plan(q).to_query();
+        match written {
+            None => assert!(!link.contains("theme"), "{q}: {link}"),
+            Some(w) => assert!(link.ends_with(w), "{q}: {link}"),
+        }
+        assert_eq!(plan(&link), plan(q), "{q}: the link does not parse back");
+    }
+    // A bad value is named with the accepted ones, and the rest of the link is kept.
+    let p = Plan::parse_query("theme=sepia&s=4096");
+    assert_eq!(p.diagnostics.len(), 1);
+    assert_eq!(p.diagnostics[0].key, "theme");
+    assert!(
+        p.diagnostics[0]
+            .message
+            .contains("accepted: auto, light, dark"),
+        "{}",
+        p.diagnostics[0].message
+    );
+    assert_eq!((p.plan.seq_len, p.plan.theme), (4096, ColorScheme::Auto));
 }
 
 /// `tests/data/links.txt`: sampled plans, each given by a random half of its keys, and the link each writes.
