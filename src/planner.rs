@@ -97,6 +97,26 @@ pub fn short_change(label: &str) -> &str {
     label.split('(').next().unwrap_or(label).trim()
 }
 
+/// An advisor card's limits in words, each naming what it is at: `max_batch` is the largest micro-batch at the
+/// card's sequence length `seq_len`, `max_seq` the longest sequence at its micro-batch `micro_batch`.
+pub fn card_limits(
+    max_batch: Option<u64>,
+    max_seq: Option<u64>,
+    seq_len: u64,
+    micro_batch: u64,
+) -> String {
+    match (max_batch, max_seq) {
+        (Some(b), Some(q)) => format!("largest batch {b}, longest sequence {q}"),
+        (None, Some(q)) => {
+            format!("no batch fits at s={seq_len}; longest sequence at b={micro_batch}: {q}")
+        }
+        (Some(b), None) => {
+            format!("largest batch {b} at s={seq_len}; no sequence fits at b={micro_batch}")
+        }
+        (None, None) => format!("no batch fits at s={seq_len}, and no sequence at b={micro_batch}"),
+    }
+}
+
 /// What the "after" bar of an advisor card is called: its one change, or its first "+ N more".
 pub fn suggestion_name(s: &Suggestion) -> String {
     match s.changes.as_slice() {
@@ -146,6 +166,38 @@ impl Computed {
     /// Whether the selected plan fits the chosen GPU (as `nvidia-smi` would count it).
     pub fn fits(&self) -> bool {
         self.selected.device_bytes <= self.capacity_bytes
+    }
+}
+
+#[cfg(test)]
+mod card_tests {
+    use super::card_limits;
+
+    #[test]
+    fn a_cards_limits_name_the_batch_and_length_each_is_at() {
+        let check = |b: Option<u64>, q: Option<u64>, expect: &str| {
+            assert_eq!(card_limits(b, q, 4096, 4), expect);
+        };
+        check(
+            Some(8),
+            Some(9216),
+            "largest batch 8, longest sequence 9216",
+        );
+        check(
+            None,
+            Some(2304),
+            "no batch fits at s=4096; longest sequence at b=4: 2304",
+        );
+        check(
+            Some(2),
+            None,
+            "largest batch 2 at s=4096; no sequence fits at b=4",
+        );
+        check(
+            None,
+            None,
+            "no batch fits at s=4096, and no sequence at b=4",
+        );
     }
 }
 

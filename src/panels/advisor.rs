@@ -2,7 +2,7 @@
 
 use crate::browser;
 use crate::history::changed;
-use crate::planner::suggestion_name;
+use crate::planner::{card_limits, suggestion_name};
 use crate::state::{ctx, on_settled_plan, Pieces};
 use leptos::prelude::*;
 use peakplan_core::advise::{add_limits, advise_without_limits, Advice, Suggestion};
@@ -81,9 +81,7 @@ pub fn Advisor() -> impl IntoView {
             _ if !s.limits_known => {
                 "working out its largest batch and longest sequence…".to_string()
             }
-            (Some(b), Some(q)) => format!("largest batch {b}, longest sequence {q}"),
-            (None, Some(q)) => format!("no batch fits at this length; longest sequence {q}"),
-            _ => "nothing fits this GPU".to_string(),
+            _ => card_limits(s.max_batch, s.max_seq, s.plan.seq_len, s.plan.micro_batch),
         };
         // A card that lowers the peak but still does not fit says so first, in the warning colour.
         let nofit = s.fits == Some(false);
