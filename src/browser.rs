@@ -141,22 +141,23 @@ pub fn now_ms() -> f64 {
 
 /// Records one input-to-paint latency in `window.__peakplanTimings` for benchmarks (a plain JS array).
 pub fn record_timing(ms: f64) {
-    let Some(w) = window() else { return };
-    let key = wasm_bindgen::JsValue::from_str("__peakplanTimings");
-    let arr = match js_sys::Reflect::get(&w, &key)
-        .ok()
-        .and_then(|v| v.dyn_into::<js_sys::Array>().ok())
-    {
-        Some(a) => a,
-        None => {
-            let a = js_sys::Array::new();
-            let _ = js_sys::Reflect::set(&w, &key, &a);
-            a
-        }
-    };
-    if arr.length() < 100_000 {
+    if let Some(arr) = bench_array("__peakplanTimings").filter(|a| a.length() < 100_000) {
         arr.push(&wasm_bindgen::JsValue::from_f64(ms));
     }
+}
+
+/// The plain JS array `window[key]` that a benchmark reads back, made on first use.
+fn bench_array(key: &str) -> Option<js_sys::Array> {
+    let w = window()?;
+    let key = wasm_bindgen::JsValue::from_str(key);
+    let found = js_sys::Reflect::get(&w, &key)
+        .ok()
+        .and_then(|v| v.dyn_into::<js_sys::Array>().ok());
+    Some(found.unwrap_or_else(|| {
+        let a = js_sys::Array::new();
+        let _ = js_sys::Reflect::set(&w, &key, &a);
+        a
+    }))
 }
 
 /// A canvas that is in no document, to draw on without showing anything.
@@ -190,18 +191,8 @@ pub fn milestone(name: &'static str) {
 pub fn timed<T>(name: &'static str, work: impl FnOnce() -> T) -> T {
     let start = now_ms();
     let out = work();
-    let Some(w) = window() else { return out };
-    let key = wasm_bindgen::JsValue::from_str("__peakplanTasks");
-    let arr = match js_sys::Reflect::get(&w, &key)
-        .ok()
-        .and_then(|v| v.dyn_into::<js_sys::Array>().ok())
-    {
-        Some(a) => a,
-        None => {
-            let a = js_sys::Array::new();
-            let _ = js_sys::Reflect::set(&w, &key, &a);
-            a
-        }
+    let Some(arr) = bench_array("__peakplanTasks") else {
+        return out;
     };
     if arr.length() < 10_000 {
         let entry = js_sys::Array::of3(

@@ -2,32 +2,23 @@
 // Usage: node tests/e2e/bench.mjs DIST_DIR [native.json]   Prints a table of figures against the budgets.
 // A benchmark, not a test: it reports and never fails on a timing.
 import { createRequire } from 'node:module';
-import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
+import { serveSite } from './serve.mjs';
 import zlib from 'node:zlib';
 
 const require = createRequire(path.resolve('.tools/node_modules/x.js'));
 const { chromium } = require('playwright-core');
 const dist = path.resolve(process.argv[2] || 'dist');
 const native = process.argv[3] && fs.existsSync(process.argv[3]) ? JSON.parse(fs.readFileSync(process.argv[3], 'utf8')) : {};
-const SUB = '/peakplan/';
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.css': 'text/css', '.svg': 'image/svg+xml' };
 let gz = 0;
 for (const f of fs.readdirSync(dist)) {
   const p = path.join(dist, f);
   if (fs.statSync(p).isFile() && !f.startsWith('.')) gz += zlib.gzipSync(fs.readFileSync(p), { level: 9 }).length;
 }
 const requests = [];
-const server = http.createServer((req, res) => {
-  const url = new URL(req.url, 'http://x');
-  let p = path.join(dist, decodeURIComponent(url.pathname.slice(SUB.length)) || 'index.html');
-  if (!url.pathname.startsWith(SUB) || !fs.existsSync(p) || fs.statSync(p).isDirectory()) p = path.join(dist, 'index.html');
-  res.writeHead(200, { 'content-type': TYPES[path.extname(p)] || 'application/octet-stream' });
-  res.end(fs.readFileSync(p));
-});
-await new Promise(r => server.listen(0, '127.0.0.1', r));
-const base = `http://127.0.0.1:${server.address().port}${SUB}`;
+const server = await serveSite(dist);
+const base = server.base;
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true,
   args: ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run',
     '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader'] });

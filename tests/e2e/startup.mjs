@@ -5,25 +5,15 @@
 // the first estimate, the app mounted, the chart painted (`performance.mark` from the page, `browser::milestone`),
 // and the first figure in the DOM (`value-peak` with its bytes, seen by a MutationObserver from navigation on).
 import { createRequire } from 'node:module';
-import http from 'node:http';
-import fs from 'node:fs';
 import path from 'node:path';
+import { serveSite } from './serve.mjs';
 
 const require = createRequire(path.resolve('.tools/node_modules/x.js'));
 const { chromium } = require('playwright-core');
 const dist = path.resolve(process.argv[2] || 'dist');
 const runs = Number(process.argv[3] || 5);
-const SUB = '/peakplan/';
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.css': 'text/css', '.svg': 'image/svg+xml' };
-const server = http.createServer((req, res) => {
-  const url = new URL(req.url, 'http://x');
-  let p = path.join(dist, decodeURIComponent(url.pathname.slice(SUB.length)) || 'index.html');
-  if (!url.pathname.startsWith(SUB) || !fs.existsSync(p) || fs.statSync(p).isDirectory()) p = path.join(dist, 'index.html');
-  res.writeHead(200, { 'content-type': TYPES[path.extname(p)] || 'application/octet-stream' });
-  res.end(fs.readFileSync(p));
-});
-await new Promise(r => server.listen(0, '127.0.0.1', r));
-const base = `http://127.0.0.1:${server.address().port}${SUB}`;
+const server = await serveSite(dist);
+const base = server.base;
 // The flags of the contract's checks (WebGPU on SwiftShader), and a fresh browser each run: a first visit, with no
 // compiled wasm cached and the GPU process starting.
 const FLAGS = ['--no-sandbox', '--disable-quic', '--disable-background-networking', '--disable-component-update', '--disable-sync',

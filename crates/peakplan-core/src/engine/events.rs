@@ -112,8 +112,9 @@ pub(super) fn step_events(st: &Stages, max_events: usize) -> Option<StepEvents> 
     (!b.seq.over).then_some(StepEvents { setup, step })
 }
 
-/// Layers from which [`likely_events`] extrapolates instead of counting.
-const COUNTED_LAYERS: u64 = 64;
+/// Layers from which [`likely_events`] extrapolates instead of counting: no model built has half as many, so the
+/// two extra sequences are built only for configs far from any real one, off every real plan's path.
+const COUNTED_LAYERS: u64 = 1024;
 
 /// About how many events the plan's sequence holds, without building it: every layer makes the same events, so
 /// the sequences of the same stages cut into 4 and 8 layers tell what a layer adds. An estimate (a layer's parts
@@ -492,13 +493,7 @@ impl<'s, 'a> Builder<'s, 'a> {
     /// blocks, since only the first makes the held gradients and only the last reaches the timeline's moments),
     /// and the last with the optimizer step.
     fn step(&mut self) -> Vec<Run> {
-        let r = &self.st.resident;
-        // The steady state: the states the first step created are live.
-        self.seq.live = self
-            .seq
-            .live
-            .saturating_add(bytes(r.optimizer_states))
-            .saturating_add(bytes(r.master_weights));
+        self.steady_state();
         let plan = self.st.setup.plan;
         let ga = plan.grad_accumulation.max(1);
         let mut runs = Vec::with_capacity(3);
@@ -522,6 +517,16 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.optimizer_step();
         cut(&mut self.seq, 1);
         runs
+    }
+
+    /// The steady state a step starts from: the states the first step created are live.
+    fn steady_state(&mut self) {
+        let r = &self.st.resident;
+        self.seq.live = self
+            .seq
+            .live
+            .saturating_add(bytes(r.optimizer_states))
+            .saturating_add(bytes(r.master_weights));
     }
 
     /// The optimizer step: the gradients it reads (DeepSpeed has freed its 16-bit partition for an fp32 copy, one
@@ -831,12 +836,7 @@ mod tests {
         let mut b = Builder::new(st);
         b.setup();
         b.seq.events.clear();
-        let r = &st.resident;
-        b.seq.live = b
-            .seq
-            .live
-            .saturating_add(bytes(r.optimizer_states))
-            .saturating_add(bytes(r.master_weights));
+        b.steady_state();
         let ga = st.setup.plan.grad_accumulation;
         let mut all = Vec::new();
         for k in 0..ga {
