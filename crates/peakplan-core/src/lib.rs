@@ -7,6 +7,7 @@
 pub mod advise;
 pub mod allocator;
 pub mod arch;
+pub mod decimal;
 pub mod engine;
 pub mod gpu_choice;
 pub mod hf;

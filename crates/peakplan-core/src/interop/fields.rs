@@ -221,7 +221,7 @@ impl Reader {
     pub(super) fn float(&mut self, field: &str, v: &Value) -> Option<f64> {
         let f = match v {
             Value::Number(n) => n.as_f64(),
-            Value::String(s) => s.trim().parse::<f64>().ok(),
+            Value::String(s) => crate::decimal::parse_f64(s.trim()),
             Value::Null => return None,
             _ => None,
         };

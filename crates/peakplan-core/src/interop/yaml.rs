@@ -630,7 +630,8 @@ fn plain_scalar(s: &str) -> Value {
         if let Ok(n) = s.parse::<i64>() {
             return Value::Number(n.into());
         }
-        if let Ok(f) = s.parse::<f64>() {
+        // The core's reader, not `str::parse` (same values; see `crate::decimal`).
+        if let Some(f) = crate::decimal::parse_f64(s) {
             if let Some(n) = Number::from_f64(f) {
                 return Value::Number(n);
             }
