@@ -609,15 +609,16 @@ fn timeline_shapes(estimate: &Estimate, theme: &Theme, w: i32, h: i32) -> Shapes
     if bottom - top < 10 {
         return shapes;
     }
-    let max = Phase::ALL
+    let phases: Vec<Phase> = estimate.phases_run().collect();
+    let max = phases
         .iter()
         .map(|p| estimate.phase(*p).total())
         .max()
         .unwrap_or(0)
         .max(1) as f64;
     let y_of = |b: u64| bottom - ((b as f64 / max) * (bottom - top) as f64).round() as i32;
-    let slot = (right - left) / 4;
-    for (i, p) in Phase::ALL.iter().enumerate() {
+    let slot = (right - left) / phases.len().max(1) as i32;
+    for (i, p) in phases.iter().enumerate() {
         let m = estimate.phase(*p);
         let x0 = left + slot * i as i32 + slot / 8;
         let x1 = x0 + slot * 3 / 4;

@@ -14,7 +14,7 @@ use peakplan_core::text::{clean, quote};
 use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::{
     estimate, estimate_each_method, import_config, preset_arch, presets, solve, Architecture,
-    Category, GpuId, Kind, ModelId, Phase, Plan,
+    Category, GpuId, Kind, ModelId, Plan,
 };
 use serde_json::{json, Value};
 use std::io::Write;
@@ -332,10 +332,10 @@ fn report(arch: &Architecture, plan: &Plan) -> Value {
         .iter()
         .map(|k| json!({"key": k.key(), "label": k.label(), "category": k.category().key(), "bytes": e.component(*k), "formula": k.formula()}))
         .collect();
-    let phases: serde_json::Map<String, Value> = Phase::ALL
-        .iter()
+    let phases: serde_json::Map<String, Value> = e
+        .phases_run()
         .map(|p| {
-            let m = e.phase(*p);
+            let m = e.phase(p);
             (format!("{p:?}").to_lowercase(), json!({"total_bytes": m.total(), "weights_bytes": m.weights, "gradients_bytes": m.gradients, "optimizer_bytes": m.optimizer, "activations_bytes": m.activations, "other_bytes": m.other}))
         })
         .collect();
@@ -405,7 +405,7 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         ));
     }
     out.push('\n');
-    for p in Phase::ALL {
+    for p in e.phases_run() {
         let mark = if p == e.peak_phase { "  <- peak" } else { "" };
         out.push_str(&format!(
             "{:<40} {:>12}{mark}\n",

@@ -53,7 +53,7 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
     // Eager attention with a padding-capable mask builds one 4D causal mask per forward (a runtime's own
     // attention kernel takes none).
     let mask = if plan.attn == Attn::Eager && !s.profile.own_attention_kernel {
-        s.d.compute * plan.micro_batch as Count * positions(plan) * key_positions(plan)
+        s.d.compute * s.sequences * positions(plan) * key_positions(plan)
     } else {
         0.0
     };
@@ -201,15 +201,17 @@ fn weight_copies(s: &Setup, resident: &Resident, head_trainable: bool) -> Weight
     // The head is an fp32 weight under autocast whenever the unquantized weights are (LoRA's fp32 base, upcast
     // QLoRA), unless FSDP gathers it already cast or litgpt quantized it.
     let fp32_frozen_head = d.amp && d.weight == 4.0 && !d.sharded_cast && !s.head_quantized;
-    let head = if fp32_frozen_head && !head_trainable && plan.loss == Loss::Standard {
-        let chunks = match s.profile.head_chunk_tokens {
-            Some(tokens) => ceil_div(positions(plan), tokens as Count),
-            None => 1.0,
+    // TRL's log-probability head (a preference task) casts a vocabulary chunk at a time and keeps none.
+    let head =
+        if fp32_frozen_head && !head_trainable && plan.loss == Loss::Standard && s.scored == 0.0 {
+            let chunks = match s.profile.head_chunk_tokens {
+                Some(tokens) => ceil_div(positions(plan), tokens as Count),
+                None => 1.0,
+            };
+            chunks * d.compute * arch.vocab as Count * s.hidden
+        } else {
+            0.0
         };
-        chunks * d.compute * arch.vocab as Count * s.hidden
-    } else {
-        0.0
-    };
     WeightCopies {
         per_layer,
         head,

@@ -42,6 +42,7 @@ use std::collections::HashMap;
 
 use super::count::Count;
 use super::saved::MAX_TENSORS;
+use super::Phase;
 use super::{runs, split_slice, stages, Runs, Stages};
 use crate::allocator::{Event, Run, TagHash, SMALL_SIZE_BYTES};
 use crate::arch::Architecture;
@@ -183,6 +184,8 @@ enum Tag {
     HeldGrads = 36,
     EndGrads = 37,
     Rounding = 38,
+    ReferenceWeights = 39,
+    ReferencePass = 40,
 }
 
 /// The tag of `kind`'s block `index`.
@@ -455,6 +458,11 @@ impl<'s, 'a> Builder<'s, 'a> {
                 .alloc(tag(Tag::LoadTransient, 0), bytes(w.load_transient));
             self.seq.free(tag(Tag::LoadTransient, 0));
         }
+        // A preference task's reference copy, loaded after the policy.
+        self.seq.alloc(
+            tag(Tag::ReferenceWeights, 0),
+            bytes(self.st.reference.weights),
+        );
     }
 
     /// The optimizer's states, as the steady-state step finds them. A torch optimizer keeps them per parameter,
@@ -533,7 +541,7 @@ impl<'s, 'a> Builder<'s, 'a> {
     /// of the step's temporaries), its states, made at the first step, and its temporaries; then zero_grad and
     /// the loop's held output let go.
     fn optimizer_step(&mut self) {
-        let opt = self.st.timeline.phases[3];
+        let opt = self.st.timeline.phases[Phase::Optimizer as usize];
         self.grads_to(opt[1]);
         if !self.st.setup.plan.optimizer_in_backward {
             self.states();
@@ -682,7 +690,21 @@ impl<'s, 'a> Builder<'s, 'a> {
         // The engine's end of forward counts a running matmul's buffers.
         self.buffers(true);
         if last {
-            self.seq.moment(total(&t.phases[1]));
+            self.seq.moment(total(&t.phases[Phase::Forward as usize]));
+        }
+        // A preference task's reference forward, with what the end of forward holds.
+        let reference = &st.reference;
+        if reference.pass > 0.0 {
+            let blocks = blocks_of(reference.pass, reference.block);
+            for (i, b) in blocks.iter().enumerate() {
+                self.seq.alloc(tag(Tag::ReferencePass, i as u64), *b);
+            }
+            if last {
+                self.seq.moment(total(&t.phases[Phase::Reference as usize]));
+            }
+            for i in 0..blocks.len() {
+                self.seq.free(tag(Tag::ReferencePass, i as u64));
+            }
         }
         self.buffers(false);
     }

@@ -26,21 +26,30 @@ pub(super) struct Logits {
 pub(super) fn logits(s: &Setup) -> Logits {
     let (arch, plan, d, n, v) = (s.arch, s.plan, s.d, s.tokens, s.vocab);
     let (forward, backward, block) = loss_memory(s);
+    // TRL's preference trainers call the model with `use_cache=False` and their own head, which softcaps inside
+    // its tiles, returns no logits and takes no LoRA on the head apart: none of what follows applies.
+    let sft = s.scored == 0.0;
     // Gemma 2 softcaps the logits before the loss: under transformers (traced on CPU) the tanh output waits for
     // backward beside them. litgpt's chunked head and torchtune's losses are not traced; they stay as they were.
-    let softcap =
-        if arch.final_logit_softcap && plan.loss == Loss::Standard && s.profile.softcap_output_kept
-        {
-            d.compute * n * v
-        } else {
-            0.0
-        };
+    let softcap = if sft
+        && arch.final_logit_softcap
+        && plan.loss == Loss::Standard
+        && s.profile.softcap_output_kept
+    {
+        d.compute * n * v
+    } else {
+        0.0
+    };
     let (forward, backward) = (forward + softcap, backward + softcap);
-    let forward = forward.max(head_lora_forward(s));
+    let forward = if sft {
+        forward.max(head_lora_forward(s))
+    } else {
+        forward
+    };
     // A loop that keeps the model's output until after the optimizer step holds the returned logits through
     // backward and the step: fsdp_qlora's `output`, and torchtune's recipes before they learned to `del logits`
     // (mid-2024). litgpt's profile keeps its logits already; chunked and fused losses return none.
-    let held_logits = if plan.loss == Loss::Standard && s.profile.loop_may_hold_logits {
+    let held_logits = if sft && plan.loss == Loss::Standard && s.profile.loop_may_hold_logits {
         plan.hold_logits_bits as Count / 8.0 * n * v
     } else {
         0.0
@@ -51,7 +60,8 @@ pub(super) fn logits(s: &Setup) -> Logits {
     // head-expanded copies (grouped-query attention under SDPA or eager) the cache's tensors are extra; flash
     // kernels keep the grouped ones themselves. The cache goes when the loop drops the output: before backward
     // under the Trainer, after the step in loops that keep it (`hold`).
-    let kv_cache = if s.profile.returns_kv_cache
+    let kv_cache = if sft
+        && s.profile.returns_kv_cache
         && !plan.grad_checkpointing
         && plan.attn != Attn::Flash
         && arch.kv_dim() < arch.q_dim()
@@ -83,6 +93,10 @@ pub(super) fn logits(s: &Setup) -> Logits {
 /// profile computes the plan's loss.
 fn loss_memory(s: &Setup) -> (Count, Count, Count) {
     let (plan, d, n, v) = (s.plan, s.d, s.tokens, s.vocab);
+    if s.scored > 0.0 {
+        let head = LogProbHead::of(s);
+        return (head.kept, head.kept + head.backward, head.tile);
+    }
     match plan.loss {
         Loss::Standard => standard_loss(s),
         Loss::Kernel if s.profile.kernel_loss == KernelLoss::Standard => standard_loss(s),
@@ -246,4 +260,50 @@ fn webgpu_chunked_loss(s: &Setup) -> (Count, Count, Count) {
         8.0 * n * h + 8.0 * chunk + 4.0 * n,
         4.0 * chunk,
     )
+}
+
+/// Rows and columns of the tiles TRL's fused log-probability head computes its logits in
+/// (`trl/kernels/chunked_logprob.py`: `TOKEN_CHUNK_SIZE`, and `_CHUNKED_LOGPROB_CHUNK_SIZE` in
+/// `trl/trainer/utils.py`): the buffer is allocated this wide whatever the vocabulary.
+const LOGPROB_TILE_TOKENS: Count = 4096.0;
+const LOGPROB_TILE_COLUMNS: Count = 32768.0;
+
+/// A preference task's loss under TRL (1.x, `add_fused_lm_head`): the model is called with
+/// `fused_lm_head=True` and returns per-token log-probabilities of the labelled (completion) positions only,
+/// computed tile by tile without the logits. Traced on CPU through `DPOTrainer` and `KTOTrainer`
+/// (`tools/trace/pref_step.py`, with CUDA's kernels' memory: the Triton folds allocate nothing).
+pub(super) struct LogProbHead {
+    /// Kept from the head's forward to its backward: the scored positions' hidden states (a copy, made by
+    /// indexing with the label mask), their int64 labels, and fp32 log-sum-exp, log-probabilities and entropy.
+    pub kept: Count,
+    /// The one logits tile buffer, `min(scored, 4096) x 32768` in the compute dtype, in forward and backward.
+    pub tile: Count,
+    /// Backward's buffers beside the kept ones: the tile, the hidden states' gradient accumulated in fp32 and its
+    /// compute-dtype copy returned.
+    pub backward: Count,
+    /// A trainable head's weight gradient accumulated in fp32 beside them (its compute-dtype copy becomes the
+    /// head's `.grad`); 0 for an adapter plan.
+    pub head_grad_fp32: Count,
+}
+
+impl LogProbHead {
+    pub(super) fn of(s: &Setup) -> LogProbHead {
+        LogProbHead::of_scored(s, s.scored)
+    }
+
+    /// The head over `nc` scored positions (a reference pass scores its own batch).
+    pub(super) fn of_scored(s: &Setup, nc: Count) -> LogProbHead {
+        let (c, h) = (s.d.compute, s.hidden);
+        let tile = c * nc.min(LOGPROB_TILE_TOKENS) * LOGPROB_TILE_COLUMNS;
+        LogProbHead {
+            kept: nc * (c * h + 8.0 + 3.0 * 4.0),
+            tile,
+            backward: tile + (4.0 + c) * nc * h,
+            head_grad_fp32: if s.plan.method == Method::Full {
+                4.0 * s.vocab * h
+            } else {
+                0.0
+            },
+        }
+    }
 }

@@ -13,6 +13,7 @@ mod activations;
 mod count;
 mod events;
 mod logits;
+mod reference;
 mod reserved;
 mod resident;
 mod result;
@@ -126,11 +127,12 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
         acts,
         logits,
         work,
-        sharded,
+        sharded: _,
+        reference,
         timeline,
     } = &st;
     let transients = Transients {
-        loss_block: logits.block,
+        loss_block: logits.block.max(reference.block),
         buffers: work.dequant_buffer + work.peft_buffers,
         load: work.load_transient,
         scores: acts.layer.scores,
@@ -158,7 +160,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
             rule,
         ),
     };
-    let components = components(resident, acts, logits, work, sharded, &reserved);
+    let components = components(&st, &reserved);
 
     let mut saturated = false;
     let to_phase = |a: timeline::Live, sat: &mut bool| PhaseMemory {
@@ -189,6 +191,7 @@ struct Stages<'a> {
     logits: logits::Logits,
     work: working::Working,
     sharded: sharding::Sharded,
+    reference: reference::Reference,
     timeline: timeline::Timeline,
 }
 
@@ -201,7 +204,8 @@ fn stages<'a>(arch: &'a Architecture, plan: &'a Plan) -> Stages<'a> {
     let logits = logits::logits(s);
     let work = working::working(s, &resident, &acts);
     let sharded = sharding::sharded(s, &resident);
-    let timeline = timeline::timeline(s, &resident, &acts, &logits, &work, &sharded);
+    let reference = reference::reference(s, &resident);
+    let timeline = timeline::timeline(s, &resident, &acts, &logits, &work, &sharded, &reference);
     Stages {
         setup,
         resident,
@@ -209,19 +213,28 @@ fn stages<'a>(arch: &'a Architecture, plan: &'a Plan) -> Stages<'a> {
         logits,
         work,
         sharded,
+        reference,
         timeline,
     }
 }
 
 /// Each component at its largest, indexed like [`Kind::ALL`].
-fn components(
-    r: &resident::Resident,
-    a: &activations::Activations,
-    l: &logits::Logits,
-    w: &working::Working,
-    sh: &sharding::Sharded,
-    reserved: &reserved::Reserved,
-) -> [Count; Kind::COUNT] {
+fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT] {
+    let (r, a, l, w, sh) = (&st.resident, &st.acts, &st.logits, &st.work, &st.sharded);
+    // A paired preference task's batch is its chosen and rejected halves: the rejected half's share of what the
+    // layers keep is its own component.
+    let kept_share = if st.setup.plan.task.paired() {
+        0.5
+    } else {
+        1.0
+    };
+    // A preference task's loss is TRL's log-probability head (at its largest in the head's backward, where a
+    // trainable head's fp32 gradient joins it), not logits.
+    let (logits, log_probs) = if st.setup.scored > 0.0 {
+        (0.0, l.backward.max(st.timeline.head.logits))
+    } else {
+        (l.forward.max(l.backward), 0.0)
+    };
     let mut c = [0.0; Kind::COUNT];
     for (kind, bytes) in [
         (Kind::BaseWeights, r.base_weights),
@@ -230,14 +243,14 @@ fn components(
         (Kind::Gradients, r.gradients),
         (Kind::OptimizerStates, r.optimizer_states),
         (Kind::MasterWeights, r.master_weights),
-        (Kind::SavedActivations, a.saved),
-        (Kind::AttentionScores, a.scores),
-        (Kind::Checkpoints, a.checkpoints),
+        (Kind::SavedActivations, a.saved * kept_share),
+        (Kind::AttentionScores, a.scores * kept_share),
+        (Kind::Checkpoints, a.checkpoints * kept_share),
         // The head's backward runs first, so its copies are gone before backward reaches the layers.
         (Kind::WeightCopies, a.layer_weight_copies + a.head_copies),
         (Kind::KvCache, l.kv_cache),
         (Kind::PreviousInputs, a.previous_inputs),
-        (Kind::Logits, l.forward.max(l.backward)),
+        (Kind::Logits, logits),
         (Kind::BackwardWork, w.backward_work),
         (Kind::DequantBuffer, w.dequant_buffer),
         (Kind::InputBuffers, r.input_buffers),
@@ -253,6 +266,13 @@ fn components(
         (Kind::AllocatorSlack, reserved.allocator_slack),
         (Kind::CudaContext, CUDA_CONTEXT_BYTES as Count),
         (Kind::PagedStates, r.paged_states),
+        (Kind::ReferenceWeights, st.reference.weights),
+        (Kind::ReferencePass, st.reference.pass),
+        (
+            Kind::PairedBatch,
+            (a.saved + a.scores + a.checkpoints) * (1.0 - kept_share),
+        ),
+        (Kind::LogProbs, log_probs),
     ] {
         c[kind as usize] = bytes;
     }

@@ -50,6 +50,9 @@ pub enum Phase {
     Load,
     /// End of forward: saved activations and the loss's logits.
     Forward,
+    /// A preference task's reference forward (DPO, KTO), run without gradients between the policy's forward and
+    /// its backward; all zeros for a plan without one.
+    Reference,
     /// The largest moment of backward.
     Backward,
     /// The optimizer step: all gradients plus the update's temporaries.
@@ -57,9 +60,10 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 4] = [
+    pub const ALL: [Phase; 5] = [
         Phase::Load,
         Phase::Forward,
+        Phase::Reference,
         Phase::Backward,
         Phase::Optimizer,
     ];
@@ -67,6 +71,7 @@ impl Phase {
         match self {
             Phase::Load => "loaded",
             Phase::Forward => "end of forward",
+            Phase::Reference => "reference pass",
             Phase::Backward => "backward",
             Phase::Optimizer => "optimizer step",
         }
@@ -143,6 +148,14 @@ components! {
         "CUDA context, cuBLAS workspace and loaded kernels: about 0.5 GiB, seen by nvidia-smi but not by torch";
     PagedStates => "paged_states", Other, "Paged optimizer states",
         "paged optimizers allocate states in unified memory: not counted by torch's allocator, resident on the GPU while it has room";
+    ReferenceWeights => "reference_weights", Weights, "Reference model weights",
+        "a preference task's reference under full fine-tuning (ref=model): a second copy of the model, loaded in the policy's dtype and quantization; none when the reference is the base with its adapters switched off or when its log-probabilities are precomputed";
+    ReferencePass => "reference_pass", Activations, "Reference forward",
+        "DPO and KTO run the reference without gradients after the policy's forward, beside everything the policy keeps for backward: at its largest a decoder layer's MLP (residual, normalized input, activation, up projection and their product) or the log-probability head (final hidden states, the scored positions' copy, one logits tile, fp32 statistics)";
+    PairedBatch => "paired_batch", Activations, "Rejected sequences' activations",
+        "DPO runs each prompt's chosen and rejected sequences as one batch of 2 x b: what the rejected half keeps for backward (its share of the saved activations, scores and checkpoints)";
+    LogProbs => "log_probs", Activations, "Log-probability head",
+        "TRL's preference trainers score only the completion tokens, in tiles of min(tokens, 4096) x 32768 16-bit logits that are never kept: a copy of the scored hidden states and fp32 statistics wait for backward, which adds their gradient in fp32 and its 16-bit copy (a trainable head also its fp32 weight gradient)";
 }
 
 /// Memory of one phase, by category.
@@ -182,7 +195,7 @@ pub struct Estimate {
     /// Bytes of each component at its largest during the step, indexed like [`Kind::ALL`].
     pub components: [u64; Kind::COUNT],
     /// Live bytes by category at each phase, indexed like [`Phase::ALL`].
-    pub phases: [PhaseMemory; 4],
+    pub phases: [PhaseMemory; 5],
     pub peak_phase: Phase,
     /// What `torch.cuda.max_memory_allocated()` would report.
     pub peak_allocated_bytes: u64,
@@ -209,6 +222,12 @@ impl Estimate {
     }
     pub fn phase(&self, p: Phase) -> &PhaseMemory {
         &self.phases[p as usize]
+    }
+    /// The phases the step runs, in order: every one but a reference pass the plan has not got.
+    pub fn phases_run(&self) -> impl Iterator<Item = Phase> + '_ {
+        Phase::ALL
+            .into_iter()
+            .filter(|p| *p != Phase::Reference || self.phase(*p).total() > 0)
     }
     /// Device bytes without the allocator's cache: the allocated peak, the CUDA context and paged states. No
     /// replay reserves less than it allocates, so no card below this holds the plan (a search's first screen).

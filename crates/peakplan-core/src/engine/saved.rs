@@ -86,6 +86,8 @@ struct Layer<'a> {
     linears: &'a [Linear],
     /// Token positions of the micro-batch.
     n: Count,
+    /// Sequences of the micro-batch.
+    sequences: Count,
     h: Count,
     q: Count,
     kv: Count,
@@ -158,6 +160,7 @@ pub(super) fn layer_saved(s: &Setup, plan: &Plan, input_frozen: bool) -> LayerSa
         d,
         linears: &s.linears,
         n: s.tokens,
+        sequences: s.sequences,
         h: arch.hidden as Count,
         q: arch.q_dim() as Count,
         kv: arch.kv_dim() as Count,
@@ -244,6 +247,11 @@ fn norms(l: &Layer, kept: &mut Kept) {
         norms
     };
     for i in 0..norms as u64 {
+        // The first norm reads the layer's input: where that needs no gradient and the norm trains nothing,
+        // autograd records nothing of it (where the profile's traces show so).
+        if i == 0 && l.input_frozen && product == 0.0 && l.profile.first_norm_spared {
+            continue;
+        }
         if (i as Count) < inputs_kept {
             kept.add(norm_input);
         }
@@ -535,7 +543,7 @@ fn attention(l: &Layer, kept: &mut Kept) -> Count {
         q
     };
     // Prefix tuning's virtual keys and values are concatenated in front of each layer's own, and kept with them.
-    let b = plan.micro_batch as Count;
+    let b = l.sequences;
     kept.add(c * n * q);
     kept.add_each(2.0, c * kv_width * (n + b * prefix_tokens(plan)));
     // Under transformers, v sliced out of a fused projection reaches attention as a view unless repeat_kv copies

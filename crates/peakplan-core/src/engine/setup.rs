@@ -4,7 +4,7 @@
 
 use super::count::{ceil_div, Count};
 use crate::arch::{Architecture, Linear, Linears, Target};
-use crate::plan::{Method, Peft, Plan, Precision, Quant, Shard, Sharding};
+use crate::plan::{Method, Peft, Plan, Precision, Quant, Shard, Sharding, Task};
 use crate::profile::Profile;
 
 /// Bytes of one element of each kind of tensor a plan keeps, and related dtype facts.
@@ -133,8 +133,14 @@ pub(super) struct Setup<'a> {
     pub fsdp: bool,
     /// The sharding the plan runs, `auto` resolved for its framework.
     pub sharding: Sharding,
-    /// Token positions of one micro-batch (`n`): batch x positions.
+    /// Sequences the policy runs per micro-batch: the batch, doubled for a paired preference task (each
+    /// prompt's chosen and rejected sequences in one batch, as TRL's trainers concatenate them).
+    pub sequences: Count,
+    /// Token positions of one micro-batch (`n`): sequences x positions.
     pub tokens: Count,
+    /// The positions a preference task's log-probability head scores in a micro-batch: every sequence's
+    /// completion tokens (the prompt's are masked out); 0 for supervised fine-tuning.
+    pub scored: Count,
     pub hidden: Count,
     pub vocab: Count,
     /// Experts each token is routed to (1 for a dense model).
@@ -164,7 +170,13 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
         zero,
         fsdp,
         sharding,
-        tokens: plan.micro_batch as Count * positions(plan),
+        sequences: sequences(plan),
+        tokens: sequences(plan) * positions(plan),
+        scored: if plan.task == Task::Sft {
+            0.0
+        } else {
+            sequences(plan) * plan.completion_tokens() as Count
+        },
         hidden: arch.hidden as Count,
         vocab: arch.vocab as Count,
         k_route: if arch.experts > 1 {
@@ -276,6 +288,12 @@ fn virtual_tokens_of(plan: &Plan, kind: Peft) -> Count {
     } else {
         0.0
     }
+}
+
+/// Sequences the policy runs per micro-batch ([`Setup::sequences`]).
+pub(super) fn sequences(plan: &Plan) -> Count {
+    let pairs = if plan.task.paired() { 2.0 } else { 1.0 };
+    pairs * plan.micro_batch as Count
 }
 
 /// Positions each sequence runs through the model: prompt tuning prepends its virtual tokens.

@@ -5,7 +5,8 @@
 
 use super::activations::Activations;
 use super::count::Count;
-use super::logits::Logits;
+use super::logits::{LogProbHead, Logits};
+use super::reference::Reference;
 use super::resident::Resident;
 use super::setup::Setup;
 use super::sharding::Sharded;
@@ -18,7 +19,8 @@ pub(super) type Live = [Count; 5];
 
 /// The four phases' live bytes, and the peak.
 pub(super) struct Timeline {
-    pub phases: [Live; 4],
+    /// Indexed like [`crate::engine::Phase::ALL`]: loaded, end of forward, reference pass, backward, step.
+    pub phases: [Live; 5],
     /// Backward's moments in order (the loss's backward, the head's, the layers', the end); the largest is the
     /// backward phase. The head's is all zeros where no head gradient is live there.
     pub backward_moments: [Live; 4],
@@ -57,10 +59,11 @@ pub(super) fn timeline(
     l: &Logits,
     w: &Working,
     sh: &Sharded,
+    reference: &Reference,
 ) -> Timeline {
     let kept_in_layers = a.saved + a.layer_weight_copies + a.scores + a.checkpoints;
     let held = Held {
-        weights: r.base_weights + r.quant_constants + r.adapter_weights,
+        weights: r.base_weights + r.quant_constants + r.adapter_weights + reference.weights,
         optimizer: r.optimizer_states + r.master_weights,
         other: w.ddp_buckets + r.input_buffers,
         // With accumulation, the gradients summed so far stay through each later micro-batch's forward and
@@ -85,6 +88,15 @@ pub(super) fn timeline(
         held.kept_to_head + l.forward + a.previous_inputs + l.kv_cache,
         held.other + held.buffers,
     ];
+    // The reference forward runs with everything the end of forward holds (a running matmul's buffers too: a
+    // quantized base dequantizes for the reference as for the policy).
+    let reference_pass = if reference.pass > 0.0 {
+        let mut m = fwd;
+        m[3] += reference.pass;
+        m
+    } else {
+        [0.0; 5]
+    };
     let (bwd, backward_moments, step_in_bwd, step_temps_in_bwd) =
         backward(s, r, l, w, sh, &held, &head);
     // DeepSpeed frees this GPU's 16-bit gradient partition once its fp32 copy (a step temporary) is made.
@@ -100,7 +112,7 @@ pub(super) fn timeline(
         l.held_output,
         held.other + r.optimizer_temps,
     ];
-    let phases = [load, fwd, bwd, opt];
+    let phases = [load, fwd, reference_pass, bwd, opt];
     let (mut peak_phase, mut peak) = (0, 0.0);
     for (i, total) in phases.map(|a| a.iter().sum::<Count>()).iter().enumerate() {
         if *total >= peak {
@@ -247,6 +259,12 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
         plan.loss == Loss::Chunked && s.profile.chunked_loss == ChunkedLoss::EightChunksKept;
     let (logits, grads_live) = match plan.loss {
         _ if head_grad == 0.0 => (0.0, 0.0),
+        // TRL's log-probability head: its backward accumulates the head's gradient in fp32 beside its own
+        // buffers, and returns it in the weights' dtype.
+        _ if s.scored > 0.0 => {
+            let lp = LogProbHead::of(s);
+            (lp.kept + lp.backward + lp.head_grad_fp32, head_grad)
+        }
         _ if chunked_head => {
             let all = s.d.compute * n * v;
             if all + head_grad >= all * 6.0 / 8.0 + 3.0 * head_grad {
@@ -277,7 +295,7 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
     HeadBackward {
         // Liger's fused linear cross-entropy accumulates the head's weight gradient chunk by chunk during the
         // loss's forward, so it exists from the loss on.
-        fused_grad: if plan.loss == Loss::Fused {
+        fused_grad: if plan.loss == Loss::Fused && s.scored == 0.0 {
             head_grad
         } else {
             0.0

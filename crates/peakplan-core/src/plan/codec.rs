@@ -103,6 +103,23 @@ impl Codec<bool> for Flag {
     }
 }
 
+/// A whole number from the first bound to the second, both included, or `auto` (`None`: the engine's default).
+pub(super) struct UintOrAuto(pub u64, pub u64);
+
+impl Codec<Option<u64>> for UintOrAuto {
+    fn parse(&self, key: &str, v: &str) -> Result<Option<u64>, String> {
+        if v == "auto" {
+            return Ok(None);
+        }
+        parse_uint(key, v, self.0, self.1)
+            .map(Some)
+            .map_err(|message| format!("{message}, or auto"))
+    }
+    fn write(&self, value: &Option<u64>) -> String {
+        value.map_or_else(|| "auto".into(), |n| n.to_string())
+    }
+}
+
 /// A whole number from the first bound to the second, both included.
 pub(super) struct Uint(pub u64, pub u64);
 
@@ -159,9 +176,8 @@ pub(super) struct Fraction;
 
 impl Codec<f64> for Fraction {
     fn parse(&self, key: &str, v: &str) -> Result<f64, String> {
-        let p: f64 = v
-            .parse()
-            .map_err(|_| format!("{key}={} is not a number; accepted: 0 to below 1", quote(v)))?;
+        let p = crate::decimal::parse_f64(v)
+            .ok_or_else(|| format!("{key}={} is not a number; accepted: 0 to below 1", quote(v)))?;
         if !(p.is_finite() && (0.0..1.0).contains(&p)) {
             return Err(format!(
                 "{key}={} is out of range; accepted: 0 to below 1",

@@ -4,7 +4,7 @@
 //! are generated from it. A new key is one row here (and its field in [`Plan`], when the field is new).
 
 use super::codec::{
-    Codec, Flag, Fraction, Gpu, LogitBits, Model, TargetList, Tokens, Uint, Word,
+    Codec, Flag, Fraction, Gpu, LogitBits, Model, TargetList, Tokens, Uint, UintOrAuto, Word,
     Written::{self, *},
 };
 use super::*;
@@ -118,6 +118,9 @@ plan_keys! {
     "hold"    => hold_logits_bits      = 0,                        LogitBits,                       NonDefault;
     "split"   => split_layers          = false,                    Flag,                            NonDefault;
     "alloc"   => allocator             = Alloc::Cached,            Word,                            NonDefault;
+    "task"    => task                  = Task::Sft,                Word,                            NonDefault;
+    "ref"     => reference             = Reference::Auto,          Word,                            NonDefault;
+    "prompt"  => prompt_tokens         = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;
     "embed"   => embed                 = false,                    Flag,                            NonDefault;
     "theme"   => theme                 = ColorScheme::Auto,        Word,                            NonDefault;
     not keys:

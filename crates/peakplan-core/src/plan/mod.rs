@@ -82,6 +82,12 @@ pub struct Plan {
     pub split_layers: bool,
     /// The caching allocator's state at the peak step (reserved against allocated).
     pub allocator: Alloc,
+    /// The training task (supervised, or a preference objective of TRL's trainers).
+    pub task: Task,
+    /// Where a preference task's reference log-probabilities come from ([`Plan::reference`] resolves `auto`).
+    pub reference: Reference,
+    /// Prompt tokens of each sequence of a preference task (`None`: half of `s`); the completions fill the rest.
+    pub prompt_tokens: Option<u64>,
     /// The chart alone with a one-line caption, for `<iframe>` embedding (the page only).
     pub embed: bool,
     /// Light or dark colours, or the reader's own scheme (the page and the SVG only; no estimate reads it).
@@ -162,6 +168,31 @@ impl Plan {
             .filter(|_| self.method == Method::Qlora)
     }
 
+    /// Prompt tokens of each sequence of a preference task: `prompt`, or half of `s` for `auto` (TRL's defaults
+    /// were 512 of 1,024); always at least one completion token is left.
+    pub fn prompt_tokens(&self) -> u64 {
+        self.prompt_tokens
+            .unwrap_or(self.seq_len / 2)
+            .min(self.seq_len.saturating_sub(1))
+    }
+
+    /// Completion tokens of each sequence of a preference task (`s` less the prompt).
+    pub fn completion_tokens(&self) -> u64 {
+        self.seq_len - self.prompt_tokens()
+    }
+
+    /// Where the plan's reference log-probabilities come from, `auto` resolved as TRL resolves it: none for a
+    /// task without a reference, the base with its adapters switched off under PEFT, a second copy of the model
+    /// under full fine-tuning.
+    pub fn reference_source(&self) -> Reference {
+        match self.reference {
+            _ if !self.task.has_reference() => Reference::None,
+            Reference::Auto if self.method == Method::Full => Reference::Model,
+            Reference::Auto => Reference::AdaptersOff,
+            other => other,
+        }
+    }
+
     /// The whole plan as a query string (without `?`); `embed` and `theme` only when set. Parses back to an equal plan.
     pub fn to_query(&self) -> String {
         KEYS.iter()
@@ -232,6 +263,13 @@ impl Plan {
                 message,
             });
         }
+        for (key, message) in plan.check_between_keys() {
+            applied.retain(|k| *k != key);
+            said.say(&message, |message| Diagnostic {
+                key: key.into(),
+                message,
+            });
+        }
         let (mut diagnostics, more) = said.into_parts();
         if more > 0 {
             diagnostics.push(Diagnostic {
@@ -240,6 +278,61 @@ impl Plan {
             });
         }
         (Parsed { plan, diagnostics }, applied)
+    }
+}
+
+impl Plan {
+    /// The rules between keys, checked once every key is read (so their order in a query does not matter): a
+    /// key that breaks one goes back to its default (which never does) and its message is returned.
+    fn check_between_keys(&mut self) -> Vec<(&'static str, String)> {
+        let mut said = Vec::new();
+        if self.task != Task::Sft && self.framework != Framework::Hf {
+            said.push((
+                "task",
+                format!(
+                    "task={} is planned as TRL's trainers run it, over transformers (fw=hf), not fw={}",
+                    self.task.key(),
+                    self.framework.key()
+                ),
+            ));
+            self.task = Task::Sft;
+        }
+        let task = self.task;
+        let reference = match self.reference {
+            Reference::Auto => None,
+            Reference::Model | Reference::AdaptersOff | Reference::Precomputed
+                if !task.has_reference() =>
+            {
+                Some(format!(
+                    "ref={} does not apply to task={}, which compares with no reference; accepted: auto, none",
+                    self.reference.key(),
+                    task.key()
+                ))
+            }
+            Reference::AdaptersOff if self.method == Method::Full => Some(
+                "ref=adapters_off needs adapters to switch off (method=lora or qlora); with method=full \
+                 accepted: auto, model, precomputed, none"
+                    .into(),
+            ),
+            _ => None,
+        };
+        if let Some(message) = reference {
+            self.reference = Reference::Auto;
+            said.push(("ref", message));
+        }
+        if let Some(prompt) = self.prompt_tokens.filter(|p| *p >= self.seq_len) {
+            self.prompt_tokens = None;
+            said.push((
+                "prompt",
+                format!(
+                    "prompt={prompt} leaves no completion tokens in s={}; accepted: 1 to {} (the completions fill \
+                     the rest of s), or auto",
+                    self.seq_len,
+                    self.seq_len.saturating_sub(1).max(1)
+                ),
+            ));
+        }
+        said
     }
 }
 

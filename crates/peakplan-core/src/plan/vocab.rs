@@ -87,6 +87,39 @@ keyword_enum!(
 );
 
 keyword_enum!(
+    /// The training task: supervised fine-tuning, or a preference objective as TRL's trainers run it. DPO runs
+    /// each prompt's chosen and rejected sequences as one doubled batch; KTO runs unpaired completions beside a
+    /// mismatched batch for its KL term; both compare with a reference. (ORPO, SimPO and CPO, which the contract
+    /// names, run in `trl.experimental` with full logits and a Triton log-softmax kernel that no CPU trace shows
+    /// yet: they are refused until they are traced.)
+    Task { Sft = "sft", Dpo = "dpo", Kto = "kto" }
+);
+
+impl Task {
+    /// Whether the task compares with a reference model's log-probabilities.
+    pub fn has_reference(self) -> bool {
+        matches!(self, Task::Dpo | Task::Kto)
+    }
+    /// Whether the task runs each prompt's chosen and rejected sequences as one doubled batch.
+    pub fn paired(self) -> bool {
+        self == Task::Dpo
+    }
+}
+
+keyword_enum!(
+    /// Where a preference task's reference log-probabilities come from: `auto` is what TRL does for the plan
+    /// (the base with adapters switched off under PEFT, a second copy of the model under full fine-tuning, none
+    /// for a task without a reference); `precomputed` reads them from the dataset (`precompute_ref_log_probs`).
+    Reference {
+        Auto = "auto",
+        Model = "model",
+        AdaptersOff = "adapters_off",
+        Precomputed = "precomputed",
+        None = "none",
+    }
+);
+
+keyword_enum!(
     /// How transformers stores an MoE layer's experts, which decides what bitsandbytes and GPTQ quantize.
     MoeExperts {
         /// 3D parameters per layer (transformers 5 and later for every MoE family; gpt-oss always): they are no

@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use peakplan_core::plan::{Framework, Loss, Method, Plan, Shard, Targets, TokenTraining, KEYS};
+use peakplan_core::plan::{
+    Framework, Loss, Method, Plan, Shard, Targets, Task, TokenTraining, KEYS,
+};
 use peakplan_core::{import_config, ModelId, Target};
 
 use crate::util::{data, keyword_values, plan};
@@ -29,6 +31,10 @@ const FILES: &[(&str, &str)] = &[
         "torch 2.15 (CPU), torchtune 0.6.1, torchao 0.9.0",
     ),
     ("lg_cpu.csv", "torch 2.15 (CPU), litgpt 0.5.13, lightning 2.6.6"),
+    (
+        "pref_cpu.csv",
+        "torch 2.15 (CPU), transformers 5.25, peft 0.21.2, trl 1.16.0",
+    ),
 ];
 
 /// The values the CPU could trace and nobody has yet: a ratchet. An entry leaves this list (and `untraced.csv`)
@@ -102,7 +108,9 @@ fn domain(key: &str) -> Option<Domain> {
         "gpus" => listed(&["1", "2", "3+"]),
         "zero" => listed(&["0", "1", "2", "3"]),
         "dropout" => listed(&["0", ">0"]),
-        "r" | "b" | "s" | "chunk" | "vt" => Some(Domain::Distinct),
+        "r" | "b" | "s" | "chunk" | "vt" | "prompt" => Some(Domain::Distinct),
+        // `auto` is TRL's choice of one of the others; `none` (no pass, no copy) holds what `precomputed` holds.
+        "ref" => listed(&["model", "adapters_off", "precomputed"]),
         "gpu" | "embed" | "theme" | "alloc" => Some(Domain::NoEffect),
         _ => listed(&keyword_values(key)?),
     }
@@ -139,7 +147,12 @@ fn read_by(key: &str, p: &Plan) -> bool {
         }
         "gsync" => p.gpus > 1 && p.grad_accumulation > 1,
         // torchtune's chunked loss always cuts 8 chunks; the others cut `chunk` tokens.
-        "chunk" => p.loss == Loss::Chunked && p.framework != Framework::Torchtune,
+        "chunk" => {
+            p.loss == Loss::Chunked && p.framework != Framework::Torchtune && p.task == Task::Sft
+        }
+        // TRL's preference trainers compute log-probabilities with their own head, whatever the loss.
+        "loss" => p.task == Task::Sft,
+        "ref" | "prompt" => p.task != Task::Sft,
         _ => true,
     }
 }
@@ -177,6 +190,8 @@ fn classes(key: &str, step: &Step) -> Vec<String> {
         } else {
             "0"
         }),
+        "ref" => one(p.reference_source().key()),
+        "prompt" => one(&p.prompt_tokens().to_string()),
         "ga" => one(if p.grad_accumulation > 1 { "2+" } else { "1" }),
         "gpus" => one(match p.gpus {
             1 => "1",
@@ -202,6 +217,10 @@ fn steps() -> Vec<Step> {
                 let f: Vec<&str> = line.splitn(4, ',').collect();
                 let arch = import_config(&data(&format!("traced/{}", f[1]))).unwrap();
                 (f[0], family(&arch.model_type), f[3])
+            } else if *file == "pref_cpu.csv" {
+                // Its TRL release sits before the query.
+                let f: Vec<&str> = line.splitn(11, ',').collect();
+                (f[0], "llama".to_string(), f[10])
             } else {
                 let f: Vec<&str> = line.splitn(10, ',').collect();
                 (f[0], "llama".to_string(), f[9])

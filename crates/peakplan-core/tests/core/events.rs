@@ -28,6 +28,7 @@ fn resident_after_step(e: &Estimate) -> u64 {
         Kind::BaseWeights,
         Kind::QuantConstants,
         Kind::AdapterWeights,
+        Kind::ReferenceWeights,
         Kind::ShardBuffers,
         Kind::InputBuffers,
         Kind::OptimizerStates,

@@ -26,6 +26,14 @@ fn values(key: &str) -> BoxedStrategy<String> {
             .prop_map(String::from)
             .boxed()
     };
+    // A preference task's keys have rules between them (and between `prompt` and `s`): sampled here where any
+    // combination holds; their rules have tests of their own.
+    match key {
+        "task" => return one_of(&["sft", "dpo", "kto"]),
+        "ref" => return one_of(&["auto", "none"]),
+        "prompt" => return one_of(&["auto"]),
+        _ => {}
+    }
     if let Some(spellings) = keyword_values(key) {
         return one_of(&spellings);
     }
@@ -56,7 +64,13 @@ pub(crate) fn any_plan() -> impl Strategy<Value = Plan> {
         .iter()
         .map(|k| values(k).prop_map(move |v| format!("{k}={v}")).boxed())
         .collect();
-    keys.prop_map(|pairs| {
+    keys.prop_map(|mut pairs| {
+        // A preference task is planned as TRL runs it, over transformers only.
+        if !pairs.iter().any(|p| p == "fw=hf") {
+            for p in pairs.iter_mut().filter(|p| p.starts_with("task=")) {
+                *p = "task=sft".into();
+            }
+        }
         let parsed = Plan::parse_query(&pairs.join("&"));
         assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
         parsed.plan

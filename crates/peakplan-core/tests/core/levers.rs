@@ -51,10 +51,11 @@ fn trainable_tokens_train_only_their_rows_but_rebuild_the_embedding() {
     assert_eq!(e.trainable_params, 512 + 640);
     assert_eq!(e.component(Kind::PeftBuffers), 12_800);
     // The whole layer instead (modules_to_save): embedding 6,400 + untied head 6,400 values, and the head's
-    // input (n x h x 2 B = 1,024 B) is kept for its gradient.
+    // input (n x h x 2 B = 1,024 B) is kept for its gradient; the first layer's input now needs a gradient, so
+    // its input norm keeps its fp32 input and reciprocal RMS (4 B x n x (h + 1) = 2,080 B).
     let all = run("tt=all");
     assert_eq!(all.trainable_params, 512 + 6_400 + 6_400);
-    assert_eq!(saved(&all) - saved(&run("")), 1_024);
+    assert_eq!(saved(&all) - saved(&run("")), 1_024 + 2_080);
     // PEFT deep-copies those modules as they are: in the model's bf16 beside fp32 adapters, their gradients and
     // Adam states in bf16 too (traced on CPU, peft 0.21.2).
     let fp32 = run("tt=all&adtype=fp32");
@@ -98,14 +99,15 @@ fn adafactor_steps_in_fp32_one_parameter_at_a_time() {
 
 #[test]
 fn torch_compile_drops_the_fused_intermediates() {
-    // Two RMSNorms stop keeping their fp32 copy (4 B) and keep the 2 B input: 2 x 2 x n x h = 2,048 B;
-    // SwiGLU keeps 2 of its 3 intermediates: c x n x I = 2 x 8 x 128 = 2,048 B. Total 4,096 B less.
-    assert_eq!(saved(&run("")) - saved(&run("compile=1")), 4_096);
+    // The attention's output norm stops keeping its fp32 copy (4 B) and keeps the 2 B input: 2 x n x h =
+    // 1,024 B (the first layer's input norm keeps nothing either way: its input needs no gradient); SwiGLU keeps
+    // 2 of its 3 intermediates: c x n x I = 2 x 8 x 128 = 2,048 B. Total 3,072 B less.
+    assert_eq!(saved(&run("")) - saved(&run("compile=1")), 3_072);
 }
 
 #[test]
 fn liger_kernels_fuse_the_norms_and_swiglu() {
-    assert_eq!(saved(&run("")) - saved(&run("liger=1")), 4_096);
+    assert_eq!(saved(&run("")) - saved(&run("liger=1")), 3_072);
 }
 
 #[test]
@@ -258,7 +260,9 @@ fn a_trainable_layernorm_keeps_no_normalized_copy() {
     let mut a = tiny();
     a.norm = peakplan_core::arch::Norm::LayerNorm;
     let (ln, lora) = (estimate(&a, &plan("peft=ln")), estimate(&a, &plan("")));
-    assert_eq!(saved(&ln) - saved(&lora), -1_024 - 64);
+    // LayerNorm tuning's first norm keeps its input and statistics (2 B x n x h + 8 B x n = 1,088 B), which
+    // the LoRA plan's frozen first layer does not.
+    assert_eq!(saved(&ln) - saved(&lora), -1_024 - 64 + 1_088);
 }
 
 #[test]
@@ -269,7 +273,9 @@ fn layernorm_tuning_trains_the_norms_only() {
     let e = run("peft=ln");
     assert_eq!(e.trainable_params, 192);
     assert_eq!(e.component(Kind::AdapterWeights), 384);
-    assert_eq!(saved(&e) - saved(&run("")), 3_072 - 1_024 - 64);
+    // The first layer's input norm keeps its fp32 input and reciprocal RMS too (4 B x n x (h + 1) = 2,080 B),
+    // which the LoRA baseline's frozen first layer does not.
+    assert_eq!(saved(&e) - saved(&run("")), 3_072 - 1_024 - 64 + 2_080);
 }
 
 #[test]
@@ -463,11 +469,13 @@ fn activation_offloading_keeps_two_layers_on_the_gpu() {
         4_096
     );
     assert_eq!(on.component(Kind::Checkpoints), 2_048);
-    // Without checkpointing, four offloaded layers keep on the GPU what two layers keep without offloading.
+    // Without checkpointing, four offloaded layers keep on the GPU what two layers keep without offloading,
+    // and the first layer's input norm (whose input needs no gradient, 4 B x n x (h + 1) = 2,080 B), which the
+    // two kept layers (the last ones) do not spare.
     let two = Architecture::llama("tiny2", 2, 64, 128, 4, 4, 100);
     assert_eq!(
         estimate(&four, &p("gc=0&aoff=1")).component(Kind::SavedActivations),
-        estimate(&two, &p("gc=0")).component(Kind::SavedActivations)
+        estimate(&two, &p("gc=0")).component(Kind::SavedActivations) + 2_080
     );
 }
 
@@ -692,10 +700,12 @@ fn litgpt_unties_the_head_keeps_fp32_logits_and_fuses_qkv_dropout() {
     // needs no gradient, so no mask) instead of one per adapted module (2 x 1,024 B), plus the adapted outputs
     // zero-padded for the concatenation (2 B x n x (64 + 64) = 2,048 B); and v is a view of the fused q|k|v
     // output, which attention keeps whole (litgpt 0.5): q + k more than v alone, 2 B x n x 128 = 2,048 B.
+    // And transformers' first layer's input norm keeps nothing (its input needs no gradient, traced), where
+    // litgpt's profile counts its fp32 input and reciprocal RMS (4 B x n x (h + 1) = 2,080 B).
     let saved_of = |fw: &str| saved(&run(&format!("fw={fw}&dropout=0.05")));
     assert_eq!(
         saved_of("litgpt") - saved_of("hf"),
-        1_024 + 2_048 - 2_048 + 2_048
+        1_024 + 2_048 - 2_048 + 2_048 + 2_080
     );
     // QLoRA: litgpt dequantizes to fp16 and casts to bf16, two dense copies of the largest 4-bit matrix (an MLP
     // one, 64 x 128): 2 x 2 B x 8,192; transformers makes one.
@@ -709,12 +719,13 @@ fn accumulated_gradients_stay_through_the_next_forward_and_backward() {
     // Full fine-tuning in bf16: 2 B per parameter of gradients, held from the second micro-batch on.
     let grads_in = |q: &str, phase: usize| run(q).phases[phase].gradients;
     let all = run("method=full").component(Kind::Gradients);
-    assert_eq!(grads_in("method=full&ga=4", 1), all);
+    let (fwd, bwd) = (Phase::Forward as usize, Phase::Backward as usize);
+    assert_eq!(grads_in("method=full&ga=4", fwd), all);
     // Backward peaks in the head's backward, whose new share (100 x 64 x 2 B) waits beside the held `.grad`.
-    assert_eq!(grads_in("method=full&ga=4", 2), all + 12_800);
-    assert_eq!(grads_in("method=full", 1), 0);
+    assert_eq!(grads_in("method=full&ga=4", bwd), all + 12_800);
+    assert_eq!(grads_in("method=full", fwd), 0);
     // Optimizer-in-backward steps every micro-batch, so there is nothing to hold.
-    assert_eq!(grads_in("method=full&ga=4&oib=1", 1), 0);
+    assert_eq!(grads_in("method=full&ga=4&oib=1", fwd), 0);
     // This model's peak stays the optimizer step, where the gradients were counted already.
     assert_eq!(
         run("method=full&ga=4").peak_allocated_bytes,
@@ -801,6 +812,8 @@ fn prefix_tuning_prepends_keys_and_values_in_every_layer() {
     // (head-expanded) keys and values: 2 B x 4 tokens x (64 + 64) = 1,024 B more than the frozen network.
     let (e, ln) = (run("peft=prefix&vt=4"), run("peft=ln"));
     assert_eq!(e.trainable_params, 512);
-    assert_eq!(saved(&e) - (saved(&ln) - 3_072), 1_024);
+    // (LayerNorm tuning's first norm keeps its fp32 input and reciprocal RMS, 2,080 B, which prefix tuning's
+    // frozen first layer does not.)
+    assert_eq!(saved(&e) - (saved(&ln) - 3_072 - 2_080), 1_024);
     assert_eq!(e.component(Kind::Logits), ln.component(Kind::Logits));
 }

