@@ -49,4 +49,8 @@ dist="$root/target/site"
 bash scripts/build-site.sh /peakplan/ "$dist"
 
 step "end-to-end tests: playwright-core driving Chromium"
-node tests/e2e/page.test.mjs "$dist"
+# Both files run even when the first fails (tests/e2e/harness.mjs is their shared server, browser and runner).
+e2e=0
+node tests/e2e/page.test.mjs "$dist" || e2e=1
+node tests/e2e/hub_share.test.mjs "$dist" || e2e=1
+exit $e2e

@@ -97,10 +97,18 @@ fn EmbedView() -> impl IntoView {
     }
 }
 
+/// The planner: the plan's controls, the answer, the details. A skip link, the first Tab stop, goes straight to
+/// the answer (verdict, chart, "Copy link") past the forty-odd controls before it.
 #[component]
 fn Planner() -> impl IntoView {
     let c = ctx();
+    // Focus, not a `#fragment`: the URL is the plan's, and a fragment would add a history entry.
+    let skip = move |ev: leptos::ev::MouseEvent| {
+        ev.prevent_default();
+        browser::focus_soon("answer");
+    };
     view! {
+        <a class="skip-link" href="#answer" data-testid="skip-link" on:click=skip>"Skip to the answer"</a>
         <header class="top">
             <h1>"peakplan"</h1>
             <p class="tagline">"Will this fine-tune fit on my GPU? Memory of one training step, part by part."</p>
@@ -122,7 +130,7 @@ fn Planner() -> impl IntoView {
             <div class="right">
             // Until the plan's Hub model has loaded and imported, no figure stands under its id.
             <Show when=move || c.model_ready() fallback=|| view! { <HubWait/> }>
-            <section class="results answer" aria-label="Memory">
+            <section class="results answer" id="answer" tabindex="-1" aria-label="Memory">
                 <Verdict/>
                 <ChartCanvas/>
                 <ShareBar/>

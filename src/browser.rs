@@ -254,8 +254,15 @@ struct Deadline {
 }
 
 impl Deadline {
-    fn start(window: web_sys::Window, seconds: u32) -> Option<Deadline> {
-        let controller = web_sys::AbortController::new().ok()?;
+    fn start(
+        window: web_sys::Window,
+        seconds: u32,
+        controller: Option<web_sys::AbortController>,
+    ) -> Option<Deadline> {
+        let controller = match controller {
+            Some(c) => c,
+            None => web_sys::AbortController::new().ok()?,
+        };
         let abort = controller.clone();
         let fire = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || abort.abort());
         let timer = window
@@ -294,15 +301,17 @@ impl Drop for Deadline {
 
 /// GETs `url` (CORS, no cookies, no referrer), with `token` as `Authorization: Bearer` when given, aborted after
 /// [`crate::hub::TIMEOUT_SECS`]: the status, and for a 2xx answer its text, refused unread when it says it is over
-/// `cap` bytes, and read no further once more than `cap` bytes have arrived.
+/// `cap` bytes, and read no further once more than `cap` bytes have arrived. `cancel`, when given, is the request's
+/// abort controller, which the caller keeps to stop it (the page's Cancel); the error then is moot to the caller.
 pub async fn fetch_text(
     url: &str,
     token: Option<&str>,
     cap: usize,
+    cancel: Option<web_sys::AbortController>,
 ) -> Result<(u16, String), FetchError> {
     use FetchError::Network;
     let w = window().ok_or(Network)?;
-    let deadline = Deadline::start(w.clone(), crate::hub::TIMEOUT_SECS).ok_or(Network)?;
+    let deadline = Deadline::start(w.clone(), crate::hub::TIMEOUT_SECS, cancel).ok_or(Network)?;
     let init = web_sys::RequestInit::new();
     init.set_method("GET");
     init.set_mode(web_sys::RequestMode::Cors);
@@ -381,4 +390,9 @@ pub fn open_details(id: &str) {
         let _ = el.set_attribute("open", "");
         el.scroll_into_view();
     }
+}
+
+/// A new abort controller for a request the reader may stop; `None` where the browser has none.
+pub fn abort_controller() -> Option<web_sys::AbortController> {
+    web_sys::AbortController::new().ok()
 }

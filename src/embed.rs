@@ -112,6 +112,7 @@ fn failure_reason(id: &HubId, failure: &Failure) -> String {
         }
         Failure::NotText => format!("{id}'s config.json is not UTF-8 text"),
         Failure::Config(e) => format!("{id} cannot be planned: {e}"),
+        Failure::Cancelled => format!("loading {id} from the Hugging Face Hub was stopped"),
     }
 }
 

@@ -128,7 +128,7 @@ pub fn table_html(rows: &[GpuFit], current_gpu: &str, micro_batch: u64, seq_len:
     };
     let free = free_note(rows);
     format!(
-        r#"<p class="scroll-hint">Scroll the table sideways for every column →</p><table><thead><tr><th>GPU</th><th class="num">Memory</th><th class="num">Verdict</th><th class="num wrap">Largest batch<br>at s={seq_len}</th><th class="num wrap">Longest sequence<br>at b={micro_batch}</th><th class="num wrap">GPUs<br>needed</th><th></th></tr></thead><tbody>{body}</tbody></table><p class="note">GPUs needed: the fewest that hold the plan (every count up to 64; no more than the plan has where it fits as planned). Beyond one they share the parameters, gradients and optimizer states (ZeRO-3 / FSDP full shard, or the plan's own layer split), each with this micro-batch.</p>{free}{none}"#
+        r#"<p class="scroll-hint">Scroll the table sideways for every column →</p><table><thead><tr><th>GPU</th><th class="num">Memory</th><th class="num">Verdict</th><th class="num wrap">Largest batch<br>at s={seq_len}</th><th class="num wrap">Longest sequence<br>at b={micro_batch}</th><th class="num wrap">GPUs<br>needed</th><th>Plan on it</th></tr></thead><tbody>{body}</tbody></table><p class="note">GPUs needed: the fewest that hold the plan (every count up to 64; no more than the plan has where it fits as planned). Beyond one they share the parameters, gradients and optimizer states (ZeRO-3 / FSDP full shard, or the plan's own layer split), each with this micro-batch.</p>{free}{none}"#
     )
 }
 

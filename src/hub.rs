@@ -41,6 +41,19 @@ pub enum Failure {
     NotText,
     /// An answer that is not a config peakplan can plan.
     Config(ConfigError),
+    /// The reader stopped the request (Cancel) before it answered.
+    Cancelled,
+}
+
+/// A request on its way: its model, its number (a later request or a cancel makes an answer to an older one moot),
+/// and, for a model asked for while the plan shows another, the plan's `model` value then: the plan moves to the
+/// new model only once it has loaded, and only if the reader has not picked another model meanwhile. Until then
+/// the previous answer stays on screen, and a failure leaves the plan (and its link) as it was.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub id: HubId,
+    number: u64,
+    pub from: Option<String>,
 }
 
 /// The page's Hub models.
@@ -48,8 +61,10 @@ pub enum Failure {
 pub struct HubModels {
     /// Newest first, at most [`RECENT`].
     recent: Vec<Loaded>,
-    pub fetching: Option<HubId>,
+    pub fetching: Option<Request>,
     pub failed: Option<(HubId, Failure)>,
+    /// Requests started so far: the next one's number.
+    started: u64,
 }
 
 impl HubModels {
@@ -66,21 +81,79 @@ impl HubModels {
     /// Whether `id` is to be requested: not loaded, not on its way, and not failed (a failure waits for "Try again").
     pub fn needs_fetch(&self, id: &HubId) -> bool {
         self.get(id).is_none()
-            && self.fetching.as_ref() != Some(id)
+            && self.loading() != Some(id)
             && self.failed.as_ref().is_none_or(|(f, _)| f != id)
     }
 
-    /// A request for `id` starts.
-    pub fn start(&mut self, id: HubId) {
-        self.failed = None;
-        self.fetching = Some(id);
+    /// The model on its way, if any.
+    pub fn loading(&self) -> Option<&HubId> {
+        self.fetching.as_ref().map(|r| &r.id)
     }
 
-    /// The request for `id` ended: the model joins the recent list, or the failure is kept.
-    pub fn finished(&mut self, id: HubId, outcome: Result<Architecture, Failure>) {
-        if self.fetching.as_ref() == Some(&id) {
-            self.fetching = None;
+    /// The model on its way while the plan still shows another (its previous answer stays meanwhile).
+    pub fn switching(&self) -> Option<&HubId> {
+        self.fetching
+            .as_ref()
+            .filter(|r| r.from.is_some())
+            .map(|r| &r.id)
+    }
+
+    /// A request for `id` starts (`from`: see [`Request`]); an earlier one still on its way becomes moot. Returns
+    /// its number, which [`HubModels::finished`] takes back.
+    pub fn start(&mut self, id: HubId, from: Option<String>) -> u64 {
+        self.started += 1;
+        self.failed = None;
+        self.fetching = Some(Request {
+            id,
+            number: self.started,
+            from,
+        });
+        self.started
+    }
+
+    /// Whether the request numbered `number` is the one on its way (not cancelled, not overtaken).
+    pub fn is_current(&self, number: u64) -> bool {
+        self.fetching.as_ref().is_some_and(|r| r.number == number)
+    }
+
+    /// The reader stopped the request on its way: its answer will be moot. Where the plan already names the model
+    /// (nothing else on screen) that is said as its failure; a model asked for over another plan just goes.
+    pub fn cancel(&mut self) -> Option<HubId> {
+        let r = self.fetching.take()?;
+        if r.from.is_none() {
+            self.failed = Some((r.id.clone(), Failure::Cancelled));
         }
+        Some(r.id)
+    }
+
+    /// The plan's model is now `model` (its `model` value) and its Hub id `hub`: a request made over another plan
+    /// is dropped once the reader picked a third model (or adopted when the plan now names it), and a failure of a
+    /// model the plan no longer names stops being shown.
+    pub fn model_changed(&mut self, model: &str, hub: Option<&HubId>) {
+        if let Some(r) = self.fetching.as_mut() {
+            if Some(&r.id) == hub {
+                r.from = None;
+            } else if r.from.as_deref().is_some_and(|f| f != model) {
+                self.fetching = None;
+            }
+        }
+        if self.failed.as_ref().is_some_and(|(f, _)| Some(f) != hub) {
+            self.failed = None;
+        }
+    }
+
+    /// The request numbered `number` for `id` ended: the model joins the recent list, or the failure is kept. An
+    /// answer to a request cancelled or overtaken since is dropped (`None`); else the request it answered.
+    pub fn finished(
+        &mut self,
+        number: u64,
+        id: HubId,
+        outcome: Result<Architecture, Failure>,
+    ) -> Option<Request> {
+        if !self.is_current(number) {
+            return None;
+        }
+        let request = self.fetching.take();
         match outcome {
             Ok(arch) => {
                 self.recent.retain(|l| l.id != id);
@@ -96,6 +169,14 @@ impl HubModels {
             }
             Err(f) => self.failed = Some((id, f)),
         }
+        request
+    }
+
+    /// Adds a model that loaded, as an answer to no request (tests).
+    #[cfg(test)]
+    fn add(&mut self, id: HubId, outcome: Result<Architecture, Failure>) {
+        let n = self.start(id.clone(), None);
+        self.finished(n, id, outcome);
     }
 
     /// The Hub's stated parameter count of `id` arrived.
@@ -158,6 +239,10 @@ pub fn message(id: &HubId, failure: &Failure) -> String {
             "The Hugging Face Hub answered HTTP {code} for {repo}'s config.json; try again later, or paste it."
         ),
         Failure::Config(e) => format!("{repo} cannot be planned: {e}."),
+        Failure::Cancelled => format!(
+            "Stopped loading {repo}'s config.json from the Hugging Face Hub. Try again, pick a preset, or paste \
+             its config.json."
+        ),
     }
 }
 
@@ -299,19 +384,21 @@ mod tests {
         let mut h = HubModels::default();
         let (a, b) = (id("acme/a"), id("acme/b@v2"));
         assert!(h.needs_fetch(&a));
-        h.start(a.clone());
+        let n = h.start(a.clone(), None);
         assert!(!h.needs_fetch(&a));
-        h.finished(a.clone(), config_answer(&a, 200, LLAMA));
+        assert!(h
+            .finished(n, a.clone(), config_answer(&a, 200, LLAMA))
+            .is_some());
         assert!(h.get(&a).is_some() && !h.needs_fetch(&a) && h.fetching.is_none());
-        h.start(b.clone());
-        h.finished(b.clone(), Err(Failure::Offline));
+        let n = h.start(b.clone(), None);
+        h.finished(n, b.clone(), Err(Failure::Offline));
         assert_eq!(h.failure(&b), Some(&Failure::Offline));
         assert!(!h.needs_fetch(&b));
-        h.start(b.clone());
+        h.start(b.clone(), None);
         assert_eq!(h.failure(&b), None);
         for i in 0..RECENT + 2 {
             let x = id(&format!("acme/m{i}"));
-            h.finished(x.clone(), config_answer(&x, 200, LLAMA));
+            h.add(x.clone(), config_answer(&x, 200, LLAMA));
         }
         assert_eq!(h.recent().len(), RECENT);
         assert_eq!(h.recent()[0].id, id(&format!("acme/m{}", RECENT + 1)));
@@ -319,10 +406,57 @@ mod tests {
     }
 
     #[test]
+    fn a_cancelled_or_overtaken_request_is_moot_and_a_switch_waits_for_its_model() {
+        let mut h = HubModels::default();
+        let (a, b) = (id("acme/a"), id("acme/b"));
+        // Asked for over a preset plan: the plan stays until it loads; Cancel just drops it.
+        let n = h.start(a.clone(), Some("llama-3.1-8b".into()));
+        assert_eq!(h.switching(), Some(&a));
+        assert_eq!(h.cancel(), Some(a.clone()));
+        assert!(h.fetching.is_none() && h.failed.is_none());
+        assert!(h
+            .finished(n, a.clone(), config_answer(&a, 200, LLAMA))
+            .is_none());
+        assert!(h.get(&a).is_none(), "a cancelled answer was kept");
+        // The plan names the model (a link): a cancel is said, and waits for "Try again".
+        let n = h.start(a.clone(), None);
+        assert_eq!(h.switching(), None);
+        assert_eq!(h.loading(), Some(&a));
+        h.cancel();
+        assert_eq!(h.failure(&a), Some(&Failure::Cancelled));
+        assert!(!h.needs_fetch(&a));
+        assert!(h.finished(n, a.clone(), Err(Failure::Offline)).is_none());
+        assert!(
+            message(&a, &Failure::Cancelled).starts_with("Stopped loading acme/a's config.json")
+        );
+        // A newer request overtakes an older one.
+        let old = h.start(a.clone(), Some("x".into()));
+        let new = h.start(b.clone(), Some("x".into()));
+        assert!(!h.is_current(old) && h.is_current(new));
+        assert!(h.finished(old, a.clone(), Err(Failure::NotFound)).is_none());
+        assert!(h.failed.is_none());
+        let done = h.finished(new, b.clone(), Err(Failure::NotFound)).unwrap();
+        assert_eq!(done.from.as_deref(), Some("x"));
+        assert_eq!(h.failure(&b), Some(&Failure::NotFound));
+        // Picking another model drops a pending switch and a failure the plan does not name.
+        h.model_changed("mistral-7b", None);
+        assert!(h.failed.is_none());
+        h.start(a.clone(), Some("mistral-7b".into()));
+        h.model_changed("mistral-7b", None);
+        assert_eq!(h.switching(), Some(&a));
+        h.model_changed("qwen3-8b", None);
+        assert!(h.fetching.is_none());
+        // Back to a link that names it while it loads: adopted, no longer a switch.
+        h.start(a.clone(), Some("qwen3-8b".into()));
+        h.model_changed("acme/a", Some(&a));
+        assert_eq!((h.loading(), h.switching()), (Some(&a), None));
+    }
+
+    #[test]
     fn the_summary_sets_the_stated_count_beside_ours() {
         let a = id("acme/a");
         let mut h = HubModels::default();
-        h.finished(a.clone(), config_answer(&a, 200, LLAMA));
+        h.add(a.clone(), config_answer(&a, 200, LLAMA));
         let ours = h.get(&a).unwrap().arch.total_params();
         h.stated(&a, ours);
         let line = summary(&h.get(&a).unwrap().clone());

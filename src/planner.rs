@@ -169,6 +169,106 @@ impl Computed {
     }
 }
 
+/// The verdict in one short line, for the compact verdict that stays in view while the full one is scrolled away
+/// (on a phone the controls sit a screen below it): the answer ("Fits: needs 19.6 GiB of 24.0 GiB", per GPU on
+/// several), and the GPUs apart ("RTX 4090", "8 × H100 80GB HBM3"), which a phone leaves out for room.
+pub fn compact_verdict(comp: &Computed, plan: &Plan) -> (String, String) {
+    let need = if comp.selected.saturated {
+        "more than 16 EiB".to_string()
+    } else {
+        peakplan_core::units::format_bytes(comp.selected.device_bytes)
+    };
+    let word = if comp.fits() { "Fits" } else { "Does not fit" };
+    let each = if plan.gpus > 1 { " per GPU" } else { "" };
+    let cap = peakplan_core::units::format_bytes(comp.capacity_bytes);
+    let gpu = comp
+        .gpu_name
+        .strip_prefix("NVIDIA ")
+        .unwrap_or(&comp.gpu_name);
+    let gpu = gpu.strip_prefix("GeForce ").unwrap_or(gpu);
+    // "H100 80GB HBM3 (SXM5)": the form factor is the full verdict's to say.
+    let gpu = gpu.split(" (").next().unwrap_or(gpu);
+    let gpus = if plan.gpus > 1 {
+        format!("{} × {gpu}", plan.gpus)
+    } else {
+        gpu.to_string()
+    };
+    (format!("{word}: needs {need}{each} of {cap}"), gpus)
+}
+
+/// What a link can hold of a pasted `config.json`: a link holds plan keys, not a config. When the pasted config
+/// is a bundled preset's (every field but the name alike), the link names that preset and reproduces the plan;
+/// else it reopens with the model the plan's `model` key names, and the page says so.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PastedLink {
+    /// The pasted config is this preset's: the link's `model` is its id.
+    Preset {
+        id: &'static str,
+        name: &'static str,
+    },
+    /// No preset is the pasted config: the link reopens with this model instead (a preset's name or a Hub id).
+    Lost { reopens_as: String },
+}
+
+impl PastedLink {
+    /// For the pasted architecture `arch`, planned with `plan`.
+    pub fn of(arch: &Architecture, plan: &Plan) -> PastedLink {
+        let same = |m: &&presets::ModelPreset| {
+            presets::model_arch(m.id).is_some_and(|a| {
+                let mut a = a.clone();
+                a.name.clone_from(&arch.name);
+                a == *arch
+            })
+        };
+        if let Some(m) = presets::MODELS.iter().find(same) {
+            return PastedLink::Preset {
+                id: m.id,
+                name: m.name,
+            };
+        }
+        let model = plan.get("model").unwrap_or_default();
+        let reopens_as = presets::model(&model).map_or(model, |m| m.name.to_string());
+        PastedLink::Lost { reopens_as }
+    }
+
+    /// The plan a link writes: the preset's id in place of the plan's model where the config is a preset's.
+    pub fn plan(&self, plan: &Plan) -> Plan {
+        let mut p = plan.clone();
+        if let PastedLink::Preset { id, .. } = self {
+            // A bundled id always parses; were it refused, the link would keep the plan's own model.
+            let _ = p.set("model", id);
+        }
+        p
+    }
+
+    /// What "Copy link" says once it has copied.
+    pub fn copied(&self) -> String {
+        match self {
+            PastedLink::Preset { name, .. } => format!(
+                "Link copied: the pasted config.json is the {name} preset's, which the link names, so it reopens \
+                 to this plan."
+            ),
+            PastedLink::Lost { reopens_as } => format!(
+                "Link copied without the pasted config.json: a link cannot hold one, so it reopens with \
+                 {reopens_as}. Paste the config there again, or share its Hub id (ORG/NAME) instead."
+            ),
+        }
+    }
+
+    /// The note beside "Copy link" while a config is pasted, before any copy.
+    pub fn note(&self) -> String {
+        match self {
+            PastedLink::Preset { name, .. } => {
+                format!("The pasted config.json is the {name} preset's: the link names it.")
+            }
+            PastedLink::Lost { reopens_as } => format!(
+                "The link cannot hold the pasted config.json: it reopens with {reopens_as}, the other settings \
+                 kept."
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod card_tests {
     use super::card_limits;
@@ -388,5 +488,58 @@ mod tests {
             suggestion_name(&two),
             format!("{} + 1 more", short_change(&lever.changes[0].label))
         );
+    }
+
+    #[test]
+    fn the_compact_verdict_is_one_short_line() {
+        let p = Plan::parse_query("model=llama-3.1-8b&method=qlora&gpu=rtx-4090").plan;
+        let c = Computed::new(preset_arch(&p), &p);
+        let (line, gpu) = compact_verdict(&c, &p);
+        assert!(
+            line.starts_with("Fits: needs ") && line.ends_with(" of 24.0 GiB"),
+            "{line}"
+        );
+        assert_eq!(gpu, "RTX 4090");
+        let p =
+            Plan::parse_query("model=llama-3.1-70b&method=full&gpus=8&zero=3&gpu=h100-80gb").plan;
+        let c = Computed::new(preset_arch(&p), &p);
+        let (line, gpu) = compact_verdict(&c, &p);
+        assert!(
+            line.starts_with("Does not fit: needs ") && line.ends_with(" per GPU of 79.6 GiB"),
+            "{line}"
+        );
+        assert!(line.len() <= 50, "{line}");
+        assert_eq!(gpu, "8 × H100 80GB HBM3");
+    }
+
+    #[test]
+    fn a_pasted_config_is_named_by_its_preset_or_said_lost() {
+        let p = Plan::parse_query("model=llama-3.1-8b&method=lora&r=32").plan;
+        let mut arch = presets::model_arch("llama-2-13b").unwrap().clone();
+        arch.name = "pasted".into();
+        let link = PastedLink::of(&arch, &p);
+        assert_eq!(
+            link,
+            PastedLink::Preset {
+                id: "llama-2-13b",
+                name: "Llama 2 13B"
+            }
+        );
+        let q = link.plan(&p).to_query();
+        assert!(q.contains("model=llama-2-13b") && q.contains("r=32"), "{q}");
+        arch.layers += 1;
+        let link = PastedLink::of(&arch, &p);
+        assert_eq!(
+            link,
+            PastedLink::Lost {
+                reopens_as: "Llama 3.1 8B".into()
+            }
+        );
+        assert_eq!(link.plan(&p), p);
+        assert!(
+            link.copied().contains("without the pasted config.json")
+                && link.copied().contains("Llama 3.1 8B")
+        );
+        assert!(link.note().contains("cannot hold the pasted config.json"));
     }
 }

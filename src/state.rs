@@ -29,6 +29,8 @@ pub(crate) struct Ctx {
     pub(crate) hub_id: Memo<Option<HubId>>,
     /// An access token for gated models: in memory only, sent only to the Hub, never in the URL or storage.
     pub(crate) hub_token: StoredValue<Option<String>>,
+    /// The abort controller of the Hub request on its way, for Cancel.
+    hub_abort: StoredValue<Option<web_sys::AbortController>, LocalStorage>,
 }
 
 /// Values the page refused; the plan kept its other values (and, for these keys, its previous ones).
@@ -115,13 +117,28 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
         hub: hub_models,
         hub_id,
         hub_token: StoredValue::new(None),
+        hub_abort: StoredValue::new_local(None),
     };
     // The plan's Hub model is requested once; a failure waits for "Try again".
     Effect::new(move |_| {
         if let Some(id) = hub_id.get() {
             if hub_models.with_untracked(|h| h.needs_fetch(&id)) {
-                ctx.load_hub(id);
+                ctx.load_hub(id, None);
             }
+        }
+    });
+    // Another model picked: a Hub model asked for over the previous one no longer is, nor is its failure shown.
+    let model = Memo::new(move |_| plan.with(|p| p.get("model").unwrap_or_default()));
+    Effect::new(move |_| {
+        let model = model.get();
+        let id = hub_id.get_untracked();
+        let stale = hub_models.with_untracked(|h| {
+            let mut after = h.clone();
+            after.model_changed(&model, id.as_ref());
+            after != *h
+        });
+        if stale {
+            hub_models.update(|h| h.model_changed(&model, id.as_ref()));
         }
     });
     provide_context(ctx);
@@ -280,16 +297,57 @@ impl Ctx {
         self.with_model(|a, _| a.is_some_and(|a| a.experts > 1))
     }
 
-    /// Requests the Hub model `id`: its `config.json` (plotted once imported), then its model info's stated
-    /// parameter count (a cross-check; its failure says nothing).
-    pub(crate) fn load_hub(self, id: HubId) {
-        self.hub.update(|h| h.start(id.clone()));
+    /// Asks for the Hub model `id` from the model box: a model loaded this session is planned at once; else it is
+    /// requested while the plan, its answer and its link stay as they are, and the plan moves to it once it has
+    /// loaded (a failure is said beside the model box and changes nothing else). For a model the plan already
+    /// names, the request again ("Try again").
+    pub(crate) fn ask_hub(self, id: HubId) {
+        let holds = self.plan.with_untracked(|p| p.hub.as_ref() == Some(&id));
+        let loaded = self.hub.with_untracked(|h| h.get(&id).is_some());
+        if loaded && !holds {
+            self.set_text("model", &id.to_string());
+            return;
+        }
+        let from = (!holds).then(|| {
+            self.plan
+                .with_untracked(|p| p.get("model").unwrap_or_default())
+        });
+        self.load_hub(id, from);
+    }
+
+    /// Stops the Hub request on its way (Cancel): its answer, if it comes, is dropped.
+    pub(crate) fn cancel_hub(self) {
+        if let Some(controller) = self.hub_abort.try_update_value(Option::take).flatten() {
+            controller.abort();
+        }
+        self.hub.update(|h| {
+            h.cancel();
+        });
+    }
+
+    /// Requests the Hub model `id` (`from`: see [`hub::Request`]): its `config.json` (plotted once imported), then
+    /// its model info's stated parameter count (a cross-check; its failure says nothing).
+    pub(crate) fn load_hub(self, id: HubId, from: Option<String>) {
+        let number = self
+            .hub
+            .try_update(|h| h.start(id.clone(), from))
+            .unwrap_or_default();
+        let controller = browser::abort_controller();
+        // A request this one overtakes is stopped: its answer would be moot.
+        if let Some(old) = self
+            .hub_abort
+            .try_update_value(|c| std::mem::replace(c, controller.clone()))
+            .flatten()
+        {
+            old.abort();
+        }
         let token = self.hub_token.get_value();
         let hub_models = self.hub;
         leptos::task::spawn_local(async move {
             let url = id.config_url(hub::ENDPOINT);
-            let outcome = match browser::fetch_text(&url, token.as_deref(), MAX_CONFIG_BYTES).await
-            {
+            let fetched =
+                browser::fetch_text(&url, token.as_deref(), MAX_CONFIG_BYTES, controller).await;
+            let outcome = match fetched {
                 Ok((status, text)) => hub::config_answer(&id, status, &text),
                 Err(FetchError::Network) => Err(Failure::Offline),
                 Err(FetchError::TimedOut) => Err(Failure::TimedOut),
@@ -301,13 +359,33 @@ impl Ctx {
                 Err(FetchError::NotText) => Err(Failure::NotText),
             };
             let loaded = outcome.is_ok();
-            hub_models.update(|h| h.finished(id.clone(), outcome));
+            // Cancelled, or overtaken by a newer request: the answer is moot (and the state is left untouched).
+            if !hub_models.with_untracked(|h| h.is_current(number)) {
+                return;
+            }
+            let Some(request) = hub_models
+                .try_update(|h| h.finished(number, id.clone(), outcome))
+                .flatten()
+            else {
+                return;
+            };
             if !loaded {
                 return;
             }
+            // Asked for over another plan: the plan moves to the model now that its figures can follow, unless
+            // the reader picked another model meanwhile.
+            if let Some(from) = request.from {
+                if self
+                    .plan
+                    .with_untracked(|p| p.get("model").unwrap_or_default())
+                    == from
+                {
+                    self.set_text("model", &id.to_string());
+                }
+            }
             let info = id.info_url(hub::ENDPOINT);
             if let Ok((200, text)) =
-                browser::fetch_text(&info, token.as_deref(), MAX_INFO_BYTES).await
+                browser::fetch_text(&info, token.as_deref(), MAX_INFO_BYTES, None).await
             {
                 if let Some(n) = stated_params(&text) {
                     hub_models.update(|h| h.stated(&id, n));

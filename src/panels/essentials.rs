@@ -1,7 +1,7 @@
 //! The inputs that decide most of the answer: method, model, GPU, the three sliders and the LoRA targets.
 
 use crate::panels::controls::{not_peft_reason, KeySelect, LogSlider};
-use crate::panels::hub::HubLine;
+use crate::panels::hub::{HubLine, HubStatus};
 use crate::picker::{filtered, hub_line, in_list_order};
 use crate::scale;
 use crate::state::{ctx, Ctx};
@@ -112,13 +112,11 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
             }
             return;
         }
-        // The same id again after a failure: Enter tries again.
-        let again = HubId::parse(typed)
-            .ok()
-            .filter(|id| c.plan.with_untracked(|p| p.hub.as_ref() == Some(id)));
-        match again {
-            Some(id) => c.load_hub(id),
-            None => c.set_text("model", typed),
+        // A Hub id loads while the current plan stays (the same id again after a failure: Enter tries again);
+        // text that is no id goes to the core, which says why.
+        match HubId::parse(typed) {
+            Ok(id) => c.ask_hub(id),
+            Err(_) => c.set_text("model", typed),
         }
     };
     view! {
@@ -130,6 +128,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
             <p id="model-filter-says" class="why" role="status" data-testid="model-filter-says">
                 {move || found().2}
             </p>
+            <HubStatus/>
             <select id="sel-model" data-testid="select-model" aria-label="Model preset"
                 disabled=move || c.custom.with(Option::is_some)
                 on:change=move |ev| c.set_text("model", &event_target_value(&ev))

@@ -1,6 +1,8 @@
-//! Hub models on the page: what stands in for the answer while a Hub model loads or after it failed (a spinner, or
-//! the `hub-error` message with what to do: a token for a gated model, "Try again", the config paste), and the
-//! line under the model field (the loaded model with the Hub's stated count beside peakplan's, the recent list).
+//! Hub models on the page: what stands in for the answer while the plan's Hub model loads or after it failed (a
+//! spinner with Cancel, or a pointer to the message), the status beside the model box (a model asked for over the
+//! current plan loading, with Cancel, while the previous answer stays; the `hub-error` message with what to do: a
+//! token for a gated model, "Try again", the config paste), and the line under the model field (the loaded model
+//! with the Hub's stated count beside peakplan's, the recent list).
 
 use crate::browser;
 use crate::hub::{self, Failure};
@@ -8,28 +10,79 @@ use crate::state::ctx;
 use leptos::prelude::*;
 use peakplan_core::hub::HubId;
 
-/// In place of the answer while the plan's Hub model is not loaded: "loading", or why it could not be.
+/// In place of the answer while the plan's own Hub model is not loaded (a link that names it): "loading" with
+/// Cancel, or that it could not be, with the reason beside the model box.
 #[component]
 pub(crate) fn HubWait() -> impl IntoView {
     let c = ctx();
-    let state = move || {
+    // Memos: the message is rebuilt when what it says changes, not on every change of the session's Hub models.
+    let state = Memo::new(move |_| {
         let id = c.hub_id.get()?;
-        let failure = c.hub.with(|h| h.failure(&id).cloned());
-        Some((id, failure))
-    };
+        let failed = c.hub.with(|h| h.failure(&id).is_some());
+        Some((id, failed))
+    });
+    let to_model = move |_| browser::focus_soon("model-filter");
     view! {
-        <section class="results answer hub-wait" aria-label="Memory" aria-live="polite">
-            {move || state().map(|(id, failure)| match failure {
-                None => view! {
-                    <p class="hub-loading" data-testid="hub-loading">
-                        <span class="spinner" aria-hidden="true"></span>
-                        {format!("Loading {id}'s config.json from the Hugging Face Hub…")}
+        <section class="results answer hub-wait" id="answer" tabindex="-1" aria-label="Memory" aria-live="polite">
+            {move || state.get().map(|(id, failed)| if failed {
+                view! {
+                    <p class="hub-failed" data-testid="hub-failed">
+                        {format!("No figures: {id} could not be loaded. Why, and what to do, is beside the model box.")}
                     </p>
+                    <div class="row"><button on:click=to_model>"Go to the model box"</button></div>
+                }.into_any()
+            } else {
+                view! {
+                    <Loading id=id/>
                     <p class="why">"The figures appear once it has loaded and imported."</p>
-                }.into_any(),
-                Some(failure) => view! { <HubError id=id failure=failure/> }.into_any(),
+                }.into_any()
             })}
         </section>
+    }
+}
+
+/// The loading line of the Hub model `id`, with Cancel (the request is also stopped after [`hub::TIMEOUT_SECS`]).
+#[component]
+fn Loading(
+    /// The model on its way.
+    id: HubId,
+) -> impl IntoView {
+    let c = ctx();
+    view! {
+        <p class="hub-loading" data-testid="hub-loading">
+            <span class="spinner" aria-hidden="true"></span>
+            {format!("Loading {id}'s config.json from the Hugging Face Hub…")}
+            " "
+            <button data-testid="hub-cancel" on:click=move |_| c.cancel_hub()>"Cancel"</button>
+        </p>
+    }
+}
+
+/// Beside the model box: a Hub model asked for over the current plan while it loads (the previous answer stays
+/// until it arrives), and why the last Hub model asked for could not be loaded (the plan and its link stay as
+/// they were). A polite live region, so the loading line and its end are read out without moving the focus.
+#[component]
+pub(crate) fn HubStatus() -> impl IntoView {
+    let c = ctx();
+    // Memos: a typed token survives changes of the session's Hub models that leave the message as it was.
+    let switching = Memo::new(move |_| c.hub.with(|h| h.switching().cloned()));
+    let failed = Memo::new(move |_| {
+        let plan_id = c.hub_id.get();
+        c.hub.with(|h| {
+            let (id, f) = h.failed.as_ref()?;
+            // A model asked for over the plan and then cancelled says nothing: the plan simply stays.
+            let said = *f != Failure::Cancelled || plan_id.as_ref() == Some(id);
+            said.then(|| (id.clone(), f.clone()))
+        })
+    });
+    view! {
+        <div class="hub-status" aria-live="polite">
+            {move || switching.get().map(|id| view! {
+                <Loading id=id/>
+                <p class="why">"The current answer stays until it has loaded."</p>
+            })}
+            {move || failed.get().map(|(id, failure)| view! { <HubError id=id failure=failure/> })}
+        </div>
     }
 }
 
@@ -51,7 +104,7 @@ fn HubError(
         if denied {
             c.hub_token.set_value(hub::token(&typed.get_untracked()));
         }
-        c.load_hub(id.clone());
+        c.ask_hub(id.clone());
     };
     let paste = move |_| {
         browser::open_details("config-paste");

@@ -1,6 +1,6 @@
 //! The answer in words and figures: the verdict, the category figures and the table of every component.
 
-use crate::planner::{Computed, Limits};
+use crate::planner::{compact_verdict, Computed, Limits};
 use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
 use peakplan_core::plan::Plan;
@@ -86,11 +86,60 @@ pub(crate) fn Verdict() -> impl IntoView {
         limits.with(|l| c.computed.with(|comp| verdict_words(comp, l.as_ref(), &p)))
     });
     let part = move |i: usize| move || words.with(|w| w[i].clone());
+    let full = NodeRef::<leptos::html::Div>::new();
     view! {
-        <div class=part(0) data-testid="verdict" role="status">
+        <div class=part(0) data-testid="verdict" role="status" node_ref=full>
             <p class="big">{part(1)}</p>
             <p>{part(2)}</p>
             <p class="model">{part(3)}</p>
+        </div>
+        <CompactVerdict full=full/>
+    }
+}
+
+/// The verdict in one line, fixed at the top of the window while the full verdict is scrolled out of view (on a
+/// phone the controls start a screen below the answer; on a laptop the settings run below the fold), with a button
+/// back to the whole answer. Not a live region: the full verdict already is one.
+#[component]
+fn CompactVerdict(
+    /// The full verdict, whose position decides when this one shows.
+    full: NodeRef<leptos::html::Div>,
+) -> impl IntoView {
+    let c = ctx();
+    let line = Memo::new(move |_| {
+        c.plan
+            .with(|p| c.computed.with(|comp| compact_verdict(comp, p)))
+    });
+    let fits = Memo::new(move |_| c.computed.with(Computed::fits));
+    let away = RwSignal::new(false);
+    // Whether the full verdict's bottom has gone above the top of the window: read on scroll and resize (a
+    // rectangle read, no layout written), and set only when it changes.
+    let check = move || {
+        if let Some(el) = full.get_untracked() {
+            let gone = el.get_bounding_client_rect().bottom() < 0.0;
+            if gone != away.get_untracked() {
+                away.set(gone);
+            }
+        }
+    };
+    // Once mounted too: a page reloaded where it was scrolled to may start with the verdict out of view.
+    Effect::new(move |_| check());
+    let on_scroll = window_event_listener(leptos::ev::scroll, move |_| check());
+    let on_resize = window_event_listener(leptos::ev::resize, move |_| check());
+    on_cleanup(move || {
+        on_scroll.remove();
+        on_resize.remove();
+    });
+    let back = move |_| {
+        if let Some(el) = full.get_untracked() {
+            el.scroll_into_view();
+        }
+    };
+    view! {
+        <div class="compact-verdict" class:fits=fits class:nofit=move || !fits.get()
+            data-testid="verdict-compact" hidden=move || !away.get()>
+            <span class="line">{move || line.with(|l| l.0.clone())}<span class="gpu">{move || line.with(|l| format!(" · {}", l.1))}</span></span>
+            <button class="link" on:click=back>"Answer ↑"</button>
         </div>
     }
 }

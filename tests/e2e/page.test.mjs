@@ -1,60 +1,11 @@
 // End-to-end tests of the planner page in Debian's Chromium (playwright-core, no browser download).
 // Usage: node tests/e2e/page.test.mjs DIST_DIR   (the site built with --public-url /peakplan/)
 // Prints one line per test and a closing "N passed, N failed" line; screenshots go to tests/e2e/out/.
-import { createRequire } from 'node:module';
-import http from 'node:http';
+// The server, the browser, `test` and the helpers are tests/e2e/harness.mjs's (shared with hub_share.test.mjs).
 import fs from 'node:fs';
 import path from 'node:path';
-
-const require = createRequire(path.resolve('.tools/node_modules/x.js'));
-const { chromium } = require('playwright-core');
-const dist = path.resolve(process.argv[2] || 'dist');
-const out = path.resolve('tests/e2e/out');
-fs.mkdirSync(out, { recursive: true });
-const SUB = '/peakplan/';
-const FLAGS = ['--no-sandbox', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader'];
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.css': 'text/css', '.svg': 'image/svg+xml' };
-
-const foreign = [];
-const server = http.createServer((req, res) => {
-  const url = new URL(req.url, 'http://x');
-  if (!url.pathname.startsWith(SUB)) { foreign.push(url.pathname); res.writeHead(404); return res.end(); }
-  let p = path.join(dist, decodeURIComponent(url.pathname.slice(SUB.length)) || 'index.html');
-  if (!p.startsWith(dist) || !fs.existsSync(p) || fs.statSync(p).isDirectory()) p = path.join(dist, 'index.html');
-  res.writeHead(200, { 'content-type': TYPES[path.extname(p)] || 'application/octet-stream' });
-  res.end(fs.readFileSync(p));
-});
-await new Promise(r => server.listen(0, '127.0.0.1', r));
-const base = `http://127.0.0.1:${server.address().port}${SUB}`;
-const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: FLAGS });
-
-let passed = 0, failed = 0;
-// E2E_ONLY=words runs only the tests whose name holds them.
-const only = process.env.E2E_ONLY;
-async function test(name, body) {
-  if (only && !name.includes(only)) return;
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
-  const errors = [];
-  page.on('pageerror', e => errors.push(e.message));
-  // The page's Content-Security-Policy holds: no inline style or script is refused (csp.py sends no 'unsafe-inline').
-  // A test that injects something to see it refused says so by setting page.cspProbe.
-  page.on('console', m => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text()) && !page.cspProbe) errors.push(m.text()); });
-  try {
-    await body(page);
-    if (errors.length) throw new Error('page error: ' + errors[0]);
-    passed++; console.log(`ok   ${name}`);
-  } catch (e) {
-    failed++; console.log(`FAIL ${name}: ${String(e.message || e).split('\n')[0]}`);
-  } finally { await page.close(); }
-}
-const bytes = async (page, id) => Number(await page.locator(`[data-testid="${id}"]`).getAttribute('data-bytes'));
-const ready = page => page.waitForSelector('[data-testid="value-peak"][data-bytes]', { timeout: 20000 });
-const setSlider = (page, id, where) => page.locator(`[data-testid="${id}"]`).evaluate((e, where) => {
-  e.value = where === 'min' ? e.min : where === 'max' ? e.max : where;
-  e.dispatchEvent(new Event('input', { bubbles: true }));
-}, where);
-function assert(cond, msg) { if (!cond) throw new Error(msg); }
+import { test, bytes, ready, setSlider, assert, realConfig, routeHub, hubError, axeSource, out, base, browser, finish }
+  from './harness.mjs';
 
 await test('page loads with every hook and a drawn chart', async page => {
   await page.goto(base + '?model=llama-2-7b&method=qlora&r=16&b=1&s=1024');
@@ -730,32 +681,7 @@ await test('every peak names what it counts, the boxes add up to the one they si
   await page.locator('[data-testid="value-other"]').locator('..').screenshot({ path: path.join(out, 'figures.png') });
 });
 
-// The Hugging Face Hub, answered by the test (nothing reaches the internet): repo -> config (object or raw text),
-// status, abort, or a token the repo wants. Records each request's path and Authorization header.
-const realConfig = name => JSON.parse(fs.readFileSync(`/work/shared/models/${name}.json`, 'utf8'));
-async function routeHub(page, repos) {
-  const asked = [];
-  await page.route(/^https:\/\/huggingface\.co\//, async route => {
-    const u = new URL(route.request().url());
-    const auth = await route.request().headerValue('authorization');
-    asked.push({ path: u.pathname, auth });
-    const m = u.pathname.match(/^\/(?:api\/models\/)?([^/]+\/[^/]+)/);
-    const r = m && repos[m[1]];
-    const headers = { 'access-control-allow-origin': '*', 'access-control-allow-headers': 'authorization' };
-    if (route.request().method() === 'OPTIONS') return route.fulfill({ status: 204, headers });
-    if (r?.hold) await r.hold;
-    if (r?.abort) return route.abort('internetdisconnected');
-    if (!r) return route.fulfill({ status: 404, headers, contentType: 'application/json', body: '{"error":"Repository not found"}' });
-    if (r.token && auth !== `Bearer ${r.token}`) return route.fulfill({ status: 401, headers, body: 'Access to model is restricted' });
-    const info = u.pathname.startsWith('/api/models/');
-    const body = info ? JSON.stringify({ id: m[1], safetensors: r.stated ? { total: r.stated } : undefined })
-      : typeof r.config === 'string' ? r.config : JSON.stringify(r.config);
-    return route.fulfill({ status: 200, headers, contentType: 'application/json', body });
-  });
-  return asked;
-}
-const hubError = page => page.locator('[data-testid="hub-error"]');
-
+// The Hugging Face Hub is answered by the test (routeHub in harness.mjs): nothing reaches the internet.
 await test('Hub ids: a dense and an MoE model load by id with the Hub\'s stated count beside ours, the URL keeps them', async page => {
   const asked = await routeHub(page, {
     'acme/dense-7b': { config: realConfig('qwen2.5-7b'), stated: 7615616512 },
@@ -1118,7 +1044,6 @@ await test('Download SVG has the chart\'s title, the answer in its desc and a li
 
 // Accessibility: axe-core (installed by scripts/setup.sh) finds no serious or critical violation on the laptop, phone
 // and embed views, light and dark.
-const axeSource = fs.readFileSync(path.resolve('.tools/node_modules/axe-core/axe.min.js'), 'utf8');
 for (const [view, width, height, extra] of [['laptop', 1280, 800, ''], ['phone', 390, 844, ''], ['embed', 720, 420, '&embed=1']]) {
   for (const scheme of ['light', 'dark']) {
     await test(`accessibility: no serious or critical axe-core violation, ${view} view, ${scheme}`, async page => {
@@ -1136,7 +1061,4 @@ for (const [view, width, height, extra] of [['laptop', 1280, 800, ''], ['phone',
   }
 }
 
-if (foreign.length) { failed++; console.log('FAIL requests outside the sub-path: ' + foreign.slice(0, 3).join(' ')); }
-await browser.close(); server.close();
-console.log(`e2e: ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+await finish();
