@@ -167,18 +167,42 @@ impl Computed {
     pub fn fits(&self) -> bool {
         self.selected.device_bytes <= self.capacity_bytes
     }
+
+    /// How much card the plan needs, given `needs` (peakplan_core::needs_bytes, worked out once the plan
+    /// settles: the smallest GPU on which its step runs, which falls as GPUs are added): that, else (while it is
+    /// worked out, or where a smaller card's replay settles but the card's own does not) what the card shows.
+    pub fn needs_bytes(&self, needs: Option<u64>) -> u64 {
+        match needs {
+            Some(n) if (n <= self.capacity_bytes) == self.fits() => n,
+            _ => self.selected.device_bytes,
+        }
+    }
+
+    /// A plan that fits with under [`TIGHT_FRACTION`] of the card to spare: a longer sequence in the data, a
+    /// second process or a driver update can tip it over.
+    pub fn tight(&self, needs: Option<u64>) -> bool {
+        self.fits()
+            && self.needs_bytes(needs) as f64 > self.capacity_bytes as f64 * (1.0 - TIGHT_FRACTION)
+    }
 }
+
+/// What a fitting plan must leave of the card not to be called tight (3%).
+pub const TIGHT_FRACTION: f64 = 0.03;
 
 /// The verdict in one short line, for the compact verdict that stays in view while the full one is scrolled away
 /// (on a phone the controls sit a screen below it): the answer ("Fits: needs 19.6 GiB of 24.0 GiB", per GPU on
 /// several), and the GPUs apart ("RTX 4090", "8 × H100 80GB HBM3"), which a phone leaves out for room.
-pub fn compact_verdict(comp: &Computed, plan: &Plan) -> (String, String) {
+pub fn compact_verdict(comp: &Computed, plan: &Plan, needs: Option<u64>) -> (String, String) {
     let need = if comp.selected.saturated {
         "more than 16 EiB".to_string()
     } else {
-        peakplan_core::units::format_bytes(comp.selected.device_bytes)
+        peakplan_core::units::format_bytes(comp.needs_bytes(needs))
     };
-    let word = if comp.fits() { "Fits" } else { "Does not fit" };
+    let word = match (comp.fits(), comp.tight(needs)) {
+        (true, true) => "Fits, tightly",
+        (true, false) => "Fits",
+        (false, _) => "Does not fit",
+    };
     let each = if plan.gpus > 1 { " per GPU" } else { "" };
     let cap = peakplan_core::units::format_bytes(comp.capacity_bytes);
     let gpu = comp
@@ -494,7 +518,7 @@ mod tests {
     fn the_compact_verdict_is_one_short_line() {
         let p = Plan::parse_query("model=llama-3.1-8b&method=qlora&gpu=rtx-4090").plan;
         let c = Computed::new(preset_arch(&p), &p);
-        let (line, gpu) = compact_verdict(&c, &p);
+        let (line, gpu) = compact_verdict(&c, &p, None);
         assert!(
             line.starts_with("Fits: needs ") && line.ends_with(" of 24.0 GiB"),
             "{line}"
@@ -503,13 +527,54 @@ mod tests {
         let p =
             Plan::parse_query("model=llama-3.1-70b&method=full&gpus=8&zero=3&gpu=h100-80gb").plan;
         let c = Computed::new(preset_arch(&p), &p);
-        let (line, gpu) = compact_verdict(&c, &p);
+        let (line, gpu) = compact_verdict(&c, &p, None);
         assert!(
             line.starts_with("Does not fit: needs ") && line.ends_with(" per GPU of 79.6 GiB"),
             "{line}"
         );
         assert!(line.len() <= 50, "{line}");
         assert_eq!(gpu, "8 × H100 80GB HBM3");
+    }
+
+    #[test]
+    fn needs_falls_as_gpus_are_added_and_a_full_card_is_tight() {
+        // Llama 3.1 70B full under ZeRO-3 on H100s (#43): what the verdict says each count needs is the
+        // smallest card its step runs on, never rising with a GPU more (it read 107, 102, then 79.5 GiB), and
+        // 19 GPUs, which fit with under 3% to spare, are called tight.
+        for shard in ["deepspeed", "fsdp1"] {
+            let mut last = u64::MAX;
+            for gpus in 16..=24 {
+                let q = format!(
+                    "model=llama-3.1-70b&method=full&zero=3&shard={shard}&gpu=h100-80gb&gpus={gpus}"
+                );
+                let p = Plan::parse_query(&q).plan;
+                let c = Computed::new(preset_arch(&p), &p);
+                let needs = c.needs_bytes(Some(peakplan_core::needs_bytes(preset_arch(&p), &p)));
+                assert!(needs <= last, "{q}: {needs} after {last}");
+                assert_eq!(needs <= c.capacity_bytes, c.fits(), "{q}");
+                last = needs;
+            }
+        }
+        let p = Plan::parse_query(
+            "model=llama-3.1-70b&method=full&zero=3&shard=deepspeed&gpu=h100-80gb&gpus=19",
+        )
+        .plan;
+        let c = Computed::new(preset_arch(&p), &p);
+        let needs = Some(peakplan_core::needs_bytes(preset_arch(&p), &p));
+        assert!(
+            c.tight(needs),
+            "{} of {}",
+            c.needs_bytes(needs),
+            c.capacity_bytes
+        );
+        assert!(compact_verdict(&c, &p, needs)
+            .0
+            .starts_with("Fits, tightly: needs "));
+        // Until it is worked out, the verdict reads what the card shows.
+        assert_eq!(c.needs_bytes(None), c.selected.device_bytes);
+        let p = Plan::parse_query("model=llama-3.1-8b&method=qlora&gpu=rtx-4090").plan;
+        let needs = Some(peakplan_core::needs_bytes(preset_arch(&p), &p));
+        assert!(!Computed::new(preset_arch(&p), &p).tight(needs));
     }
 
     #[test]

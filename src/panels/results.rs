@@ -5,7 +5,7 @@ use crate::state::{ctx, on_settled_plan};
 use leptos::prelude::*;
 use peakplan_core::plan::Plan;
 use peakplan_core::units::{self, format_bytes, format_count};
-use peakplan_core::Kind;
+use peakplan_core::{needs_bytes, Kind};
 
 /// What the answer's figure counts, and the two figures PyTorch itself would print for the same step.
 fn measured(e: &peakplan_core::Estimate) -> String {
@@ -22,15 +22,30 @@ const SETTLE: std::time::Duration = std::time::Duration::from_millis(60);
 
 /// The verdict's class and its three lines (fits or not, the largest batch and sequence, the model and what is
 /// counted) for the plan `p` and its figures.
-fn verdict_words(comp: &Computed, limits: Option<&(Plan, String)>, p: &Plan) -> [String; 4] {
+fn verdict_words(
+    comp: &Computed,
+    limits: Option<&(Plan, String)>,
+    needs: Option<u64>,
+    p: &Plan,
+) -> [String; 4] {
     // Beyond u64 the engine saturates rather than wrapping: say so instead of printing a clamped figure.
     let need = if comp.selected.saturated {
         "more than 16 EiB (beyond what the arithmetic holds)".to_string()
     } else {
-        format_bytes(comp.selected.device_bytes)
+        format_bytes(comp.needs_bytes(needs))
     };
     let per_gpu = units::per_gpu(p);
-    let (class, text) = if comp.fits() {
+    let (class, text) = if comp.tight(needs) {
+        (
+            "verdict fits tight",
+            format!(
+                "Fits, tightly: needs {need}{per_gpu} of the {}'s {}, under 3% to spare (a longer \
+                 sequence in the data or another process on the card can tip it over)",
+                comp.gpu_name,
+                format_bytes(comp.capacity_bytes)
+            ),
+        )
+    } else if comp.fits() {
         (
             "verdict fits",
             format!(
@@ -81,19 +96,42 @@ pub(crate) fn Verdict() -> impl IntoView {
         || true,
         move |arch, plan| limits.set(Some((plan.clone(), Limits::new(arch, plan).words()))),
     );
+    // What the plan needs (the smallest card its step runs on: a few replays), once it settles.
+    let needs: RwSignal<Option<(Plan, u64)>> = RwSignal::new(None);
+    on_settled_plan(
+        "smallest card",
+        SETTLE,
+        || true,
+        move |arch, plan| needs.set(Some((plan.clone(), needs_bytes(arch, plan)))),
+    );
+    let needs_now = Memo::new(move |_| {
+        let p = c.plan.get();
+        needs.with(|n| n.as_ref().filter(|(of, _)| *of == p).map(|(_, b)| *b))
+    });
     let words = Memo::new(move |_| {
         let p = c.plan.get();
-        limits.with(|l| c.computed.with(|comp| verdict_words(comp, l.as_ref(), &p)))
+        let n = needs_now.get();
+        limits.with(|l| {
+            c.computed
+                .with(|comp| verdict_words(comp, l.as_ref(), n, &p))
+        })
     });
     let part = move |i: usize| move || words.with(|w| w[i].clone());
     let full = NodeRef::<leptos::html::Div>::new();
+    // The figure the verdict reads out, for tests and tools (empty until the smallest card is worked out).
+    let shown = move || {
+        needs_now.get().map(|n| {
+            c.computed
+                .with(|comp| comp.needs_bytes(Some(n)).to_string())
+        })
+    };
     view! {
-        <div class=part(0) data-testid="verdict" role="status" node_ref=full>
+        <div class=part(0) data-testid="verdict" data-needs-bytes=shown role="status" node_ref=full>
             <p class="big">{part(1)}</p>
             <p>{part(2)}</p>
             <p class="model">{part(3)}</p>
         </div>
-        <CompactVerdict full=full/>
+        <CompactVerdict full=full needs=needs_now/>
     }
 }
 
@@ -104,11 +142,14 @@ pub(crate) fn Verdict() -> impl IntoView {
 fn CompactVerdict(
     /// The full verdict, whose position decides when this one shows.
     full: NodeRef<leptos::html::Div>,
+    /// What the plan needs, once worked out (the full verdict's).
+    needs: Memo<Option<u64>>,
 ) -> impl IntoView {
     let c = ctx();
     let line = Memo::new(move |_| {
+        let n = needs.get();
         c.plan
-            .with(|p| c.computed.with(|comp| compact_verdict(comp, p)))
+            .with(|p| c.computed.with(|comp| compact_verdict(comp, p, n)))
     });
     let fits = Memo::new(move |_| c.computed.with(Computed::fits));
     let away = RwSignal::new(false);

@@ -350,6 +350,7 @@ fn report(arch: &Architecture, plan: &Plan) -> Value {
         "peak_allocated_bytes": e.peak_allocated_bytes,
         "peak_reserved_bytes": e.peak_reserved_bytes,
         "device_bytes": e.device_bytes,
+        "needs_bytes": peakplan_core::needs_bytes(arch, plan),
         "peak_phase": format!("{:?}", e.peak_phase).to_lowercase(),
         "saturated": e.saturated,
         "components": comps,

@@ -429,6 +429,7 @@ fn gpus_json_has_a_row_per_bundled_gpu_with_the_cores_numbers() {
         "max_batch",
         "max_seq",
         "name",
+        "needs_bytes",
         "short_name",
     ];
     for r in rows {

@@ -3,7 +3,9 @@
 
 use crate::advise::{self, Change};
 use crate::arch::Architecture;
-use crate::engine::{estimate_on, estimate_rough, fits_on, Estimate, CUDA_CONTEXT_BYTES};
+use crate::engine::{
+    estimate_on, estimate_rough, fits_on, needs_bytes, Estimate, CUDA_CONTEXT_BYTES,
+};
 use crate::plan::Plan;
 use crate::presets::{GpuPreset, GPUS};
 use crate::solve;
@@ -22,6 +24,9 @@ pub struct GpuFit {
     pub capacity_bytes: u64,
     /// What `nvidia-smi` would show on each GPU for the plan as it is (with its own GPU count).
     pub device_bytes: u64,
+    /// The smallest GPU on which the plan's step runs ([`needs_bytes`]; the same on every row): what a row that
+    /// does not fit is short of.
+    pub needs_bytes: u64,
     pub fits: bool,
     /// Largest micro-batch that fits at the plan's sequence length.
     pub max_batch: Option<u64>,
@@ -53,9 +58,16 @@ impl GpuFit {
                 format_bytes(self.capacity_bytes - self.device_bytes)
             )
         } else {
+            // Short of the smallest card that runs it, where that is over this one (the card's own replay may
+            // fail where a smaller card's settles: then what it would reserve).
+            let need = if self.needs_bytes > self.capacity_bytes {
+                self.needs_bytes
+            } else {
+                self.device_bytes
+            };
             format!(
                 "{} short",
-                format_bytes(self.device_bytes - self.capacity_bytes)
+                format_bytes(need.saturating_sub(self.capacity_bytes))
             )
         }
     }
@@ -92,6 +104,7 @@ pub fn add_row_limits(arch: &Architecture, plan: &Plan, row: &mut GpuFit) {
 /// works them out one row at a time ([`add_row_limits`]).
 pub fn gpu_fits_without_limits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
     let unlimited = estimate_on(arch, plan, u64::MAX);
+    let needs = needs_bytes(arch, plan);
     let mut counts = GpuCounts::new(arch, plan);
     // Ordered by insertion rather than a sort call: eighteen entries, and no sort code in the page's wasm.
     let mut gpus: Vec<&GpuPreset> = Vec::with_capacity(GPUS.len());
@@ -118,6 +131,7 @@ pub fn gpu_fits_without_limits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> 
                 short_name: g.short_name,
                 capacity_bytes: cap,
                 device_bytes,
+                needs_bytes: needs,
                 fits,
                 max_batch: None,
                 max_seq: None,

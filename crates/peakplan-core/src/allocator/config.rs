@@ -42,6 +42,11 @@ pub struct AllocatorConfig {
     /// `roundup_power2_divisions` as one value for every size (PyTorch's per-interval list is not modelled).
     /// `None`, 0 and 1 are off; PyTorch accepts only powers of two, other values are taken down to one.
     pub roundup_power2_divisions: Option<u32>,
+    /// Before every new segment, release the cached segments and retry, as PyTorch does only once the device is
+    /// full: the allocator then behaves at every growth as on the smallest device that could hold the step, and
+    /// its reserved peak is that device's size (to be confirmed by a replay on a device of that size: the two
+    /// place blocks alike up to the first growth that a larger device would serve without releasing).
+    pub release_before_growing: bool,
 }
 
 impl AllocatorConfig {
@@ -53,6 +58,7 @@ impl AllocatorConfig {
             garbage_collection_threshold: None,
             expandable_segments: false,
             roundup_power2_divisions: None,
+            release_before_growing: false,
         }
     }
 }
@@ -67,6 +73,7 @@ pub(super) struct Limits {
     pub expandable: bool,
     /// A power of two; 1 means off.
     pub divisions: u64,
+    pub release_before_growing: bool,
 }
 
 impl Limits {
@@ -88,6 +95,7 @@ impl Limits {
             gc_threshold,
             expandable: config.expandable_segments,
             divisions,
+            release_before_growing: config.release_before_growing,
         }
     }
 }

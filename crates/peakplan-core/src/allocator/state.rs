@@ -99,7 +99,11 @@ impl Allocator {
             }
             // The order of `malloc`'s fallbacks: a new segment; else free oversize cached blocks and retry; else
             // free every unsplit cached segment and retry once more (the retry PyTorch counts).
-            found = self.alloc_block(kind, size, alloc_size, false);
+            // Releasing before growing (see `AllocatorConfig::release_before_growing`) takes the full device's
+            // path at once.
+            if !self.limits.release_before_growing {
+                found = self.alloc_block(kind, size, alloc_size, false);
+            }
             if found.is_none() && self.release_available_cached_blocks(kind, size) {
                 found = self.alloc_block(kind, size, alloc_size, false);
             }

@@ -32,7 +32,7 @@ use crate::arch::Architecture;
 use crate::plan::{Attn, Plan};
 use crate::profile::Profile;
 use count::{clamp, Count};
-use reserved::Transients;
+use reserved::{Replays, Transients};
 
 /// The attention `transformers` runs when asked for `attn`: it has no SDPA path for attention sinks (gpt-oss
 /// declares `_supports_sdpa = False`), so such a model runs eager attention unless a flash kernel that takes sinks
@@ -79,9 +79,23 @@ pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
 pub fn estimate_on(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Estimate {
     let by = Reserve::Replay {
         capacity_bytes,
-        card_only: false,
+        replays: Replays::Card,
     };
     estimate_by(arch, plan, by)
+}
+
+/// The smallest GPU (as `nvidia-smi` counts it) on which the plan's step runs: near its limit the allocator frees
+/// its cache and retries, so a plan over its card needs less than the `device_bytes` a card without limit would
+/// show, and a plan with room may run on a smaller card. A replay whose allocator releases its cache before every
+/// new segment finds it, confirmed on a device of that size (else a bisection of at most eight replays): a few
+/// times an estimate's cost, so it is worked out apart, where the answer is read. Where paged optimizer states
+/// or an emptied cache leave no smaller card known to run the step, what the card shows.
+pub fn needs_bytes(arch: &Architecture, plan: &Plan) -> u64 {
+    let by = Reserve::Replay {
+        capacity_bytes: plan.gpu.preset().capacity_bytes,
+        replays: Replays::Smallest,
+    };
+    estimate_by(arch, plan, by).device_bytes
 }
 
 /// [`estimate`] with reserved and device memory by the allocator's rule of thumb instead of a replay: about a
@@ -97,7 +111,7 @@ pub fn estimate_rough(arch: &Architecture, plan: &Plan) -> Estimate {
 pub fn fits_on(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> bool {
     let by = Reserve::Replay {
         capacity_bytes,
-        card_only: true,
+        replays: Replays::CardOnly,
     };
     estimate_by(arch, plan, by).device_bytes <= capacity_bytes
 }
@@ -105,11 +119,10 @@ pub fn fits_on(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> bool {
 /// How reserved memory is found.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Reserve {
-    /// Replayed on a card of `capacity_bytes`; `card_only` skips the replay without limit that tells how much
-    /// a step the card cannot hold would need.
+    /// Replayed on a card of `capacity_bytes`, the replays [`Replays`] names.
     Replay {
         capacity_bytes: u64,
-        card_only: bool,
+        replays: Replays,
     },
     Rule,
 }
@@ -149,11 +162,11 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
         Reserve::Rule => rule,
         Reserve::Replay {
             capacity_bytes,
-            card_only,
+            replays,
         } => reserved::replayed(
             plan.allocator,
             capacity_bytes,
-            card_only,
+            replays,
             |max_events| events::step_events(&st, max_events),
             timeline.peak,
             resident.paged_states,

@@ -40,6 +40,19 @@ pub(super) struct Reserved {
     pub device: Count,
 }
 
+/// Which replays find reserved memory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Replays {
+    /// On a device without limit, and on the card where that reserved more than the card holds: what the card
+    /// shows, or what a plan it cannot hold would need on a card without limit.
+    Card,
+    /// On the card only: a step it cannot hold reports no figure but "more than the card" (`u64::MAX`
+    /// reserved), which is all a search needs to know.
+    CardOnly,
+    /// The smallest device on which the step runs, as `device` ([`smallest_device`]): what a plan needs.
+    Smallest,
+}
+
 /// The reserved and device memory of a step whose allocated peak is `peak`, by the rule of thumb.
 pub(super) fn rule(alloc: Alloc, peak: Count, t: &Transients, paged_states: Count) -> Reserved {
     // A warm cache strands about one largest transient block; an emptied cache or expandable segments do not:
@@ -79,13 +92,11 @@ const UNLIMITED_BYTES: u64 = 1 << 59;
 /// The reserved and device memory of a step by replaying its events (built by `events` only when a replay
 /// runs, at most [`MAX_REPLAYED_EVENTS`] of them, else `None`) on a GPU of `capacity_bytes` (see the module
 /// doc); `fallback` (the rule's figures) where no replay can stand for the step: too many events, or middle
-/// micro-batches that never settle. With
-/// `card_only`, only the replay on the card runs: a step it cannot hold reports no figure but "more than the
-/// card" (`u64::MAX` reserved), which is all a search needs to know.
+/// micro-batches that never settle. `replays` says which replays run ([`Replays`]).
 pub(super) fn replayed(
     alloc: Alloc,
     capacity_bytes: u64,
-    card_only: bool,
+    replays: Replays,
     events: impl FnOnce(usize) -> Option<StepEvents>,
     peak: Count,
     paged_states: Count,
@@ -94,30 +105,37 @@ pub(super) fn replayed(
     let device = capacity_bytes.saturating_sub(CUDA_CONTEXT_BYTES);
     // A step that allocates more than the card cannot be held by it, whatever the replay.
     let beyond_card = peak > device as Count;
-    if card_only && beyond_card {
+    if replays == Replays::CardOnly && beyond_card {
         return with_reserved(peak, u64::MAX as Count, paged_states);
     }
     let Some(events) = events(MAX_REPLAYED_EVENTS) else {
         return fallback;
     };
-    if card_only {
-        let reserved = match replay(alloc, &events, device) {
+    if replays == Replays::CardOnly {
+        let reserved = match replay(alloc, &events, device, false) {
             Ok(Some(s)) => s.reserved_bytes.peak,
             Ok(None) => return fallback,
             Err(_) => u64::MAX,
         };
         return with_reserved(peak, reserved as Count, paged_states);
     }
-    let Ok(Some(unlimited)) = replay(alloc, &events, UNLIMITED_BYTES) else {
+    let Ok(Some(unlimited)) = replay(alloc, &events, UNLIMITED_BYTES, false) else {
         return fallback;
     };
     let peak_bytes = unlimited.reserved_bytes.peak;
+    // Paged optimizer states sit outside the allocator, on the GPU while it has room: a replay on a card does not
+    // leave them theirs, so no card smaller than the one that shows it all is known to hold the step. An emptied
+    // cache's figures are the measured step's, after a first step that may have reserved more.
+    if replays == Replays::Smallest && paged_states == 0.0 && alloc != Alloc::Emptied {
+        let smallest = smallest_device(alloc, &events, peak_bytes);
+        return with_reserved(peak, smallest as Count, paged_states);
+    }
     // Where the unlimited device never held more than the card, the card's replay is the same one; where the
     // step allocates more than the card, the card's replay runs out for certain.
     let reserved = if peak_bytes <= device || beyond_card {
         peak_bytes
     } else {
-        match replay(alloc, &events, device) {
+        match replay(alloc, &events, device, false) {
             Ok(Some(on_card)) => on_card.reserved_bytes.peak,
             Ok(None) => return fallback,
             Err(_) => peak_bytes,
@@ -126,15 +144,48 @@ pub(super) fn replayed(
     with_reserved(peak, reserved as Count, paged_states)
 }
 
-/// Loading, a first step, and the measured second step, on a device of `capacity_bytes`; `None` where the middle
-/// micro-batches did not settle.
+/// Replays on devices between the smallest and the unlimited one's reserved peak that a bisection tries at most.
+const MAX_BISECTIONS: u32 = 8;
+
+/// The smallest device, to 2 MiB, on which the step runs, below `unlimited` (the reserved peak of a device
+/// without limit, which runs it). An allocator that releases its cache before every new segment reserves what the
+/// tightest device would; a replay on a device of that size confirms it, else a bisection between the two finds
+/// the size (at most [`MAX_BISECTIONS`] replays, then the smallest size known to run).
+fn smallest_device(alloc: Alloc, events: &StepEvents, unlimited: u64) -> u64 {
+    let tight = match replay(alloc, events, UNLIMITED_BYTES, true) {
+        Ok(Some(s)) => s.reserved_bytes.peak,
+        _ => return unlimited,
+    };
+    let runs = |bytes: u64| matches!(replay(alloc, events, bytes, false), Ok(Some(_)));
+    if tight >= unlimited || runs(tight) {
+        return tight.min(unlimited);
+    }
+    let (mut fails, mut holds) = (tight, unlimited);
+    for _ in 0..MAX_BISECTIONS {
+        if holds - fails <= 2 * MIB as u64 {
+            break;
+        }
+        let mid = fails + (holds - fails) / 2;
+        if runs(mid) {
+            holds = mid;
+        } else {
+            fails = mid;
+        }
+    }
+    holds
+}
+
+/// Loading, a first step, and the measured second step, on a device of `capacity_bytes` (releasing the cache
+/// before every new segment where asked); `None` where the middle micro-batches did not settle.
 fn replay(
     alloc: Alloc,
     events: &StepEvents,
     capacity_bytes: u64,
+    release_before_growing: bool,
 ) -> Result<Option<Stats>, crate::allocator::OutOfMemory> {
     let config = AllocatorConfig {
         expandable_segments: alloc == Alloc::Expandable,
+        release_before_growing,
         ..AllocatorConfig::with_capacity(capacity_bytes)
     };
     let mut r = Replay::new(config, events.setup.len());

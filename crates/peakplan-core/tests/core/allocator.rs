@@ -492,6 +492,7 @@ fn edge_inputs_never_panic() {
         garbage_collection_threshold: Some(f64::NAN),
         expandable_segments: true,
         roundup_power2_divisions: Some(u32::MAX),
+        release_before_growing: false,
     };
     let mut b = Allocator::new(odd);
     for size in [1, 512, MIB, 3 * MIB, 900 * GIB, (1 << 60) - 1] {
@@ -742,6 +743,7 @@ fn any_ops() -> impl Strategy<Value = (AllocatorConfig, Vec<(bool, u64, usize)>)
                     garbage_collection_threshold,
                     expandable_segments,
                     roundup_power2_divisions: d,
+                    release_before_growing: false,
                 }
             },
         );
@@ -793,4 +795,26 @@ proptest! {
         prop_assert_eq!((s.allocated_bytes.current, s.reserved_bytes.current, s.segments.current), (0, 0, 0));
         prop_assert!(a.snapshot().is_empty());
     }
+}
+
+#[test]
+fn releasing_before_growing_reserves_what_the_tightest_device_would() {
+    // A 100 MiB block freed, then a 150 MiB one: a device with room keeps the first segment cached beside the
+    // new one (250 MiB reserved); one that releases its cache before growing, as a full device does, holds the
+    // new one alone, and a device of that size runs the sequence.
+    let run = |config: AllocatorConfig| {
+        let mut a = Allocator::new(config);
+        let x = a.malloc(100 * MIB).unwrap();
+        a.free(x);
+        let y = a.malloc(150 * MIB).map(|y| a.free(y));
+        (y.is_ok(), a.stats().reserved_bytes.peak)
+    };
+    assert_eq!(run(cfg(GIB)), (true, 250 * MIB));
+    let tight = AllocatorConfig {
+        release_before_growing: true,
+        ..cfg(GIB)
+    };
+    assert_eq!(run(tight), (true, 150 * MIB));
+    assert_eq!(run(cfg(150 * MIB)), (true, 150 * MIB));
+    assert!(!run(cfg(149 * MIB)).0);
 }

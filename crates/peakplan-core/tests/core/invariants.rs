@@ -174,3 +174,21 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// What a plan needs is the smallest card its step runs on: never above what the card shows, and a card of
+    /// that size runs it (the allocator frees its cache and retries there).
+    #[test]
+    fn a_plan_runs_on_the_card_it_needs(p in any_plan()) {
+        let arch = preset_arch(&p);
+        let (e, needs) = (est(&p), peakplan_core::needs_bytes(arch, &p));
+        prop_assert!(needs <= e.device_bytes, "{}", p.to_query());
+        // Where it is below what the card shows, a replay on a card of that size ran the step (paged states and
+        // an emptied cache leave it at what the card shows: see `engine/reserved.rs`).
+        if needs < e.device_bytes {
+            prop_assert!(peakplan_core::fits_on(arch, &p, needs), "{}: {} B", p.to_query(), needs);
+        }
+    }
+}
