@@ -116,11 +116,16 @@ fn read_deepspeed(r: &mut Reader, ds: &Map<String, Value>) {
                 Some(p) if !p.is_empty() => deepspeed::read_path(r, &f, p),
                 _ => {}
             },
+            // accelerate's default is the stage (`ACCELERATE_DEEPSPEED_ZERO3_INIT`, else `is_zero3()`), as zinit's.
+            "zero3_init_flag" => {
+                if let Some(b) = r.flag(&f, v) {
+                    r.fact_bool("zinit", b, &f);
+                }
+            }
             _ if is_empty(v) => {}
-            "zero3_init_flag"
-            | "zero3_save_16bit_model"
-            | "deepspeed_multinode_launcher"
-            | "gradient_clipping" => r.neutral(&f),
+            "zero3_save_16bit_model" | "deepspeed_multinode_launcher" | "gradient_clipping" => {
+                r.neutral(&f)
+            }
             _ => r.unsupported(&f),
         }
     }

@@ -1,11 +1,11 @@
 //! DeepSpeed JSON: the export (ZeRO stage, micro-batch, precision, also the `DEEPSPEED` dict of the Python script)
 //! and the import of a DeepSpeed config, alone, inside `TrainingArguments` or axolotl, or named by its file.
 
-use super::fields::{cat, get, get_str, is_empty, type_name, Reader};
+use super::fields::{cat, get, get_str, is_empty, show, type_name, Reader};
 use super::num;
 use super::sharding::{launch, Launch};
-use super::template::{fill, vars, Vars, YAML_BOOLS};
-use crate::plan::{Plan, Precision};
+use super::template::{render, vars, Vars, YAML_BOOLS};
+use crate::plan::{Plan, Precision, MAX_DS_ELEMENTS};
 use crate::text::quote;
 use serde_json::{Map, Value};
 
@@ -43,18 +43,49 @@ pub(crate) fn export(plan: &Plan) -> String {
     let batch = train_batch_size(plan);
     let ga = num(plan.grad_accumulation);
     let b = num(plan.micro_batch);
-    fill!(
-        DEEPSPEED, YAML_BOOLS;
-        "batch" => &batch,
-        "b" => &b,
-        "ga" => &ga,
-        "zero" => &zero,
-        "offload" => if plan.cpu_offload { "cpu" } else { "none" },
+    render(
+        DEEPSPEED,
+        YAML_BOOLS,
+        &[
+            vars!(
+                "batch" => batch,
+                "b" => b,
+                "ga" => ga,
+                "zero" => zero,
+                "offload" => if plan.cpu_offload { "cpu" } else { "none" },
+                ;
+                "bf16" => bf16(plan),
+                "fp16" => fp16(plan),
+                "zero1" => plan.zero >= 1,
+                "zero3" => plan.zero == 3,
+            ),
+            zero_vars(plan),
+        ],
+    )
+}
+
+/// DeepSpeed's sizes and switches as the config writes them (the JSON file and the script's dict): a set value as
+/// is; `auto` as `"auto"` where the Trainer fills it (`reduce_bucket_size`, and under ZeRO-3 the prefetch bucket
+/// and the persistence threshold), else left out, so DeepSpeed's default applies.
+pub(crate) fn zero_vars(plan: &Plan) -> Vars<'static> {
+    let size = |v: Option<u64>, trainer_fills: bool| match v {
+        Some(n) => num(n),
+        None if trainer_fills => "\"auto\"".into(),
+        None => String::new(),
+    };
+    let zero3 = plan.zero == 3;
+    vars!(
+        "ds_sub" => size(plan.ds_sub_group, false),
+        "ds_rbucket" => size(plan.ds_reduce_bucket, true),
+        "ds_agbucket" => size(plan.ds_allgather_bucket, false),
+        "ds_prefetch" => size(plan.ds_prefetch_bucket, zero3),
+        "ds_live" => size(plan.ds_max_live, false),
+        "ds_persist" => size(plan.ds_persistence, zero3),
         ;
-        "bf16" => bf16(plan),
-        "fp16" => fp16(plan),
-        "zero1" => plan.zero >= 1,
-        "zero3" => plan.zero == 3,
+        "ds_overlap_set" => plan.ds_overlap_comm.is_some(),
+        "ds_overlap" => plan.ds_overlap_comm == Some(true),
+        "ds_contig_set" => plan.ds_contiguous_grads.is_some(),
+        "ds_contig" => plan.ds_contiguous_grads == Some(true),
     )
 }
 
@@ -76,6 +107,8 @@ pub(crate) fn script_vars(plan: &Plan) -> Vars<'static> {
         ;
         "ds" => ds,
         "zero3" => ds && plan.zero == 3,
+        // zinit=0 under ZeRO-3: the model loads whole, outside zero.Init.
+        "no_zero_init" => ds && plan.zero == 3 && !plan.zero_init,
         // bitsandbytes stores 4-bit weights in a float dtype so that ZeRO-3 and FSDP can shard them.
         "quant_storage" => (ds && plan.zero == 3) || matches!(launch(plan), Launch::Fsdp(_)),
         "ds_bf16" => bf16(plan),
@@ -94,10 +127,9 @@ const DEEPSPEED_NEUTRAL: &[&str] = &[
 
 #[rustfmt::skip]
 const ZERO_NEUTRAL: &[&str] = &[
-    "overlap_comm", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_partitions",
-    "allgather_bucket_size", "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-    "stage3_max_live_parameters", "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
-    "stage3_gather_fp16_weights_on_model_save", "sub_group_size", "round_robin_gradients", "load_from_fp32_weights",
+    "reduce_scatter", "allgather_partitions",
+    "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save", "round_robin_gradients", "load_from_fp32_weights",
     "elastic_checkpoint", "ignore_unused_parameters", "legacy_stage1", "zero_hpz_partition_size",
     "zero_quantized_weights", "zero_quantized_gradients", "mics_shard_size", "use_multi_rank_bucket_allreduce",
 ];
@@ -211,12 +243,95 @@ fn read_zero(r: &mut Reader, prefix: &str, z: &Map<String, Value>) {
             }
         }
     }
-    r.rest(
-        &zp,
-        z,
-        &["stage", "offload_optimizer", "offload_param"],
-        ZERO_NEUTRAL,
-    );
+    read_sizes(r, &zp, z);
+    let mut handled = vec!["stage", "offload_optimizer", "offload_param"];
+    handled.extend(SIZES.iter().flat_map(|(name, alias, _)| [*name, *alias]));
+    handled.extend(SWITCHES.iter().map(|(name, _)| *name));
+    r.rest(&zp, z, &handled, ZERO_NEUTRAL);
+}
+
+/// DeepSpeed's sizes in `zero_optimization` (elements): the field, the name DeepSpeed also accepts (its pydantic
+/// field, aliased by the `stage3_` name), and the plan key.
+const SIZES: &[(&str, &str, &str)] = &[
+    ("sub_group_size", "sub_group_size", "ds_sub"),
+    ("reduce_bucket_size", "reduce_bucket_size", "ds_rbucket"),
+    (
+        "allgather_bucket_size",
+        "allgather_bucket_size",
+        "ds_agbucket",
+    ),
+    (
+        "stage3_prefetch_bucket_size",
+        "prefetch_bucket_size",
+        "ds_prefetch",
+    ),
+    (
+        "stage3_max_live_parameters",
+        "max_live_parameters",
+        "ds_live",
+    ),
+    (
+        "stage3_param_persistence_threshold",
+        "param_persistence_threshold",
+        "ds_persist",
+    ),
+];
+
+/// DeepSpeed's switches in `zero_optimization` and their plan keys.
+const SWITCHES: &[(&str, &str)] = &[
+    ("overlap_comm", "ds_overlap"),
+    ("contiguous_gradients", "ds_contig"),
+];
+
+/// The sizes and switches of `zero_optimization`: a number (`5e8`, `500000000`, or either as a string), or
+/// `auto` (the Trainer's fill, or DeepSpeed's default where the Trainer fills none).
+#[inline(never)]
+fn read_sizes(r: &mut Reader, zp: &str, z: &Map<String, Value>) {
+    for &(name, alias, key) in SIZES {
+        let Some((k, v)) = [name, alias]
+            .into_iter()
+            .find_map(|k| get(z, k).filter(|v| !v.is_null()).map(|v| (k, v)))
+        else {
+            continue;
+        };
+        let field = cat(zp, k);
+        if v.as_str() == Some("auto") {
+            r.fact(key, "auto", &field);
+        } else if let Some(n) = elements(v) {
+            r.fact(key, &num(n), &field);
+        } else {
+            r.note_fmt(format_args!(
+                "{field} must be a whole number of elements (0 to {MAX_DS_ELEMENTS}) or auto, got {}; {key} \
+                 unchanged",
+                show(v)
+            ));
+        }
+    }
+    for &(name, key) in SWITCHES {
+        let Some(v) = get(z, name).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let field = cat(zp, name);
+        if v.as_str() == Some("auto") {
+            r.fact(key, "auto", &field);
+        } else if let Some(b) = r.flag(&field, v) {
+            r.fact_bool(key, b, &field);
+        }
+    }
+}
+
+/// A count of elements as DeepSpeed reads one: a whole number, written as an integer or a float (`1e9`), or as
+/// a string of either; `None` for anything else or beyond [`MAX_DS_ELEMENTS`].
+fn elements(v: &Value) -> Option<u64> {
+    let f = match v {
+        Value::Number(n) => match n.as_u64() {
+            Some(u) => return Some(u).filter(|u| *u <= MAX_DS_ELEMENTS),
+            None => n.as_f64()?,
+        },
+        Value::String(s) => crate::decimal::parse_f64(s.trim())?,
+        _ => return None,
+    };
+    (f.fract() == 0.0 && (0.0..=MAX_DS_ELEMENTS as f64).contains(&f)).then_some(f as u64)
 }
 
 /// DeepSpeed's `bf16`/`fp16` section: `enabled` (true when the section has no such field), `None` for `auto`.
@@ -235,19 +350,38 @@ fn enabled(r: &mut Reader, prefix: &str, map: &Map<String, Value>, k: &str) -> O
         _ => None,
     }
 }
-/// A zero stage guessed from a DeepSpeed file name such as `zero3_bf16.json`.
+/// A DeepSpeed file named by its path: one a framework ships is read as shipped (its stage, offloading, sizes and
+/// switches, each applying only where no file given says otherwise); for any other, the ZeRO stage guessed from
+/// a name such as `zero3_bf16.json` or `ds_z3_config.json`. Either way the note asks for the file itself.
 #[inline(never)]
 pub(super) fn read_path(r: &mut Reader, field: &str, path: &str) {
-    let lower = path.to_ascii_lowercase();
-    let stage = lower
-        .as_bytes()
-        .windows(4)
-        .position(|w| w == b"zero")
-        .and_then(|i| lower[i + 4..].trim_start_matches(['_', '-']).chars().next())
-        .and_then(|c| c.to_digit(10))
-        .filter(|d| *d <= 3);
     let q = quote(path);
     r.fact("shard", "deepspeed", field);
+    if let Some((source, zero)) = shipped(path) {
+        let first = r.facts.len();
+        let z: Map<String, Value> = serde_json::from_str(&zero).unwrap_or_default();
+        read_zero(r, &cat(field, " (as shipped): "), &z);
+        for f in &mut r.facts[first..] {
+            f.weak = true;
+        }
+        r.note_fmt(format_args!(
+            "{field} = {q}: read as {source} ships it (ZeRO stage, offloading, DeepSpeed sizes); give that file \
+             too to read a changed copy"
+        ));
+        return;
+    }
+    let lower = path.to_ascii_lowercase();
+    let after = |tag: &[u8]| {
+        let i = lower.as_bytes().windows(tag.len()).position(|w| w == tag)?;
+        lower[i + tag.len()..]
+            .trim_start_matches(['_', '-'])
+            .chars()
+            .next()
+    };
+    let stage = after(b"zero")
+        .or_else(|| after(b"ds_z"))
+        .and_then(|c| c.to_digit(10))
+        .filter(|d| *d <= 3);
     match stage {
         Some(d) => {
             r.fact("zero", &num(u64::from(d)), field);
@@ -259,4 +393,58 @@ pub(super) fn read_path(r: &mut Reader, field: &str, path: &str) {
             "{field} = {q}: give that file too (peakplan import this.yaml {q}) to read its ZeRO stage"
         )),
     }
+}
+
+/// The `zero_optimization` of a DeepSpeed file a framework ships, by the name its configs give: ms-swift's
+/// `--deepspeed zero2|zero3|zero2_offload|zero3_offload` (`swift/llm/ds_config/*.json`), LLaMA-Factory's
+/// `examples/deepspeed/ds_z{2,3}[_offload]_config.json`. Other fields of those files (precision, batch) are `auto`.
+fn shipped(path: &str) -> Option<(&'static str, String)> {
+    const SWIFT_Z2: &str = r#"{"stage": 2, "allgather_bucket_size": 2e8, "overlap_comm": true,
+        "reduce_bucket_size": 2e8, "contiguous_gradients": true"#;
+    const SWIFT_Z3: &str = r#"{"stage": 3, "overlap_comm": true, "contiguous_gradients": true,
+        "sub_group_size": 1e9, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+        "stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9"#;
+    const LF_Z2: &str = r#"{"stage": 2, "allgather_bucket_size": 5e8, "overlap_comm": false,
+        "reduce_bucket_size": 5e8, "contiguous_gradients": true"#;
+    const LF_Z3: &str = r#"{"stage": 3, "overlap_comm": false, "contiguous_gradients": true,
+        "sub_group_size": 1e9, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+        "stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9"#;
+    // ms-swift names its files without a path or extension; LLaMA-Factory's configs give the file's path.
+    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let (source, body, offload): (_, _, &str) = match name {
+        "zero2" => ("ms-swift (swift/llm/ds_config/zero2.json)", SWIFT_Z2, ""),
+        "zero2_offload" => (
+            "ms-swift (swift/llm/ds_config/zero2_offload.json)",
+            SWIFT_Z2,
+            r#", "offload_optimizer": {"device": "cpu"}"#,
+        ),
+        "zero3" => ("ms-swift (swift/llm/ds_config/zero3.json)", SWIFT_Z3, ""),
+        "zero3_offload" => (
+            "ms-swift (swift/llm/ds_config/zero3_offload.json)",
+            SWIFT_Z3,
+            r#", "offload_param": {"device": "cpu"}"#,
+        ),
+        "ds_z2_config.json" => (
+            "LLaMA-Factory (examples/deepspeed/ds_z2_config.json)",
+            LF_Z2,
+            "",
+        ),
+        "ds_z2_offload_config.json" => (
+            "LLaMA-Factory (examples/deepspeed/ds_z2_offload_config.json)",
+            LF_Z2,
+            r#", "offload_optimizer": {"device": "cpu"}"#,
+        ),
+        "ds_z3_config.json" => (
+            "LLaMA-Factory (examples/deepspeed/ds_z3_config.json)",
+            LF_Z3,
+            "",
+        ),
+        "ds_z3_offload_config.json" => (
+            "LLaMA-Factory (examples/deepspeed/ds_z3_offload_config.json)",
+            LF_Z3,
+            r#", "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}"#,
+        ),
+        _ => return None,
+    };
+    Some((source, format!("{body}{offload}}}")))
 }

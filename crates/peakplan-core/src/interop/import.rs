@@ -382,6 +382,8 @@ fn merge(base: &Plan, readers: &mut [Reader]) -> Imported {
         "quant" | "dq" | "upcast" | "qsave" | "moe" => plan.method == Method::Qlora,
         "chunk" => plan.loss == crate::plan::Loss::Chunked,
         "zero" | "shard" | "wrap" | "gsync" => plan.gpus > 1,
+        // DeepSpeed's sizes and switches, only where the plan runs DeepSpeed.
+        k if k.starts_with("ds_") || k == "zinit" => deepspeed::uses_deepspeed(&plan),
         _ => true,
     };
     let mut kept = String::new();

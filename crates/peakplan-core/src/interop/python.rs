@@ -313,6 +313,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
             bnb::script_vars(plan),
             training_args::script_vars(plan),
             deepspeed::script_vars(plan),
+            deepspeed::zero_vars(plan),
         ],
     )
 }

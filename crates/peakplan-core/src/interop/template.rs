@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 /// Names a template is filled with, and their values: the names are static, only the values and flags are built
-/// at run time. Built through [`vars!`] (or [`fill!`]), which keeps each name next to its value. A template can
+/// at run time. Built through [`vars!`], which keeps each name next to its value. A template can
 /// be filled from several of these (one per part of an export), each name given once.
 pub(crate) struct Vars<'a> {
     /// The names of the text values.
@@ -117,20 +117,6 @@ macro_rules! vars {
     };
 }
 pub(crate) use vars;
-
-/// `fill!(TEXT, BOOLS; "name" => value, ...; "flag" => condition, ...)`: [`render`] with one [`vars!`].
-macro_rules! fill {
-    ($text:expr, $bools:expr;
-     $($name:literal => $value:expr),* $(,)?;
-     $($flag:literal => $on:expr),* $(,)?) => {
-        $crate::interop::template::render(
-            $text,
-            $bools,
-            &[$crate::interop::template::vars!($($name => $value),*; $($flag => $on),*)],
-        )
-    };
-}
-pub(crate) use fill;
 
 #[cfg(test)]
 mod tests {

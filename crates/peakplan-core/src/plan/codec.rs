@@ -103,6 +103,24 @@ impl Codec<bool> for Flag {
     }
 }
 
+/// A switch that may be left to its tool: `0`, `1` (`false` and `true` are read too) or `auto` (`None`).
+pub(super) struct FlagOrAuto;
+
+impl Codec<Option<bool>> for FlagOrAuto {
+    fn parse(&self, key: &str, v: &str) -> Result<Option<bool>, String> {
+        match v {
+            "auto" => Ok(None),
+            _ => Flag
+                .parse(key, v)
+                .map(Some)
+                .map_err(|message| format!("{message}, auto")),
+        }
+    }
+    fn write(&self, value: &Option<bool>) -> String {
+        value.map_or_else(|| "auto".into(), |b| Flag.write(&b))
+    }
+}
+
 /// A whole number from the first bound to the second, both included, or `auto` (`None`: the engine's default).
 pub(super) struct UintOrAuto(pub u64, pub u64);
 

@@ -4,7 +4,8 @@
 //! are generated from it. A new key is one row here (and its field in [`Plan`], when the field is new).
 
 use super::codec::{
-    Codec, Flag, Fraction, Gpu, LogitBits, Model, TargetList, Tokens, Uint, UintOrAuto, Word,
+    Codec, Flag, FlagOrAuto, Fraction, Gpu, LogitBits, Model, TargetList, Tokens, Uint, UintOrAuto,
+    Word,
     Written::{self, *},
 };
 use super::*;
@@ -114,6 +115,17 @@ plan_keys! {
     "oib"     => optimizer_in_backward = false,                    Flag,                            NonDefault;
     "aoff"    => offload_activations   = false,                    Flag,                            NonDefault;
     "cpuoff"  => cpu_offload           = false,                    Flag,                            NonDefault;
+    // DeepSpeed's sizes in elements and switches; `auto` is the Trainer's fill or DeepSpeed's own default
+    // (`Plan::deepspeed_sizes`). The engine does not read them yet (issue #47).
+    "ds_sub"      => ds_sub_group        = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
+    "ds_rbucket"  => ds_reduce_bucket    = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
+    "ds_agbucket" => ds_allgather_bucket = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
+    "ds_prefetch" => ds_prefetch_bucket  = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
+    "ds_live"     => ds_max_live         = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
+    "ds_persist"  => ds_persistence      = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
+    "ds_overlap"  => ds_overlap_comm     = None,  FlagOrAuto,                     NonDefault;
+    "ds_contig"   => ds_contiguous_grads = None,  FlagOrAuto,                     NonDefault;
+    "zinit"       => zero_init           = true,  Flag,                           NonDefault;
     "qload"   => quantize_at_load_wide = false,                    Flag,                            NonDefault;
     "hold"    => hold_logits_bits      = 0,                        LogitBits,                       NonDefault;
     "split"   => split_layers          = false,                    Flag,                            NonDefault;

@@ -6,8 +6,10 @@ use crate::text::{clip, count, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS};
 use serde::Serialize;
 
 mod codec;
+mod deepspeed;
 mod keys;
 mod vocab;
+pub use deepspeed::DeepSpeedSizes;
 pub use keys::{keyword_spellings, KEYS};
 pub use vocab::*;
 
@@ -67,6 +69,34 @@ pub struct Plan {
     /// optimizer states, fp32 master weights and reduced gradients live in CPU memory and the optimizer steps
     /// there; under `zero=3` the parameter shards too, each layer fetched to the GPU when it runs.
     pub cpu_offload: bool,
+    /// DeepSpeed `sub_group_size` in elements: the optimizer steps its fp32 partition one sub-group at a time
+    /// (`None`: `auto`, DeepSpeed's default of 10^9). [`Plan::deepspeed_sizes`] resolves this and the next keys.
+    pub ds_sub_group: Option<u64>,
+    /// DeepSpeed `reduce_bucket_size` in elements: gradients are reduced a bucket at a time (`None`: `auto`, the
+    /// Trainer's fill, hidden_size²).
+    pub ds_reduce_bucket: Option<u64>,
+    /// DeepSpeed `allgather_bucket_size` in elements, ZeRO-1 and 2's all-gather of the updated parameters
+    /// (`None`: `auto`, DeepSpeed's default of 5 x 10^8).
+    pub ds_allgather_bucket: Option<u64>,
+    /// DeepSpeed `stage3_prefetch_bucket_size` in elements: ZeRO-3 parameters fetched ahead of use (`None`: `auto`,
+    /// the Trainer's fill, 0.9 x hidden_size²).
+    pub ds_prefetch_bucket: Option<u64>,
+    /// DeepSpeed `stage3_max_live_parameters`: ZeRO-3 gathered parameters resident before any is released
+    /// (`None`: `auto`, DeepSpeed's default of 10^9).
+    pub ds_max_live: Option<u64>,
+    /// DeepSpeed `stage3_param_persistence_threshold` in elements: ZeRO-3 leaves smaller parameters whole on every
+    /// GPU (`None`: `auto`, the Trainer's fill, 10 x hidden_size).
+    pub ds_persistence: Option<u64>,
+    /// DeepSpeed `overlap_comm`: reduce gradients while backward runs (`None`: `auto`, DeepSpeed's default: on
+    /// under ZeRO-3 only).
+    pub ds_overlap_comm: Option<bool>,
+    /// DeepSpeed `contiguous_gradients`: copy gradients into one buffer as they are made (`None`: `auto`,
+    /// DeepSpeed's default: on).
+    pub ds_contiguous_grads: Option<bool>,
+    /// ZeRO-3 partitions the model as it loads (`deepspeed.zero.Init`, which `from_pretrained` enters when
+    /// `is_deepspeed_zero3_enabled()`: the Trainer's default under ZeRO-3); off, every GPU loads the whole model
+    /// first. Nothing is partitioned at load under other stages.
+    pub zero_init: bool,
     /// Quantizing each weight at load builds two (weights x 16) 16-bit comparison tensors, as torchao's NF4
     /// quantizer did before May 2024 (torchtune's QLoRA then); later ones work in chunks.
     pub quantize_at_load_wide: bool,

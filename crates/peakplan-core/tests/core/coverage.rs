@@ -112,6 +112,9 @@ fn domain(key: &str) -> Option<Domain> {
         // `auto` is TRL's choice of one of the others; `none` (no pass, no copy) holds what `precomputed` holds.
         "ref" => listed(&["model", "adapters_off", "precomputed"]),
         "gpu" | "embed" | "theme" | "alloc" => Some(Domain::NoEffect),
+        // DeepSpeed's sizes and switches: keys and imports first, the engine later (issue #47).
+        "ds_sub" | "ds_rbucket" | "ds_agbucket" | "ds_prefetch" | "ds_live" | "ds_persist"
+        | "ds_overlap" | "ds_contig" | "zinit" => Some(Domain::NoEffect),
         _ => listed(&keyword_values(key)?),
     }
 }

@@ -83,7 +83,7 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
     );
     check(
         &one("training_args.json"),
-        "b=8&ga=4&gc=1&prec=amp_bf16&opt=adamw_8bit&s=1024&zero=2&shard=deepspeed&compile=0",
+        "b=8&ga=4&gc=1&prec=amp_bf16&opt=adamw_8bit&s=1024&zero=2&shard=deepspeed&compile=0&ds_overlap=1&ds_contig=1",
         &["auto_find_batch_size"],
     );
     let axo = one("axolotl_qlora.yaml");
@@ -99,7 +99,8 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
     );
     check(
         &one("deepspeed_zero3.json"),
-        "zero=3&shard=deepspeed&cpuoff=1",
+        // Its sizes: 1e9 as written (DeepSpeed's defaults, stated), the Trainer's `auto` fills left at auto.
+        "zero=3&shard=deepspeed&cpuoff=1&ds_sub=1000000000&ds_live=1000000000&ds_overlap=1&ds_contig=1",
         &["optimizer"],
     );
     check(

@@ -42,9 +42,9 @@ const CASES: &[Case] = &[
     (
         "accelerate.yaml",
         "distributed_type: DEEPSPEED\nnum_processes: 4\ndeepspeed_config:\n  zero_stage: 3\n  offload_optimizer_device: cpu\n  offload_param_device: none\n  gradient_accumulation_steps: 8\n  zero3_init_flag: true\n",
-        "gpus=4&zero=3&shard=deepspeed&cpuoff=1&ga=8",
+        "gpus=4&zero=3&shard=deepspeed&cpuoff=1&ga=8&zinit=1",
         &[],
-        "read, no effect on memory: deepspeed_config.zero3_init_flag",
+        "read as an accelerate config",
     ),
     (
         "accelerate.yaml",
