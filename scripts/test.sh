@@ -49,8 +49,9 @@ dist="$root/target/site"
 bash scripts/build-site.sh /peakplan/ "$dist"
 
 step "end-to-end tests: playwright-core driving Chromium"
-# Both files run even when the first fails (tests/e2e/harness.mjs is their shared server, browser and runner).
+# Every file runs even when one before it fails (tests/e2e/harness.mjs is their shared server, browser and runner).
 e2e=0
 node tests/e2e/page.test.mjs "$dist" || e2e=1
 node tests/e2e/hub_share.test.mjs "$dist" || e2e=1
+node tests/e2e/tasks.test.mjs "$dist" || e2e=1
 exit $e2e

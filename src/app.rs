@@ -45,9 +45,10 @@ fn follow_theme(c: state::Ctx) {
     });
 }
 
-/// The chart alone, sized to its container, with a one-line caption: for `<iframe>` embedding. It says what it
-/// shows, or that it cannot ([`embed::caption`]): no chart of another model while a Hub model loads or after it
-/// failed or for a link it could not read, and no controls (it sits in someone else's document).
+/// The chart alone, sized to its container, with a one-line caption (the frame's level-one heading): for `<iframe>`
+/// embedding. It says what it shows, or that it cannot ([`embed::caption`]): no chart of another model while a Hub
+/// model loads or after it failed or for a link it could not read, and no controls (it sits in someone else's
+/// document).
 #[component]
 fn EmbedView() -> impl IntoView {
     let c = ctx();
@@ -89,10 +90,12 @@ fn EmbedView() -> impl IntoView {
             <Show when=move || line.with(embed::Caption::shows_chart)>
                 <ChartCanvas/>
             </Show>
-            <p class="caption" data-testid="embed-caption" data-state=move || line.with(embed::Caption::state)
+            // The caption is the embed's level-one heading: it names what the frame shows, styled as the one line it
+            // always was (no second title over a small frame).
+            <h1 class="caption" data-testid="embed-caption" data-state=move || line.with(embed::Caption::state)
                 aria-live="polite">
                 <a href=link target="_blank" rel="noopener">{move || line.with(|l| l.text().to_string())}</a>
-            </p>
+            </h1>
         </main>
     }
 }

@@ -6,6 +6,7 @@
 use crate::hub::{Failure, TIMEOUT_SECS};
 use crate::planner::Computed;
 use peakplan_core::hub::HubId;
+use peakplan_core::plan::Task;
 use peakplan_core::units::{self, format_bytes, method_label};
 use peakplan_core::{Diagnostic, Plan};
 
@@ -76,9 +77,14 @@ pub fn caption(plan: &Plan, model: Model, comp: &Computed, refused: &[Diagnostic
             failure_reason(id, failure)
         )),
         Model::Ready => Caption::Figures(format!(
-            "{} · {} · b={} s={} · nvidia-smi peak {}{} · peakplan",
+            "{} · {}{} · b={} s={} · nvidia-smi peak {}{} · peakplan",
             comp.model_name,
             method_label(plan.method),
+            // A preference task is named: its chart holds a reference the SFT plan's has not.
+            match plan.task {
+                Task::Sft => String::new(),
+                task => format!(" · {}", task.key().to_ascii_uppercase()),
+            },
             plan.micro_batch,
             plan.seq_len,
             format_bytes(comp.selected.device_bytes),
@@ -136,6 +142,19 @@ mod tests {
         assert!(
             c.text()
                 .starts_with("Llama 3.1 8B · QLoRA · b=1 s=2048 · nvidia-smi peak "),
+            "{c:?}"
+        );
+        // A preference task is named beside the method.
+        let dpo = Plan::parse_query("task=dpo&method=lora").plan;
+        let c = caption(
+            &dpo,
+            Model::Ready,
+            &Computed::new(preset_arch(&dpo), &dpo),
+            &[],
+        );
+        assert!(
+            c.text()
+                .starts_with("Llama 3.1 8B · LoRA · DPO · b=1 s=2048 · "),
             "{c:?}"
         );
         // A Hub id whose config has not come: the figures at hand are the default preset's, and none is said.

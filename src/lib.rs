@@ -1,5 +1,6 @@
 //! peakplan-web: the Leptos planner page. `main.rs` only mounts; the page's state lives in `state`, its panels in
-//! `panels`, laid out by `app`; logic in plain Rust types ([`planner`], [`scale`], [`embed`], and the core).
+//! `panels`, laid out by `app`; logic in plain Rust types ([`planner`], [`scale`], [`embed`], [`task`], [`timeline`],
+//! and the core).
 
 pub mod accuracy_table;
 pub mod embed;
@@ -10,6 +11,8 @@ pub mod hub;
 pub mod picker;
 pub mod planner;
 pub mod scale;
+pub mod task;
+pub mod timeline;
 
 #[cfg(target_arch = "wasm32")]
 mod app;

@@ -247,25 +247,46 @@ impl Pieces {
 }
 
 impl Ctx {
-    /// Changes the plan with typed values, and starts the latency figure's clock.
+    /// Changes the plan with typed values, and starts the latency figure's clock. A key the change leaves
+    /// breaking a rule between keys (a prompt not below a shortened sequence) goes back to its default, as in a
+    /// link, and why is listed in the page's error banner ([`crate::task::settle`]).
     pub(crate) fn edit(self, change: impl FnOnce(&mut Plan)) {
+        self.edit_settled(change);
+    }
+
+    /// [`Ctx::edit`], returning the keys a rule between keys put back to their defaults.
+    fn edit_settled(self, change: impl FnOnce(&mut Plan)) -> Vec<String> {
         EDITS.set(EDITS.get() + 1);
         self.input_started.set_value(Some(browser::now_ms()));
-        self.plan.update(change);
+        let mut said = Vec::new();
+        self.plan.update(|p| {
+            change(p);
+            said = crate::task::settle(p);
+        });
+        let keys = said.iter().map(|d| d.key.clone()).collect();
+        if !said.is_empty() {
+            self.refused.update(|r| {
+                r.typed.retain(|d| !said.iter().any(|s| s.key == d.key));
+                r.typed.extend(said);
+            });
+        }
+        keys
     }
 
     /// Applies a value that arrives as text (a select's key, a typed number), parsed once by the core. A refused
     /// value leaves the plan as it was and is listed in the page's error banner.
     pub(crate) fn set_text(self, key: &str, text: &str) {
         let mut refused = None;
-        self.edit(|p| refused = p.set(key, text).err());
+        let reset = self.edit_settled(|p| refused = p.set(key, text).err());
         match refused {
             Some(message) => {
                 let key = key.to_string();
                 self.refused
                     .update(|r| r.typed.push(Diagnostic { key, message }));
             }
-            None => self.accepted(key),
+            // Taken, unless a rule between keys put it back.
+            None if !reset.iter().any(|k| k == key) => self.accepted(key),
+            None => {}
         }
     }
 

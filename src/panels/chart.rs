@@ -230,7 +230,7 @@ pub(crate) fn Timeline() -> impl IntoView {
                 "When the peak happens: allocated memory (what torch.cuda.max_memory_allocated counts) through one step"
             </figcaption>
             <canvas node_ref=canvas data-testid="timeline" role="img"
-                aria-label=move || c.computed.with(|comp| format!("peak during {}", comp.selected.peak_phase.label()))></canvas>
+                aria-label=move || c.computed.with(|comp| crate::timeline::timeline_words(&comp.selected))></canvas>
         </figure>
     }
 }

@@ -86,7 +86,8 @@ pub(crate) fn LogSlider(
     }
 }
 
-/// A `<select>` over a key's accepted values.
+/// A `<select>` over a key's accepted values; one the plan does not take is said in the page's banner and the
+/// select goes back to the plan's value.
 #[component]
 pub(crate) fn KeySelect(
     label: &'static str,
@@ -113,7 +114,17 @@ pub(crate) fn KeySelect(
                 id=id
                 data-testid=testid.map_or_else(|| format!("select-{key}"), str::to_string)
                 disabled=move || disabled.get().is_some()
-                on:change=move |ev| c.set_text(key, &event_target_value(&ev))
+                on:change=move |ev| {
+                    c.set_text(key, &event_target_value(&ev));
+                    // A value refused, or put back by a rule between keys (`ref=adapters_off` under full
+                    // fine-tuning), leaves the plan's value as it was: the select shows it again.
+                    if let Some(el) = ev
+                        .target()
+                        .and_then(|t| t.dyn_into::<web_sys::HtmlSelectElement>().ok())
+                    {
+                        el.set_value(&value.get_untracked());
+                    }
+                }
                 prop:value=move || value.get()
             >
                 {options

@@ -1,4 +1,5 @@
-//! The inputs that decide most of the answer: method, model, GPU, the three sliders and the LoRA targets.
+//! The inputs that decide most of the answer: method and task, model, GPU, the three sliders and the LoRA
+//! targets.
 
 use crate::panels::controls::{not_peft_reason, KeySelect, LogSlider};
 use crate::panels::hub::{HubLine, HubStatus};
@@ -12,7 +13,7 @@ use peakplan_core::units::{format_count, method_label};
 use peakplan_core::{presets, Target};
 
 /// The inputs that decide most of the answer, kept together so the verdict follows them on a narrow screen:
-/// method, model, GPU, the three sliders and the LoRA targets.
+/// method and task, model, GPU, the three sliders and the LoRA targets.
 #[component]
 pub(crate) fn PlanEssentials() -> impl IntoView {
     let c = ctx();
@@ -49,6 +50,7 @@ pub(crate) fn PlanEssentials() -> impl IntoView {
                 })
                 .collect_view()}
         </fieldset>
+        <crate::panels::task::TaskControls/>
         <ModelPicker models=models/>
         <KeySelect label="GPU" key="gpu" options=gpus/>
         <LogSlider label="LoRA rank" key="r" testid="slider-rank" scale=scale::RANK

@@ -13,3 +13,4 @@ pub(crate) mod interop;
 pub(crate) mod results;
 pub(crate) mod settings;
 pub(crate) mod share;
+pub(crate) mod task;

@@ -641,7 +641,11 @@ fn timeline_shapes(estimate: &Estimate, theme: &Theme, w: i32, h: i32) -> Shapes
             bold: is_peak,
             ..text(theme.text, 11.0, HPos::Center, VPos::Top)
         };
-        backend.draw_text(p.label(), &style, ((x0 + x1) / 2, bottom + 5));
+        backend.draw_text(
+            phase_label(*p, slot - 4, is_peak),
+            &style,
+            ((x0 + x1) / 2, bottom + 5),
+        );
         let tag = match is_peak {
             // Where the slot is too narrow for the long tag (a phone), the page's caption says "allocated".
             true => {
@@ -665,6 +669,23 @@ fn timeline_shapes(estimate: &Estimate, theme: &Theme, w: i32, h: i32) -> Shapes
     }
     backend.draw_line((left, bottom), (right, bottom), &solid(theme.text));
     shapes
+}
+
+/// A phase's name under its column: the whole name where the slot has room, else one word ("reference" for
+/// "reference pass"), so five phases side by side on a phone do not run into each other.
+fn phase_label(p: Phase, room: i32, bold: bool) -> &'static str {
+    // Bold text is about a tenth wider than the estimate for regular text.
+    let width = |l: &str| labels::text_width(l, 11.0) * if bold { 11 } else { 10 } / 10;
+    if width(p.label()) <= room {
+        return p.label();
+    }
+    match p {
+        Phase::Load => "loaded",
+        Phase::Forward => "forward",
+        Phase::Reference => "reference",
+        Phase::Backward => "backward",
+        Phase::Optimizer => "optimizer",
+    }
 }
 
 /// One point of the accuracy scatter: measured and predicted bytes of a real run.
@@ -804,5 +825,38 @@ mod tests {
             phone,
             format!("peak {}", format_bytes(e.peak_allocated_bytes))
         );
+    }
+
+    #[test]
+    fn the_timeline_names_a_reference_pass_and_its_phase_names_never_overlap() {
+        let plan = Plan::parse_query("model=llama-3.2-1b&method=full&b=2&s=1024&task=dpo").plan;
+        let e = estimate(preset_arch(&plan), &plan);
+        for w in [300, 350, 390, 500, 700, 860, 1200] {
+            let names: Vec<(String, i32, bool)> = timeline_shapes(&e, &Theme::LIGHT, w, 150)
+                .0
+                .into_iter()
+                .filter_map(|s| match s {
+                    Shape::Text(t, style, (x, y)) if y > 150 - 22 => Some((t, x, style.bold)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(names.len(), 5, "{w}: {names:?}");
+            assert!(names[2].0.starts_with("reference"), "{w}: {names:?}");
+            let span = |(t, x, bold): &(String, i32, bool)| {
+                let half = labels::text_width(t, 11.0) * if *bold { 11 } else { 10 } / 20;
+                (x - half, x + half)
+            };
+            for pair in names.windows(2) {
+                assert!(
+                    span(&pair[0]).1 < span(&pair[1]).0,
+                    "{w}: {:?} runs into {:?}",
+                    pair[0],
+                    pair[1]
+                );
+            }
+            if w >= 860 {
+                assert_eq!(names[2].0, "reference pass");
+            }
+        }
     }
 }

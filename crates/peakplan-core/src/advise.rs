@@ -3,7 +3,8 @@
 use crate::arch::Architecture;
 use crate::engine::{estimate, estimate_on, estimate_rough};
 use crate::plan::{
-    Alloc, Attn, DType, Loss, Method, Optimizer, Plan, TokenTraining, MAX_GRAD_ACCUMULATION,
+    Alloc, Attn, DType, Loss, Method, Optimizer, Plan, Reference, TokenTraining,
+    MAX_GRAD_ACCUMULATION,
 };
 use crate::{gpu_choice, solve, units};
 use serde::Serialize;
@@ -145,13 +146,14 @@ fn batch_change(plan: &Plan, b: u64, label: String) -> Change {
 }
 
 /// The single changes worth trying on this plan (each changes one key; none is a no-op), in the order they are
-/// listed: kernels and the allocator, the optimizer, the method and its precision, capacity, then how FSDP
-/// shards and accumulates.
+/// listed: kernels and the allocator, the optimizer, the method and its precision, a preference task's
+/// reference, capacity, then how FSDP shards and accumulates.
 pub fn candidates(plan: &Plan) -> Vec<Change> {
     let mut c = Vec::new();
     kernel_changes(plan, &mut c);
     optimizer_changes(plan, &mut c);
     method_changes(plan, &mut c);
+    task_changes(plan, &mut c);
     capacity_changes(plan, &mut c);
     sharding_changes(plan, &mut c);
     c
@@ -396,14 +398,70 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
     }
     if plan.seq_len > 256 {
         let s = plan.seq_len / 2;
-        c.push(change(
+        let mut ch = change(
             "s",
             s.to_string(),
             format!("Halve the sequence length to {s}"),
             Cost::Quality,
             "longer documents get cut",
+        );
+        // A prompt length set by hand halves too, so that the card's link still leaves completion tokens.
+        if let Some(prompt) = plan.prompt_tokens {
+            ch.also.push(Setting {
+                key: "prompt",
+                value: (prompt / 2).clamp(1, s - 1).to_string(),
+            });
+        }
+        c.push(ch);
+    }
+    shorter_prompts(plan, c);
+}
+
+/// Fewest prompt tokens the advisor suggests cutting a preference task's prompts to.
+const MIN_PROMPT: u64 = 64;
+
+/// A preference task's reference: precomputed log-probabilities (TRL's `precompute_ref_log_probs`) leave the
+/// step no reference pass and no second copy of the model.
+fn task_changes(plan: &Plan, c: &mut Vec<Change>) {
+    if matches!(
+        plan.reference_source(),
+        Reference::Model | Reference::AdaptersOff
+    ) {
+        c.push(change(
+            "ref",
+            "precomputed",
+            "Precompute the reference log-probabilities (precompute_ref_log_probs)",
+            Cost::Free,
+            "the reference scores the dataset once before training: no reference pass, and no reference copy, in \
+             the step",
         ));
     }
+}
+
+/// A preference task's prompts cut to half: the sequence shrinks by as many tokens and the completions, which
+/// are scored, stay as long.
+fn shorter_prompts(plan: &Plan, c: &mut Vec<Change>) {
+    if !plan.task.has_reference() {
+        return;
+    }
+    let prompt = plan.prompt_tokens();
+    let shorter = prompt / 2;
+    if shorter < MIN_PROMPT {
+        return;
+    }
+    let s = plan.seq_len - (prompt - shorter);
+    let mut ch = change(
+        "prompt",
+        shorter.to_string(),
+        format!("Cut prompts to {shorter} tokens (sequences of {s}, completions as long)"),
+        Cost::Quality,
+        "longer prompts get cut: TRL's max_prompt_length",
+    );
+    ch.also.push(Setting {
+        key: "s",
+        value: s.to_string(),
+    });
+    c.push(ch);
 }
 
 /// FSDP's gradients: accumulation outside `no_sync`, and units that do not mix frozen and trainable weights.
@@ -633,7 +691,11 @@ fn smallest_fitting_set(
             return;
         }
         for i in start..useful.len() {
-            if set.iter().any(|c| c.key == useful[i].key) {
+            // No two changes of a set set one key: the later would undo the earlier's label.
+            if set.iter().any(|c| {
+                c.settings()
+                    .any(|(k, _)| useful[i].settings().any(|(k2, _)| k2 == k))
+            }) {
                 continue;
             }
             set.push(useful[i]);

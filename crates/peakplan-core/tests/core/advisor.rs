@@ -2,7 +2,7 @@
 
 use peakplan_core::advise::Cost;
 use peakplan_core::gpu_choice::GpuCounts;
-use peakplan_core::{estimate, estimate_on, preset_arch, presets};
+use peakplan_core::{estimate, estimate_on, preset_arch, presets, Kind, Phase};
 
 use crate::util::plan;
 
@@ -216,4 +216,186 @@ fn a_full_fine_tune_over_its_gpus_is_offered_cpu_offload_and_the_gpu_count_that_
         .levers
         .iter()
         .all(|l| l.changes[0].key != "gpus" && l.changes[0].key != "cpuoff"));
+}
+
+/// The advisor's card whose first change sets `key`.
+fn lever<'a>(
+    advice: &'a peakplan_core::advise::Advice,
+    key: &str,
+) -> Option<&'a peakplan_core::advise::Suggestion> {
+    advice.levers.iter().find(|l| l.changes[0].key == key)
+}
+
+#[test]
+fn a_preference_plan_is_offered_precomputed_reference_log_probabilities() {
+    // DPO, full fine-tuning of Llama 3.2 1B at b=2, s=1024: TRL's reference is a second copy of the model, and
+    // its pass runs between the policy's forward and backward. Precomputed log-probabilities leave neither.
+    let p = plan("model=llama-3.2-1b&method=full&b=2&s=1024&task=dpo&gpu=rtx-4090");
+    let (a, cap) = (preset_arch(&p), p.gpu.preset().capacity_bytes);
+    let advice = peakplan_core::advise::advise_without_limits(a, &p, Some(cap));
+    let card = lever(&advice, "ref").expect("a precomputed-reference card");
+    let ch = &card.changes[0];
+    assert_eq!(
+        (ch.query().as_str(), ch.cost),
+        ("ref=precomputed", Cost::Free)
+    );
+    assert!(
+        ch.label.contains("precompute_ref_log_probs"),
+        "{}",
+        ch.label
+    );
+    // The card's query reproduces its figure, with no reference copy and no reference pass.
+    let again = plan(&card.query);
+    assert_eq!(again, card.plan);
+    let e = estimate_on(a, &again, cap);
+    assert_eq!(e.device_bytes, card.device_bytes);
+    assert_eq!(e.component(Kind::ReferenceWeights), 0);
+    assert_eq!(e.component(Kind::ReferencePass), 0);
+    assert!(e.phases_run().all(|ph| ph != Phase::Reference));
+    // It saves at least the copy of the weights (2 bytes a parameter under mixed precision's 16-bit copy).
+    let before = estimate_on(a, &p, cap);
+    assert!(before.component(Kind::ReferenceWeights) > 0);
+    assert!(card.saved_bytes >= before.component(Kind::ReferenceWeights));
+    // Free: it is one of the plan's free changes, which the GPU table prices.
+    let free = peakplan_core::advise::free_changes(a, &p);
+    assert!(
+        free.iter().any(|c| c.query() == "ref=precomputed"),
+        "{free:?}"
+    );
+    // Under LoRA the reference is the base with the adapters off: no copy, but the pass goes.
+    let lora = plan("model=llama-3.2-1b&method=lora&b=2&s=1024&task=kto&gpu=rtx-4090");
+    let advice = peakplan_core::advise::advise_without_limits(preset_arch(&lora), &lora, Some(cap));
+    if let Some(card) = lever(&advice, "ref") {
+        assert_eq!(
+            estimate_on(preset_arch(&lora), &plan(&card.query), cap).device_bytes,
+            card.device_bytes
+        );
+    }
+    assert!(peakplan_core::advise::candidates(&lora)
+        .iter()
+        .any(|c| c.query() == "ref=precomputed"));
+    // Nothing to precompute where the reference already is, or where the task has none.
+    for q in [
+        "model=llama-3.2-1b&method=full&task=dpo&ref=precomputed",
+        "model=llama-3.2-1b&method=full&task=dpo&ref=none",
+        "model=llama-3.2-1b&method=full",
+    ] {
+        assert!(
+            peakplan_core::advise::candidates(&plan(q))
+                .iter()
+                .all(|c| c.key != "ref"),
+            "{q}"
+        );
+    }
+}
+
+#[test]
+fn shorter_prompts_shorten_the_sequence_and_keep_the_completions() {
+    // DPO at s=1024 with TRL's default half of it as prompt: prompts cut to 256 make sequences of 768, whose
+    // 512 completion tokens are as many as before.
+    let p = plan("model=llama-3.2-1b&method=full&b=2&s=1024&task=dpo&gpu=rtx-4090");
+    let (a, cap) = (preset_arch(&p), p.gpu.preset().capacity_bytes);
+    let advice = peakplan_core::advise::advise_without_limits(a, &p, Some(cap));
+    let card = lever(&advice, "prompt").expect("a shorter-prompt card");
+    assert_eq!(card.changes[0].query(), "prompt=256&s=768");
+    assert_eq!(card.cost, Cost::Quality);
+    let again = plan(&card.query);
+    assert_eq!(again, card.plan);
+    assert_eq!((again.prompt_tokens(), again.seq_len), (256, 768));
+    assert_eq!(again.completion_tokens(), p.completion_tokens());
+    assert_eq!(estimate_on(a, &again, cap).device_bytes, card.device_bytes);
+    assert!(card.device_bytes < advice.device_bytes);
+    // A prompt set by hand: halved, with the sequence short by as much.
+    let set = plan("model=llama-3.2-1b&method=lora&s=2048&prompt=1500&task=kto");
+    let ch = peakplan_core::advise::candidates(&set)
+        .into_iter()
+        .find(|c| c.key == "prompt")
+        .expect("a shorter-prompt change");
+    assert_eq!(ch.query(), "prompt=750&s=1298");
+    // Too short a prompt to cut, or no preference task: no card.
+    for q in [
+        "model=llama-3.2-1b&method=lora&s=1024&prompt=100&task=dpo",
+        "model=llama-3.2-1b&method=lora&s=1024&prompt=500",
+    ] {
+        assert!(
+            peakplan_core::advise::candidates(&plan(q))
+                .iter()
+                .all(|c| c.key != "prompt"),
+            "{q}"
+        );
+    }
+}
+
+#[test]
+fn halving_the_sequence_halves_a_prompt_set_by_hand_so_the_card_link_parses() {
+    // prompt=900 of s=2048: halving s to 1024 alone would leave a link that refuses its prompt.
+    let p = plan("model=llama-3.2-1b&method=lora&s=2048&prompt=900&task=dpo&gpu=t4-16gb");
+    let ch = peakplan_core::advise::candidates(&p)
+        .into_iter()
+        .find(|c| c.key == "s")
+        .expect("a sequence change");
+    assert_eq!(ch.query(), "s=1024&prompt=450");
+    let (a, cap) = (preset_arch(&p), p.gpu.preset().capacity_bytes);
+    let advice = peakplan_core::advise::advise_without_limits(a, &p, Some(cap));
+    // Every card's link parses without a diagnostic (`plan` checks) and reproduces its figure; no set of
+    // changes sets one key twice.
+    for s in advice.to_fit.iter().chain(advice.levers.iter()) {
+        assert_eq!(
+            estimate_on(a, &plan(&s.query), cap).device_bytes,
+            s.device_bytes,
+            "{}",
+            s.query
+        );
+        let keys: Vec<&str> = s
+            .changes
+            .iter()
+            .flat_map(|c| c.settings().map(|(k, _)| k))
+            .collect();
+        let mut unique = keys.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), keys.len(), "{keys:?}");
+    }
+}
+
+#[test]
+fn the_gpu_table_prices_a_preference_plan_with_its_reference() {
+    // The GPU table and `peakplan gpus` read the core's estimates: a DPO plan needs more than its SFT plan on
+    // every GPU, and the fewest GPUs that hold it count the reference copy.
+    let dpo = plan("model=llama-3.2-1b&method=full&b=2&s=1024&task=dpo");
+    let sft = plan("model=llama-3.2-1b&method=full&b=2&s=1024");
+    let a = preset_arch(&dpo);
+    let (rows_dpo, rows_sft) = (
+        peakplan_core::gpu_choice::gpu_fits_without_limits(a, &dpo),
+        peakplan_core::gpu_choice::gpu_fits_without_limits(a, &sft),
+    );
+    assert_eq!(rows_dpo.len(), rows_sft.len());
+    for (d, s) in rows_dpo.iter().zip(&rows_sft) {
+        assert_eq!(d.id, s.id);
+        assert_eq!(
+            d.device_bytes,
+            estimate_on(a, &dpo, d.capacity_bytes).device_bytes
+        );
+        assert!(d.device_bytes > s.device_bytes, "{}", d.id);
+        assert!(
+            d.gpus_needed >= s.gpus_needed || d.gpus_needed.is_none(),
+            "{}",
+            d.id
+        );
+        // Where the free changes need fewer GPUs, precomputing the reference is one of them.
+        if d.gpus_needed_with_free_changes.is_some() {
+            assert!(
+                d.free_changes
+                    .iter()
+                    .any(|c| c.query() == "ref=precomputed"),
+                "{}: {:?}",
+                d.id,
+                d.free_changes
+            );
+        }
+    }
+    assert!(rows_dpo
+        .iter()
+        .any(|r| r.gpus_needed_with_free_changes.is_some()));
+    assert!(estimate(a, &dpo).component(Kind::ReferenceWeights) > 0);
 }

@@ -1,0 +1,87 @@
+//! The training task beside the method: SFT or a preference objective, and for a preference task where its
+//! reference log-probabilities come from and how many of each sequence's tokens are prompt.
+
+use crate::panels::controls::KeySelect;
+use crate::state::{ctx, memo};
+use crate::task::{
+    reference_options, shows_preference_keys, task_off_reason, task_options, PromptBox,
+};
+use leptos::prelude::*;
+use wasm_bindgen::JsCast;
+
+/// The task selector (`data-testid="task"`), off with its reason outside the HF framework profile; under a
+/// preference task, the reference source (`ref`) and the prompt tokens (`prompt`) below it.
+#[component]
+pub(crate) fn TaskControls() -> impl IntoView {
+    let c = ctx();
+    let off = memo(move || c.plan.with(task_off_reason));
+    let preference = memo(move || c.plan.with(shows_preference_keys));
+    view! {
+        <KeySelect label="Task" key="task" testid="task" options=task_options() disabled=off
+            hint="Supervised fine-tuning, or a preference objective as TRL's DPOTrainer and KTOTrainer run it: a preference task adds its reference and its prompt length here."/>
+        <Show when=move || preference.get()>
+            <KeySelect label="Reference" key="ref" testid="ref" options=reference_options()
+                hint="Where the reference log-probabilities come from: TRL's auto is a second copy of the model under full fine-tuning and the base with its adapters switched off under LoRA; precomputed (precompute_ref_log_probs) scores the dataset once before training."/>
+            <PromptTokens/>
+        </Show>
+    }
+}
+
+/// Prompt tokens of each sequence: a number from 1 to `s` - 1, or `auto` (half of `s`). A refused value is said
+/// beside the box, which shows the value kept.
+#[component]
+fn PromptTokens() -> impl IntoView {
+    let c = ctx();
+    // Memos of types the page already has (numbers, flags, text): a new signal type is new code in the wasm.
+    let tokens = memo(move || c.plan.with(|p| PromptBox::of(p).tokens));
+    let max = memo(move || c.plan.with(|p| PromptBox::of(p).max));
+    let auto = memo(move || c.plan.with(|p| PromptBox::of(p).auto));
+    let words = memo(move || c.plan.with(|p| PromptBox::of(p).words(p.seq_len)));
+    let on_number = move |ev: leptos::ev::Event| {
+        c.set_text("prompt", event_target_value(&ev).trim());
+        if let Some(input) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+        {
+            input.set_value(&tokens.get_untracked().to_string());
+        }
+    };
+    let on_auto = move |ev: leptos::ev::Event| {
+        let text = if event_target_checked(&ev) {
+            "auto".to_string()
+        } else {
+            tokens.get_untracked().to_string()
+        };
+        c.set_text("prompt", &text);
+    };
+    let refused = move || {
+        c.refused.with(|r| {
+            Some(
+                r.typed
+                    .iter()
+                    .rev()
+                    .find(|d| d.key == "prompt")?
+                    .message
+                    .clone(),
+            )
+        })
+    };
+    view! {
+        <div class="field prompt">
+            <label for="num-prompt">"Prompt tokens"</label>
+            <div class="row">
+                <input id="num-prompt" type="number" min="1" inputmode="numeric" data-testid="prompt"
+                    prop:max=move || max.get().to_string()
+                    prop:value=move || tokens.get().to_string()
+                    attr:data-value=move || if auto.get() { "auto".to_string() } else { tokens.get().to_string() }
+                    on:change=on_number/>
+                <label class="chip">
+                    <input type="checkbox" data-testid="prompt-auto" prop:checked=move || auto.get() on:change=on_auto/>
+                    <span>"auto"</span>
+                </label>
+            </div>
+            <span class="error" role="alert" data-testid="refused-prompt">{refused}</span>
+            <p class="why">{move || words.get()}</p>
+        </div>
+    }
+}
