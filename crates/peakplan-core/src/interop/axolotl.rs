@@ -9,6 +9,7 @@ use super::names::{
 };
 use super::sharding;
 use super::template::{render, vars, YAML_BOOLS};
+use super::trl;
 use super::yaml::scalar_text;
 use super::{float_text, model_repo, num, yaml_header, yaml_items};
 use crate::arch::{Architecture, Target};
@@ -255,7 +256,8 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     if let Some(v) = get(map, "gradient_accumulation_steps") {
         r.accumulation("gradient_accumulation_steps", v);
     }
-    r.rest("", map, HANDLED, AXOLOTL_NEUTRAL);
+    let rest = trl::read_axolotl(r, map);
+    r.rest("", &rest, HANDLED, AXOLOTL_NEUTRAL);
 }
 
 /// `adapter` and the quantization flags: the method (and the quantization they imply), the PEFT kind; with

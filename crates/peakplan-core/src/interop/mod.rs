@@ -15,7 +15,8 @@
 //! One module per format, each reading and writing its own keys: `peft.rs` (`adapter_config.json`, and the
 //! adapter of the Python script), `bnb.rs` (`quantization_config`, bitsandbytes or GPTQ), `hf_config.rs` (a
 //! model's `config.json`), `training_args.rs`, `deepspeed.rs`, `accelerate.rs` (import only), `axolotl.rs`,
-//! `torchtune.rs` and `python.rs` (the script); `sharding.rs` holds what several of them share about the sharding
+//! `torchtune.rs` and `python.rs` (the script), and `trl.rs` (TRL's preference configs and axolotl's `rl:`, import
+//! only); `sharding.rs` holds what several of them share about the sharding
 //! keys (the launch a plan resolves to, the `fsdp_config` reader). The importer's driver (`import.rs`: format detection, the plan line, merging) and the shared field
 //! reader (`fields.rs`) are apart, and so are the tables both directions read: module names (`names.rs`) and the
 //! templates (`template.rs`). No format module uses another's code of the other direction.
@@ -35,6 +36,7 @@ mod sharding;
 mod template;
 mod torchtune;
 mod training_args;
+mod trl;
 pub mod yaml;
 
 pub use import::{import, import_over, ImportError, Imported, MAX_IMPORT_BYTES};
@@ -215,7 +217,11 @@ pub(crate) fn yaml_header(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "allocated" => gib(e.peak_allocated_bytes),
         "reserved" => gib(e.peak_reserved_bytes),
         "device" => gib(e.device_bytes),
+        "pref_task" => plan.task.key(),
+        "pref_prompt" => num(plan.prompt_tokens()),
+        "pref_ref" => plan.reference_source().key(),
         ;
+        "pref" => plan.task != crate::plan::Task::Sft,
         "custom" => preset.is_none(),
         // Data-parallel processes, one per GPU; a layer split runs one process over all of them.
         "multi" => plan.gpus > 1 && !plan.split_layers,

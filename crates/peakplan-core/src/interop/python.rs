@@ -3,7 +3,9 @@
 //!
 //! The script is data (`script.py.tmpl`); this module works out the values of its header, model and run, and the
 //! format modules give theirs: the adapter ([`peft`]), the quantization ([`bnb`]), the Trainer's arguments
-//! ([`training_args`]) and the DeepSpeed config ([`deepspeed`]).
+//! ([`training_args`]) and the DeepSpeed config ([`deepspeed`]). A preference task's script trains TRL's own
+//! trainer (`DPOTrainer`, `KTOTrainer`) on random preference examples of the plan's prompt and completion lengths,
+//! with the reference TRL makes for the plan.
 
 use super::deepspeed::{self, uses_deepspeed};
 use super::py::{compute_dtype, py_bool, py_str, torch_dtype};
@@ -13,7 +15,9 @@ use super::{bnb, model_repo, num, peft, preset_of, table, training_args};
 use crate::arch::Architecture;
 use crate::engine::{estimate, hf_attention, Estimate};
 use crate::model_type::ModelType;
-use crate::plan::{Alloc, Attn, DType, Framework, GradSync, Loss, Method, Optimizer, Plan, Wrap};
+use crate::plan::{
+    Alloc, Attn, DType, Framework, GradSync, Loss, Method, Optimizer, Plan, Reference, Task, Wrap,
+};
 use crate::presets::ModelId;
 use crate::profile::Profile;
 use crate::units::method_in_words;
@@ -309,6 +313,7 @@ pub(crate) fn script(plan: &Plan, arch: &Architecture) -> String {
         &[
             header_vars(plan, arch),
             run_vars(plan),
+            task_vars(plan),
             peft::script_vars(plan, arch),
             bnb::script_vars(plan),
             training_args::script_vars(plan),
@@ -366,6 +371,7 @@ fn needs(plan: &Plan) -> String {
         ),
         (gptq, " optimum auto-gptq"),
         (uses_deepspeed(plan), " deepspeed"),
+        (plan.task != Task::Sft, " trl datasets"),
         (plan.loss == Loss::Fused || plan.liger, " liger-kernel"),
         (plan.attn == Attn::Flash, " flash-attn"),
     ] {
@@ -482,5 +488,30 @@ fn run_vars(plan: &Plan) -> Vars<'static> {
         },
         ;
         "checkpoint" => plan.method == Method::Qlora || split,
+    )
+}
+
+/// A preference task's trainer, its config class, lengths and reference; `TrainingArguments` for SFT.
+fn task_vars(plan: &Plan) -> Vars<'static> {
+    let (config, trainer) = match plan.task {
+        Task::Sft => ("TrainingArguments", ""),
+        Task::Dpo => ("DPOConfig", "DPOTrainer"),
+        Task::Kto => ("KTOConfig", "KTOTrainer"),
+    };
+    let reference = plan.reference_source();
+    vars!(
+        "args_class" => config,
+        "pref_config" => config,
+        "pref_trainer" => trainer,
+        "pref_task" => plan.task.key(),
+        "pref_prompt" => num(plan.prompt_tokens()),
+        "pref_completion" => num(plan.completion_tokens()),
+        "pref_ref" => reference.key(),
+        ;
+        "pref" => plan.task != Task::Sft,
+        "pref_kto" => plan.task == Task::Kto,
+        // ref=none: TRL 1.16 has no reference-free mode; precomputed log-probabilities keep no reference either
+        // (no copy, no pass during the steps), which is what the plan counts.
+        "precompute" => matches!(reference, Reference::Precomputed | Reference::None),
     )
 }

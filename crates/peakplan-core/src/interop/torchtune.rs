@@ -9,8 +9,8 @@ use super::template::{render, vars, YAML_BOOLS};
 use super::{float_text, num, preset_of, table, yaml_header, yaml_items};
 use crate::arch::{Architecture, Target};
 use crate::plan::{
-    Alloc, Attn, Framework, GradSync, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Shard,
-    TokenTraining, Wrap,
+    Alloc, Attn, Framework, GradSync, Loss, Method, Optimizer, Peft, Plan, Precision, Quant,
+    Reference, Shard, Task, TokenTraining, Wrap,
 };
 use crate::presets::ModelId;
 use crate::text::quote;
@@ -61,6 +61,10 @@ const TORCHTUNE_ATTN: &[(Target, &str)] = &[
 fn torchtune_plan(plan: &Plan) -> Plan {
     let mut p = plan.clone();
     Framework::Torchtune.apply_defaults(&mut p);
+    // Preference tasks are planned over TRL only: the override is the SFT recipe's (said in the text).
+    p.task = Task::Sft;
+    p.reference = Reference::Auto;
+    p.prompt_tokens = None;
     // torchtune quantizes its QLoRA base to NF4 only, and has no cross-entropy kernel like unsloth's.
     p.quant = Quant::Nf4;
     if p.loss == Loss::Kernel {
@@ -105,6 +109,7 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
     let original_precision = plan.precision;
     let original_quant = plan.quant;
     let original_loss = plan.loss;
+    let original_task = plan.task;
     let original_sharding = plan.sharding();
     let tp = torchtune_plan(plan);
     let plan = &tp;
@@ -167,6 +172,7 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         "dropout" => &dropout,
         "peft_no_key" => peft_no_key,
         "prec_note" => prec_note,
+        "task_note" => if original_task == Task::Sft { "" } else { original_task.key() },
         "loss_note" => if original_loss != plan.loss { original_loss.key() } else { "" },
         "quant_note" => if plan.method == Method::Qlora && original_quant != plan.quant {
             original_quant.key()

@@ -1,6 +1,7 @@
 //! Hugging Face `TrainingArguments`: the arguments the Python script gives the Trainer (precision flags, optimizer,
 //! checkpointing, accumulation, Liger, compile), and the import of a `TrainingArguments` JSON (or TRL's
-//! `SFTConfig`), with its DeepSpeed config or FSDP setting.
+//! `SFTConfig`, or its `DPOConfig` and `KTOConfig`, whose own fields `trl.rs` reads), with its DeepSpeed config or
+//! FSDP setting.
 
 use super::deepspeed::{self, uses_deepspeed};
 use super::fields::{get, get_set, is_empty, Reader};
@@ -8,6 +9,7 @@ use super::num;
 use super::py::compute_dtype;
 use super::sharding;
 use super::template::{vars, Vars};
+use super::trl;
 use crate::plan::{DType, Loss, Method, Plan, Precision};
 use serde_json::{Map, Value};
 
@@ -111,6 +113,9 @@ const HANDLED: &[&str] = &[
 
 #[inline(never)]
 pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
+    // A TRL DPOConfig or KTOConfig: its own fields first, the rest as TrainingArguments.
+    let preference = trl::read(r, map);
+    let map = preference.as_ref().unwrap_or(map);
     if let Some(v) = get(map, "per_device_train_batch_size") {
         r.batch("per_device_train_batch_size", v);
     }
@@ -172,7 +177,7 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     if let Some(b) = r.flag_in(map, "", "torch_compile") {
         r.fact_bool("compile", b, "torch_compile");
     }
-    if let Some(v) = get(map, "loss_type") {
+    if let Some(v) = get(map, "loss_type").filter(|_| preference.is_none()) {
         match v.as_str() {
             Some("chunked_nll") => r.fact("loss", "chunked", "loss_type"),
             Some("nll") => r.fact("loss", "standard", "loss_type"),

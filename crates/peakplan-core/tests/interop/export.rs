@@ -280,3 +280,31 @@ fn a_layer_split_plan_exports_one_process_over_its_gpus() {
     assert_eq!(v["train_batch_size"].as_u64(), Some(2 * 3 * 4), "{ds3}");
     assert_eq!(p.gpus, 3);
 }
+
+/// A preference plan in the YAML exports: axolotl's `rl:` key (and the plan line) carry it back; torchtune's
+/// override says that it is the SFT recipe's, never a silent SFT config under a DPO plan line.
+#[test]
+fn yaml_exports_say_what_they_make_of_a_preference_task() {
+    for q in [
+        "model=llama-3.2-1b&method=lora&task=dpo&b=2&s=512&prompt=128",
+        "model=llama-3.2-1b&method=full&task=kto&b=2&s=512&ref=precomputed",
+    ] {
+        let (p, yaml) = exported(q, ExportFormat::Axolotl);
+        assert!(yaml.contains(&format!("\nrl: {}\n", p.task.key())), "{q}");
+        let back = import_one("axolotl.yaml", &yaml);
+        assert_eq!(back.plan.to_query(), p.to_query(), "{q}: {:?}", back.notes);
+        // Without the plan line, rl: alone gives the task.
+        let bare = import_one("axolotl.yaml", &without_plan_line(&yaml));
+        assert_eq!(bare.plan.task, p.task, "{q}: {:?}", bare.notes);
+        let (_, tt) = exported(q, ExportFormat::Torchtune);
+        assert!(
+            tt.contains(&format!(
+                "# task={} is planned over TRL's trainers only",
+                p.task.key()
+            )),
+            "{q}"
+        );
+        let line = tt.lines().find(|l| l.starts_with("# peakplan:")).unwrap();
+        assert!(!line.contains("task="), "{q}: {line}");
+    }
+}

@@ -1,7 +1,7 @@
 //! Imports: hand-written samples of each input format in `tests/data/interop/`, merging, bad values, malformed
 //! and truncated input, PEFT adapters of every kind, and the YAML reader.
 
-use crate::{data, import_one};
+use crate::{data, import_one, plan};
 use peakplan_core::interop::{import, import_over, yaml, Imported};
 use peakplan_core::plan::{Method, Plan};
 use peakplan_core::GpuId;
@@ -461,4 +461,111 @@ fn a_base_model_outside_the_presets_is_a_hub_model() {
             Plan::parse_query(line).plan.to_query()
         );
     }
+}
+
+/// TRL's preference configs saved as JSON and axolotl's `rl:` key: the task, its prompt and reference; the
+/// tasks not planned yet are said in a note, never imported as SFT silently.
+#[test]
+fn preference_configs_import_their_task() {
+    let one = |f: &str| import_one(f, &data(f));
+    check(
+        &one("trl_dpo_config.json"),
+        "task=dpo&ref=precomputed&prompt=384&s=1024&b=2&ga=8&gc=1&prec=amp_bf16",
+        &[],
+    );
+    check(
+        &one("trl_kto_config.json"),
+        "task=kto&prompt=512&s=2048&b=4&gc=0&prec=amp_bf16",
+        &[],
+    );
+    let orpo = one("trl_orpo_config.json");
+    check(
+        &orpo,
+        "s=1024&b=2",
+        &["beta", "max_prompt_length", "disable_dropout"],
+    );
+    assert!(
+        orpo.notes
+            .iter()
+            .any(|n| n.contains("ORPOConfig") && n.contains("not planned")),
+        "{:?}",
+        orpo.notes
+    );
+    check(
+        &one("axolotl_dpo.yaml"),
+        "model=llama-2-7b&method=lora&r=16&targets=all-linear&task=dpo&prompt=512&s=2048&b=1&gc=1&prec=amp_bf16",
+        &[],
+    );
+    let cases: &[(&str, &str, &str)] = &[
+        // (file, text, the plan's task)
+        (
+            "a.json",
+            r#"{"per_device_train_batch_size": 1, "beta": 0.1, "loss_type": "ipo", "max_length": 512}"#,
+            "dpo",
+        ),
+        (
+            "a.json",
+            r#"{"per_device_train_batch_size": 1, "beta": 0.1, "loss_type": "sigmoid", "reference_free": true}"#,
+            "dpo",
+        ),
+        (
+            "a.json",
+            r#"{"per_device_train_batch_size": 1, "beta": 0.1, "loss_type": "simpo", "cpo_alpha": 0.0}"#,
+            "sft",
+        ),
+        (
+            "a.json",
+            r#"{"per_device_train_batch_size": 1, "beta": 0.04, "num_generations": 8, "loss_type": "dapo"}"#,
+            "sft",
+        ),
+        (
+            "a.yaml",
+            "base_model: meta-llama/Llama-2-7b-hf\nrl: ipo\n",
+            "dpo",
+        ),
+        (
+            "a.yaml",
+            "base_model: meta-llama/Llama-2-7b-hf\nrl: kto\nprecompute_ref_log_probs: true\n",
+            "kto",
+        ),
+        (
+            "a.yaml",
+            "base_model: meta-llama/Llama-2-7b-hf\nrl: orpo\nmax_prompt_len: 256\n",
+            "sft",
+        ),
+        (
+            "a.yaml",
+            "base_model: meta-llama/Llama-2-7b-hf\nrl: simpo\n",
+            "sft",
+        ),
+    ];
+    for (name, text, task) in cases {
+        let got = import_one(name, text);
+        assert_eq!(got.plan.task.key(), *task, "{text}: {:?}", got.notes);
+        if *task == "sft" {
+            assert!(
+                got.notes.iter().any(|n| n.contains("not planned")),
+                "{text}: {:?}",
+                got.notes
+            );
+            assert!(!got.unsupported.is_empty(), "{text}");
+        }
+    }
+    let free = import_one("a.json", cases[1].1);
+    assert_eq!(
+        free.plan.to_query(),
+        plan("task=dpo&ref=none&b=1").to_query()
+    );
+    let kto = import_one("a.yaml", cases[5].1);
+    assert_eq!(kto.plan.reference.key(), "precomputed");
+    // A prompt as long as the sequence leaves no completion: said, and the prompt stays.
+    let long = import_one(
+        "a.json",
+        r#"{"per_device_train_batch_size": 1, "beta": 0.1, "loss_type": "sigmoid", "max_length": 512, "max_prompt_length": 512}"#,
+    );
+    assert_eq!(long.plan.prompt_tokens, None, "{:?}", long.notes);
+    assert!(long
+        .notes
+        .iter()
+        .any(|n| n.contains("no completion tokens")));
 }

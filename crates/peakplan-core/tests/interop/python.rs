@@ -396,3 +396,81 @@ fn python_exports_load_the_planned_hub_revision() {
     }
     py_compile(&scripts);
 }
+
+/// Preference plans: DPO and KTO under LoRA, QLoRA and full fine-tuning, each reference.
+const PREFERENCE_PLANS: &[&str] = &[
+    "model=llama-3.2-1b&method=lora&task=dpo&b=2&s=512&prompt=128",
+    "model=llama-3.2-1b&method=full&task=dpo&b=1&s=1024&prec=bf16",
+    "model=llama-3.1-8b&method=qlora&task=dpo&ref=precomputed&b=1&s=1024",
+    "model=qwen2.5-0.5b&method=full&task=kto&b=2&s=512&ref=precomputed",
+    "model=llama-3.2-1b&method=lora&task=kto&b=4&s=768&prompt=256&ref=model",
+    "model=llama-3.2-1b&method=lora&peft=dora&task=dpo&ref=none&b=2&s=256",
+];
+
+/// A preference plan's script trains TRL's own trainer on examples of the plan's lengths, with the reference TRL
+/// makes, and prints the prediction for the plan (its task included); it compiles.
+#[test]
+fn python_exports_of_preference_tasks_drive_trl() {
+    let mut all = Vec::new();
+    for q in PREFERENCE_PLANS {
+        let (p, src) = exported(q, ExportFormat::Python);
+        let c = |name: &str| konst(q, &src, name);
+        let (config, trainer) = match p.task.key() {
+            "dpo" => ("DPOConfig", "DPOTrainer"),
+            _ => ("KTOConfig", "KTOTrainer"),
+        };
+        assert!(
+            src.contains(&format!("from trl import {config}, {trainer}")),
+            "{q}"
+        );
+        assert!(src.contains(&format!("    args = {config}(")), "{q}");
+        assert!(src.contains(&format!("    trainer = {trainer}(")), "{q}");
+        assert!(src.contains("max_length=SEQ_LEN"), "{q}");
+        assert_eq!(c("TASK"), format!("\"{}\"", p.task.key()), "{q}");
+        assert_eq!(c("PROMPT_TOKENS"), p.prompt_tokens().to_string(), "{q}");
+        assert_eq!(
+            c("COMPLETION_TOKENS"),
+            p.completion_tokens().to_string(),
+            "{q}"
+        );
+        let reference = p.reference_source().key();
+        assert_eq!(c("REFERENCE"), format!("\"{reference}\""), "{q}");
+        let precompute = matches!(reference, "precomputed" | "none");
+        assert_eq!(c("PRECOMPUTE_REF_LOG_PROBS"), py(precompute), "{q}");
+        // PEFT through the trainer's peft_config, as TRL is driven (no reference adapter copy).
+        assert_eq!(
+            src.contains("peft_config=LORA"),
+            p.method != Method::Full,
+            "{q}"
+        );
+        assert!(!src.contains("get_peft_model(model, LORA"), "{q}");
+        // KTO's examples are unpaired and labelled; DPO's are pairs.
+        assert_eq!(
+            src.contains("\"label\": i % 2 == 0"),
+            p.task.key() == "kto",
+            "{q}"
+        );
+        assert_eq!(
+            src.contains("\"rejected\": rejected"),
+            p.task.key() == "dpo",
+            "{q}"
+        );
+        assert!(src.contains(" trl datasets"), "{q}");
+        let e = estimate(preset_arch(&p), &p);
+        assert_eq!(
+            c("PREDICTED_PEAK_ALLOCATED_BYTES"),
+            e.peak_allocated_bytes.to_string(),
+            "{q}"
+        );
+        assert_eq!(
+            c("PREDICTED_PEAK_RESERVED_BYTES"),
+            e.peak_reserved_bytes.to_string(),
+            "{q}"
+        );
+        all.push(src);
+    }
+    // An SFT plan's script has none of it.
+    let (_, sft) = exported(PLANS[0], ExportFormat::Python);
+    assert!(!sft.contains("trl") && sft.contains("    args = TrainingArguments("));
+    py_compile(&all);
+}
