@@ -87,7 +87,15 @@ export async function routeHub(page, repos) {
 export const hubError = page => page.locator('[data-testid="hub-error"]');
 
 // axe-core (installed by scripts/setup.sh), for the accessibility audits: evaluate it in a page, then window.axe.run.
-export const axeSource = fs.readFileSync(path.resolve('.tools/node_modules/axe-core/axe.min.js'), 'utf8');
+const axeSource = fs.readFileSync(path.resolve('.tools/node_modules/axe-core/axe.min.js'), 'utf8');
+// The page's serious and critical axe-core violations (and any rule named in `also`), one line each; axe is put
+// into the page first where it is not there yet.
+export async function axeViolations(page, also = []) {
+  if (!await page.evaluate(() => !!window.axe)) await page.evaluate(axeSource);
+  return page.evaluate(async also => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
+    .filter(v => v.impact === 'serious' || v.impact === 'critical' || also.includes(v.id))
+    .map(v => `${v.id} (${v.impact}) on ${v.nodes.length}: ${v.nodes[0].target.join(' ')}`), also);
+}
 
 // Ends the run: fails it for any request outside the sub-path, closes the browser and the server, prints the
 // summary line and exits 1 if anything failed, 0 otherwise.

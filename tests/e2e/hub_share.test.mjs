@@ -5,7 +5,7 @@
 // Prints one line per test and a closing "N passed, N failed" line; screenshots (p43-*.png) go to tests/e2e/out/.
 // The server, the browser, `test` and the helpers are tests/e2e/harness.mjs's (shared with page.test.mjs).
 import path from 'node:path';
-import { test, bytes, ready, assert, realConfig, routeHub, hubError, axeSource, out, base, browser, finish }
+import { test, bytes, ready, assert, realConfig, routeHub, hubError, axeViolations, out, base, browser, finish }
   from './harness.mjs';
 
 // Hub requests that hang or fail keep the answer (#43 items 4 and 5).
@@ -258,10 +258,7 @@ for (const scheme of ['light', 'dark']) {
     await page.emulateMedia({ colorScheme: scheme });
     await page.goto(base + PRESET_PLAN);
     await ready(page);
-    await page.evaluate(axeSource);
-    const audit = () => page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
-      .filter(v => v.impact === 'serious' || v.impact === 'critical')
-      .map(v => `${v.id} (${v.impact}) on ${v.nodes.length}: ${v.nodes[0].target.join(' ')}`));
+    const audit = () => axeViolations(page);
     await askHub(page, 'acme/never');
     await page.locator('[data-testid="hub-loading"]').waitFor({ timeout: 10000 });
     let found = await audit();

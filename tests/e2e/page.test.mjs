@@ -4,7 +4,7 @@
 // The server, the browser, `test` and the helpers are tests/e2e/harness.mjs's (shared with hub_share.test.mjs).
 import fs from 'node:fs';
 import path from 'node:path';
-import { test, bytes, ready, setSlider, assert, realConfig, routeHub, hubError, axeSource, out, base, browser, finish }
+import { test, bytes, ready, setSlider, assert, realConfig, routeHub, hubError, axeViolations, out, base, browser, finish }
   from './harness.mjs';
 
 await test('page loads with every hook and a drawn chart', async page => {
@@ -1052,10 +1052,7 @@ for (const [view, width, height, extra] of [['laptop', 1280, 800, ''], ['phone',
       await page.goto(base + '?model=llama-2-7b&method=qlora&r=16' + extra);
       await page.locator('[data-testid="chart"]').waitFor({ timeout: 20000 });
       await page.waitForTimeout(800);
-      await page.evaluate(axeSource);
-      const found = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
-        .filter(v => v.impact === 'serious' || v.impact === 'critical')
-        .map(v => `${v.id} (${v.impact}) on ${v.nodes.length}: ${v.nodes[0].target.join(' ')}`));
+      const found = await axeViolations(page);
       assert(found.length === 0, found.join('; '));
     });
   }

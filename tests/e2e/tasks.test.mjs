@@ -5,7 +5,7 @@
 // Prints one line per test and a closing "N passed, N failed" line; screenshots (p41-*.png) go to tests/e2e/out/.
 // The server, the browser, `test` and the helpers are tests/e2e/harness.mjs's.
 import path from 'node:path';
-import { test, bytes, ready, assert, axeSource, out, base, finish } from './harness.mjs';
+import { test, bytes, ready, assert, axeViolations, out, base, finish } from './harness.mjs';
 
 const DPO = '?task=dpo&method=full&model=llama-3.2-1b&b=2&s=1024';
 const param = (page, key) => new URL(page.url()).searchParams.get(key);
@@ -233,10 +233,7 @@ for (const scheme of ['light', 'dark']) {
     assert(await h1.count() === 1 && await h1.getAttribute('data-testid') === 'embed-caption', 'the caption is not the h1');
     const size = await h1.evaluate(e => getComputedStyle(e).fontSize);
     assert(parseFloat(size) < 14, `the heading is drawn large: ${size}`);
-    await page.evaluate(axeSource);
-    const found = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
-      .filter(v => v.impact === 'serious' || v.impact === 'critical' || v.id === 'page-has-heading-one')
-      .map(v => `${v.id} (${v.impact}) on ${v.nodes.length}: ${v.nodes[0].target.join(' ')}`));
+    const found = await axeViolations(page, ['page-has-heading-one']);
     assert(found.length === 0, found.join('; '));
     await page.screenshot({ path: path.join(out, `p41-embed-${scheme}.png`) });
   });
@@ -246,10 +243,7 @@ for (const scheme of ['light', 'dark']) {
 await test('a DPO plan: no serious or critical axe-core violation, laptop', async page => {
   await page.goto(base + DPO);
   await ready(page);
-  await page.evaluate(axeSource);
-  const found = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
-    .filter(v => v.impact === 'serious' || v.impact === 'critical')
-    .map(v => `${v.id} (${v.impact}) on ${v.nodes.length}: ${v.nodes[0].target.join(' ')}`));
+  const found = await axeViolations(page);
   assert(found.length === 0, found.join('; '));
 });
 

@@ -3,19 +3,10 @@
 //! from the files ms-swift and LLaMA-Factory ship (named only), and from accelerate's `zero3_init_flag`; written by
 //! the DeepSpeed export and the script's dict, `auto` as the Trainer fills it.
 
-use crate::{exported, import_one, PLANS};
+use crate::{check_imports, exported, import_one, Case, PLANS};
 use peakplan_core::interop::{import, ExportFormat};
 use peakplan_core::plan::Plan;
 use serde_json::Value;
-
-/// (file name, text, the plan's query, unsupported fields, a note that must be said)
-type Case = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static [&'static str],
-    &'static str,
-);
 
 const CASES: &[Case] = &[
     // Alone: numbers as integers, floats (`1e9`) or strings (`"5e8"`); `auto` stays auto.
@@ -133,27 +124,7 @@ const CASES: &[Case] = &[
 
 #[test]
 fn deepspeed_sizes_import_from_each_format() {
-    for (file, text, want, unsupported, note) in CASES {
-        let got = import_one(file, text);
-        let w = Plan::parse_query(want);
-        assert!(w.diagnostics.is_empty(), "{want}: {:?}", w.diagnostics);
-        assert_eq!(
-            got.plan.to_query(),
-            w.plan.to_query(),
-            "{text}\nnotes: {:?}",
-            got.notes
-        );
-        let mut u = got.unsupported.clone();
-        u.sort();
-        let mut e: Vec<String> = unsupported.iter().map(|s| s.to_string()).collect();
-        e.sort();
-        assert_eq!(u, e, "{text}");
-        assert!(
-            got.notes.iter().any(|n| n.contains(note)),
-            "{text}: no note {note:?} in {:?}",
-            got.notes
-        );
-    }
+    check_imports(CASES);
 }
 
 /// A shipped file read by name yields to the file itself, given too: a changed copy wins, and the note names both.

@@ -84,6 +84,41 @@ fn import_one(name: &str, text: &str) -> Imported {
     import(&[(name, text)]).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// An import case: (file name, text, the plan's query, unsupported fields, a note that must be said).
+type Case = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    &'static str,
+);
+
+/// Imports each case's file alone: the plan is the query's, the unsupported fields are the listed ones (in any
+/// order) and the note is said.
+fn check_imports(cases: &[Case]) {
+    for (file, text, want, unsupported, note) in cases {
+        let got = import_one(file, text);
+        let w = Plan::parse_query(want);
+        assert!(w.diagnostics.is_empty(), "{want}: {:?}", w.diagnostics);
+        assert_eq!(
+            got.plan.to_query(),
+            w.plan.to_query(),
+            "{text}\nnotes: {:?}",
+            got.notes
+        );
+        let mut u = got.unsupported.clone();
+        u.sort();
+        let mut e: Vec<String> = unsupported.iter().map(|s| s.to_string()).collect();
+        e.sort();
+        assert_eq!(u, e, "{text}");
+        assert!(
+            got.notes.iter().any(|n| n.contains(note)),
+            "{text}: no note {note:?} in {:?}",
+            got.notes
+        );
+    }
+}
+
 fn without_plan_line(text: &str) -> String {
     text.lines()
         .filter(|l| !l.trim_start().starts_with("# peakplan:"))

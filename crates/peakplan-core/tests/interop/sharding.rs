@@ -2,17 +2,8 @@
 //! row (file, text, the plan it gives, its unsupported fields, a note it must say), and bad values with their
 //! messages.
 
-use crate::{data, import_one};
+use crate::{check_imports, data, import_one, Case};
 use peakplan_core::plan::Plan;
-
-/// (file name, text, the plan's query, unsupported fields, a note that must be said)
-type Case = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static [&'static str],
-    &'static str,
-);
 
 const CASES: &[Case] = &[
     // accelerate: FSDP2 resharding after forward, sync_each_batch in its fsdp_config.
@@ -161,27 +152,7 @@ const CASES: &[Case] = &[
 
 #[test]
 fn sharding_fields_import_from_each_format() {
-    for (file, text, want, unsupported, note) in CASES {
-        let got = import_one(file, text);
-        let w = Plan::parse_query(want);
-        assert!(w.diagnostics.is_empty(), "{want}: {:?}", w.diagnostics);
-        assert_eq!(
-            got.plan.to_query(),
-            w.plan.to_query(),
-            "{text}\nnotes: {:?}",
-            got.notes
-        );
-        let mut u = got.unsupported.clone();
-        u.sort();
-        let mut e: Vec<String> = unsupported.iter().map(|s| s.to_string()).collect();
-        e.sort();
-        assert_eq!(u, e, "{text}");
-        assert!(
-            got.notes.iter().any(|n| n.contains(note)),
-            "{text}: no note {note:?} in {:?}",
-            got.notes
-        );
-    }
+    check_imports(CASES);
 }
 
 #[test]
