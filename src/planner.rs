@@ -3,7 +3,9 @@
 use peakplan_chart::ChartData;
 use peakplan_core::advise::Suggestion;
 use peakplan_core::plan::Method;
-use peakplan_core::{estimate, estimate_each_method, presets, solve, Architecture, Estimate, Plan};
+use peakplan_core::{
+    estimate, estimate_each_method, needs_on_card, presets, solve, Architecture, Estimate, Plan,
+};
 
 /// Everything derived from one plan on a slider move: the three methods' estimates and the verdict.
 #[derive(Clone, Debug, PartialEq)]
@@ -169,13 +171,11 @@ impl Computed {
     }
 
     /// How much card the plan needs, given `needs` (peakplan_core::needs_bytes, worked out once the plan
-    /// settles: the smallest GPU on which its step runs, which falls as GPUs are added): that, else (while it is
-    /// worked out, or where a smaller card's replay settles but the card's own does not) what the card shows.
+    /// settles: the smallest GPU on which its step runs, which falls as GPUs are added): as the core says it on
+    /// this card (`needs_on_card`), or what the card shows while it is worked out.
     pub fn needs_bytes(&self, needs: Option<u64>) -> u64 {
-        match needs {
-            Some(n) if (n <= self.capacity_bytes) == self.fits() => n,
-            _ => self.selected.device_bytes,
-        }
+        let device = self.selected.device_bytes;
+        needs.map_or(device, |n| needs_on_card(n, device, self.capacity_bytes))
     }
 
     /// A plan that fits with under [`TIGHT_FRACTION`] of the card to spare: a longer sequence in the data, a

@@ -4,7 +4,7 @@
 use crate::advise::{self, Change};
 use crate::arch::Architecture;
 use crate::engine::{
-    estimate_on, estimate_rough, fits_on, needs_bytes, Estimate, CUDA_CONTEXT_BYTES,
+    estimate_on, estimate_rough, fits_on, needs_bytes, needs_on_card, Estimate, CUDA_CONTEXT_BYTES,
 };
 use crate::plan::Plan;
 use crate::presets::{GpuPreset, GPUS};
@@ -58,13 +58,8 @@ impl GpuFit {
                 format_bytes(self.capacity_bytes - self.device_bytes)
             )
         } else {
-            // Short of the smallest card that runs it, where that is over this one (the card's own replay may
-            // fail where a smaller card's settles: then what it would reserve).
-            let need = if self.needs_bytes > self.capacity_bytes {
-                self.needs_bytes
-            } else {
-                self.device_bytes
-            };
+            // Short of the smallest card that runs it.
+            let need = needs_on_card(self.needs_bytes, self.device_bytes, self.capacity_bytes);
             format!(
                 "{} short",
                 format_bytes(need.saturating_sub(self.capacity_bytes))

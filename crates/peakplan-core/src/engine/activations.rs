@@ -202,16 +202,15 @@ fn weight_copies(s: &Setup, resident: &Resident, head_trainable: bool) -> Weight
     // QLoRA), unless FSDP gathers it already cast or litgpt quantized it.
     let fp32_frozen_head = d.amp && d.weight == 4.0 && !d.sharded_cast && !s.head_quantized;
     // TRL's log-probability head (a preference task) casts a vocabulary chunk at a time and keeps none.
-    let head =
-        if fp32_frozen_head && !head_trainable && plan.loss == Loss::Standard && s.scored == 0.0 {
-            let chunks = match s.profile.head_chunk_tokens {
-                Some(tokens) => ceil_div(positions(plan), tokens as Count),
-                None => 1.0,
-            };
-            chunks * d.compute * arch.vocab as Count * s.hidden
-        } else {
-            0.0
+    let head = if fp32_frozen_head && !head_trainable && s.loss == Some(Loss::Standard) {
+        let chunks = match s.profile.head_chunk_tokens {
+            Some(tokens) => ceil_div(positions(plan), tokens as Count),
+            None => 1.0,
         };
+        chunks * d.compute * arch.vocab as Count * s.hidden
+    } else {
+        0.0
+    };
     WeightCopies {
         per_layer,
         head,

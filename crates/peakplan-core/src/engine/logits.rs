@@ -26,14 +26,10 @@ pub(super) struct Logits {
 pub(super) fn logits(s: &Setup) -> Logits {
     let (arch, plan, d, n, v) = (s.arch, s.plan, s.d, s.tokens, s.vocab);
     let (forward, backward, block) = loss_memory(s);
-    // TRL's preference trainers call the model with `use_cache=False` and their own head, which softcaps inside
-    // its tiles, returns no logits and takes no LoRA on the head apart: none of what follows applies.
-    let sft = s.scored == 0.0;
     // Gemma 2 softcaps the logits before the loss: under transformers (traced on CPU) the tanh output waits for
     // backward beside them. litgpt's chunked head and torchtune's losses are not traced; they stay as they were.
-    let softcap = if sft
-        && arch.final_logit_softcap
-        && plan.loss == Loss::Standard
+    let softcap = if arch.final_logit_softcap
+        && s.loss == Some(Loss::Standard)
         && s.profile.softcap_output_kept
     {
         d.compute * n * v
@@ -41,15 +37,11 @@ pub(super) fn logits(s: &Setup) -> Logits {
         0.0
     };
     let (forward, backward) = (forward + softcap, backward + softcap);
-    let forward = if sft {
-        forward.max(head_lora_forward(s))
-    } else {
-        forward
-    };
+    let forward = forward.max(head_lora_forward(s));
     // A loop that keeps the model's output until after the optimizer step holds the returned logits through
     // backward and the step: fsdp_qlora's `output`, and torchtune's recipes before they learned to `del logits`
     // (mid-2024). litgpt's profile keeps its logits already; chunked and fused losses return none.
-    let held_logits = if sft && plan.loss == Loss::Standard && s.profile.loop_may_hold_logits {
+    let held_logits = if s.loss == Some(Loss::Standard) && s.profile.loop_may_hold_logits {
         plan.hold_logits_bits as Count / 8.0 * n * v
     } else {
         0.0
@@ -59,8 +51,9 @@ pub(super) fn logits(s: &Setup) -> Logits {
     // every layer's rotated keys and values, unexpanded, returned with the output. Where attention works on
     // head-expanded copies (grouped-query attention under SDPA or eager) the cache's tensors are extra; flash
     // kernels keep the grouped ones themselves. The cache goes when the loop drops the output: before backward
-    // under the Trainer, after the step in loops that keep it (`hold`).
-    let kv_cache = if sft
+    // under the Trainer, after the step in loops that keep it (`hold`). TRL's log-probability head is called
+    // with `use_cache=False`.
+    let kv_cache = if s.loss.is_some()
         && s.profile.returns_kv_cache
         && !plan.grad_checkpointing
         && plan.attn != Attn::Flash
@@ -93,11 +86,11 @@ pub(super) fn logits(s: &Setup) -> Logits {
 /// profile computes the plan's loss.
 fn loss_memory(s: &Setup) -> (Count, Count, Count) {
     let (plan, d, n, v) = (s.plan, s.d, s.tokens, s.vocab);
-    if s.scored > 0.0 {
+    let Some(loss) = s.loss else {
         let head = LogProbHead::of(s);
         return (head.kept, head.kept + head.backward, head.tile);
-    }
-    match plan.loss {
+    };
+    match loss {
         Loss::Standard => standard_loss(s),
         Loss::Kernel if s.profile.kernel_loss == KernelLoss::Standard => standard_loss(s),
         Loss::Kernel => {
@@ -193,7 +186,7 @@ fn head_lora_forward(s: &Setup) -> Count {
     if plan.method == Method::Full
         || !lora
         || !plan.targets.contains(Target::LmHead)
-        || plan.loss != Loss::Standard
+        || s.loss != Some(Loss::Standard)
         || !s.profile.head_lora_out_of_place
     {
         return 0.0;

@@ -68,6 +68,17 @@ fn runs(arch: &Architecture, plan: &Plan) -> Runs {
     }
 }
 
+/// What a plan needs on a card of `capacity_bytes`, as an answer says it: [`needs_bytes`] where it agrees with the
+/// card's own replay (`device_bytes`) on whether the plan fits, else `device_bytes` (a replay on a smaller card can
+/// settle where the card's own does not).
+pub fn needs_on_card(needs_bytes: u64, device_bytes: u64, capacity_bytes: u64) -> u64 {
+    if (needs_bytes <= capacity_bytes) == (device_bytes <= capacity_bytes) {
+        needs_bytes
+    } else {
+        device_bytes
+    }
+}
+
 /// Computes the memory of one training step of `plan` on `arch`, its reserved memory by replaying the step
 /// through the caching-allocator simulator on the plan's GPU ([`reserved`]).
 pub fn estimate(arch: &Architecture, plan: &Plan) -> Estimate {
@@ -243,7 +254,7 @@ fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT
     };
     // A preference task's loss is TRL's log-probability head (at its largest in the head's backward, where a
     // trainable head's fp32 gradient joins it), not logits.
-    let (logits, log_probs) = if st.setup.scored > 0.0 {
+    let (logits, log_probs) = if st.setup.loss.is_none() {
         (0.0, l.backward.max(st.timeline.head.logits))
     } else {
         (l.forward.max(l.backward), 0.0)

@@ -4,7 +4,7 @@
 
 use super::count::{ceil_div, Count};
 use crate::arch::{Architecture, Linear, Linears, Target};
-use crate::plan::{Method, Peft, Plan, Precision, Quant, Shard, Sharding, Task};
+use crate::plan::{Loss, Method, Peft, Plan, Precision, Quant, Shard, Sharding, Task};
 use crate::profile::Profile;
 
 /// Bytes of one element of each kind of tensor a plan keeps, and related dtype facts.
@@ -141,6 +141,10 @@ pub(super) struct Setup<'a> {
     /// The positions a preference task's log-probability head scores in a micro-batch: every sequence's
     /// completion tokens (the prompt's are masked out); 0 for supervised fine-tuning.
     pub scored: Count,
+    /// The loss the model computes: the plan's, or `None` where a preference task's trainer replaces it with
+    /// TRL's log-probability head (called with `use_cache=False`, softcapping inside its tiles, returning no
+    /// logits). The stages read this, never `plan.loss`.
+    pub loss: Option<Loss>,
     pub hidden: Count,
     pub vocab: Count,
     /// Experts each token is routed to (1 for a dense model).
@@ -171,6 +175,7 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
         fsdp,
         sharding,
         sequences: sequences(plan),
+        loss: (plan.task == Task::Sft).then_some(plan.loss),
         tokens: sequences(plan) * positions(plan),
         scored: if plan.task == Task::Sft {
             0.0

@@ -256,12 +256,12 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
     };
     // torchtune's chunked loss runs the head as 8 matmuls, each adding its share of the gradient.
     let chunked_head =
-        plan.loss == Loss::Chunked && s.profile.chunked_loss == ChunkedLoss::EightChunksKept;
-    let (logits, grads_live) = match plan.loss {
+        s.loss == Some(Loss::Chunked) && s.profile.chunked_loss == ChunkedLoss::EightChunksKept;
+    let (logits, grads_live) = match s.loss {
         _ if head_grad == 0.0 => (0.0, 0.0),
         // TRL's log-probability head: its backward accumulates the head's gradient in fp32 beside its own
         // buffers, and returns it in the weights' dtype.
-        _ if s.scored > 0.0 => {
+        None => {
             let lp = LogProbHead::of(s);
             (lp.kept + lp.backward + lp.head_grad_fp32, head_grad)
         }
@@ -275,7 +275,7 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
         }
         // A cross-entropy kernel (unsloth) leaves the 16-bit logits' gradient for the head's matmul, like the
         // standard loss.
-        Loss::Standard | Loss::Kernel if s.profile.head_grad_after_loss => {
+        Some(Loss::Standard | Loss::Kernel) if s.profile.head_grad_after_loss => {
             (s.d.compute * n * v, head_grad)
         }
         // Liger's fused linear cross-entropy computes the head's gradient in the forward; the WebGPU runtime
@@ -295,7 +295,7 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
     HeadBackward {
         // Liger's fused linear cross-entropy accumulates the head's weight gradient chunk by chunk during the
         // loss's forward, so it exists from the loss on.
-        fused_grad: if plan.loss == Loss::Fused && s.scored == 0.0 {
+        fused_grad: if s.loss == Some(Loss::Fused) {
             head_grad
         } else {
             0.0
