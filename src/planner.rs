@@ -358,7 +358,7 @@ mod tests {
                 && c.chart.title.contains("32 GPUs, FSDP1 full shard")
         );
         let mut after = p.clone();
-        after.grad_checkpointing = true;
+        after.checkpointing = peakplan_core::plan::Checkpointing::On;
         c.add_preview(
             preset_arch(&p),
             &after,

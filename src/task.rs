@@ -2,7 +2,7 @@
 //! vocabulary, the reference sources a plan can take, the prompt length's bounds, why a control is off, and the
 //! rules between keys checked after every edit, as the core checks a link.
 
-use peakplan_core::plan::{Framework, Plan, Reference, Task};
+use peakplan_core::plan::{Checkpointing, Framework, Plan, Reference, Task};
 use peakplan_core::Diagnostic;
 
 /// A task's words in the selector: its name and what it trains on (a task the core adds must be named here).
@@ -85,7 +85,11 @@ impl PromptBox {
 
 /// Whether any key the rules between keys read differs from its default: only then can an edit break one.
 fn may_break_a_rule(plan: &Plan) -> bool {
-    plan.task != Task::Sft || plan.reference != Reference::Auto || plan.prompt_tokens.is_some()
+    plan.task != Task::Sft
+        || plan.reference != Reference::Auto
+        || plan.prompt_tokens.is_some()
+        || plan.framework == Framework::Unsloth
+        || plan.checkpointing == Checkpointing::Offload
 }
 
 /// Applies the core's rules between keys after an edit, as it applies them to a link: each key that breaks one

@@ -214,6 +214,9 @@ pub(crate) fn Figures() -> impl IntoView {
             {fig("value-peak", "= Peak, as nvidia-smi shows", |e| e.device_bytes)}
             {fig("value-allocated", "Peak allocated (max_memory_allocated)", |e| e.peak_allocated_bytes)}
             {fig("value-reserved", "Peak reserved (max_memory_reserved)", |e| e.peak_reserved_bytes)}
+            <Show when=move || c.computed.with(|comp| comp.selected.host_bytes > 0)>
+                {fig("value-host", "Host: offloaded checkpoints, in pinned CPU memory", |e| e.host_bytes)}
+            </Show>
         </div>
     }
 }

@@ -98,7 +98,8 @@ pub(crate) fn PlanSettings() -> impl IntoView {
     let [auto_shard, auto_wrap, auto_sync] = auto_options();
     view! {
         <div class="grid2">
-            <KeySelect label="Gradient checkpointing" key="gc" options=vec![("1", "on"), ("0", "off")]/>
+            <KeySelect label="Gradient checkpointing" key="gc" options=vec![("1", "on"), ("0", "off"), ("offload", "on, inputs to CPU (Unsloth)")]
+                hint="Unsloth's checkpointing sends each layer's input to pinned CPU memory (from 512 tokens, on one GPU) and brings it back for backward: the host needs that memory instead."/>
             <KeySelect label="Gradient accumulation" key="ga" options=vec![("1", "1 (none)"), ("2", "2"), ("4", "4"), ("8", "8"), ("16", "16"), ("32", "32")]/>
             <KeySelect label="Activation offloading" key="aoff" options=vec![("0", "off"), ("1", "on (torchtune)")]/>
             <KeySelect label="Optimizer in backward" key="oib" options=vec![("0", "off"), ("1", "on (torchtune)")]
@@ -145,7 +146,8 @@ pub(crate) fn PlanSettings() -> impl IntoView {
     }
 }
 
-/// The framework profile: choosing one also sets that framework's default adapter dtype.
+/// The framework profile: choosing one also sets that framework's defaults (adapter dtype; Unsloth's optimizer,
+/// checkpointing, loss and allocator) where the plan still had the previous framework's.
 #[component]
 fn FrameworkSelect() -> impl IntoView {
     let c = ctx();

@@ -350,6 +350,7 @@ fn report(arch: &Architecture, plan: &Plan) -> Value {
         "peak_allocated_bytes": e.peak_allocated_bytes,
         "peak_reserved_bytes": e.peak_reserved_bytes,
         "device_bytes": e.device_bytes,
+        "host_bytes": e.host_bytes,
         "needs_bytes": peakplan_core::needs_bytes(arch, plan),
         "peak_phase": format!("{:?}", e.peak_phase).to_lowercase(),
         "saturated": e.saturated,
@@ -429,6 +430,13 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         "device (nvidia-smi)",
         format_bytes(e.device_bytes)
     ));
+    if e.host_bytes > 0 {
+        out.push_str(&format!(
+            "{:<40} {:>12}  offloaded checkpoints and their staging buffers, in pinned CPU memory\n",
+            "host (pinned CPU memory)",
+            format_bytes(e.host_bytes)
+        ));
+    }
     let g = plan.gpu.preset();
     let verdict = if e.device_bytes <= g.capacity_bytes {
         "fits"

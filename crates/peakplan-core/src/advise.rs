@@ -161,7 +161,7 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
 
 /// Checkpointing, attention, loss, fused kernels, compile, the allocator and MoE checkpoints.
 fn kernel_changes(plan: &Plan, c: &mut Vec<Change>) {
-    if !plan.grad_checkpointing {
+    if !plan.checkpointing.on() {
         c.push(change(
             "gc",
             "1",

@@ -24,7 +24,7 @@ pub mod units;
 pub mod validate;
 pub mod workloads;
 
-pub use arch::{ArchError, Architecture, QkNorm, Target};
+pub use arch::{ArchError, Architecture, QkNorm, Target, VisionTower};
 pub use engine::{
     allocation_events, estimate, estimate_on, estimate_rough, fits_on, needs_bytes, needs_on_card,
     Category, Estimate, Kind, Phase, PhaseMemory, StepEvents,

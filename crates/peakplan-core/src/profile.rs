@@ -9,7 +9,8 @@
 //! defined here, over the row.
 
 use crate::plan::{
-    DType, Framework, GradSync, Loss, Method, MoeExperts, Plan, Shard, Sharding, Wrap,
+    Alloc, Checkpointing, DType, Framework, GradSync, Loss, Method, MoeExperts, Optimizer, Plan,
+    Shard, Sharding, Wrap,
 };
 
 /// How one framework computes a training step, as far as memory goes. Every field is a fact about the framework's
@@ -23,8 +24,13 @@ pub struct Profile {
     pub offered_on_page: bool,
 
     // === Defaults: what choosing the framework sets, and what `auto` keys resolve to ===
-    /// The adapter dtype its recipes use: choosing the framework sets `adtype` to it.
-    pub adapter_dtype: DType,
+    /// What its recipes or loaders use for the keys a framework decides: choosing the framework sets them
+    /// ([`Framework::switch`]).
+    pub defaults: Defaults,
+    /// A link naming the framework gets its defaults for the keys it leaves out. Links written before a
+    /// framework's defaults existed (every framework but Unsloth) keep the plan's own defaults, so they still
+    /// open as they did.
+    pub defaults_in_links: bool,
     /// `shard=auto`: the sharding the framework runs across GPUs (FSDP1 through accelerate, FSDP2 for the
     /// `fully_shard` recipes).
     pub default_shard: Shard,
@@ -48,6 +54,12 @@ pub struct Profile {
     /// A tied model's head gets a copy of the embedding of its own (litgpt's checkpoint converter), so two
     /// vocab x hidden matrices train, hold gradients and count as parameters.
     pub unties_head: bool,
+    /// A quantized base quantizes a vision tower's encoder linears (transformers' bitsandbytes integration skips
+    /// only `lm_head`; Unsloth's `SKIP_QUANTIZATION_MODULES` keeps vision towers and projectors in 16-bit).
+    pub quantizes_vision_tower: bool,
+    /// `gc=offload` is the framework's: each checkpointed layer input goes to pinned CPU memory (Unsloth's
+    /// `UnslothCheckpointFunction`).
+    pub offloads_checkpoints: bool,
     /// A quantized base quantizes the LM head too (litgpt's bitsandbytes plugin converts every Linear, and
     /// dequantizes from fp16, so a bf16 step casts each dequantized weight once more).
     pub quantizes_head: bool,
@@ -95,6 +107,10 @@ pub struct Profile {
     pub chunked_loss: ChunkedLoss,
     /// What `loss=kernel` runs.
     pub kernel_loss: KernelLoss,
+    /// What `loss=fused` runs.
+    pub fused_loss: FusedLoss,
+    /// The losses the framework runs (others are refused, going back to its default).
+    pub losses: &'static [Loss],
     /// Adapter plans run the LM head and the standard loss in chunks of this many tokens (litgpt: 128), each
     /// chunk's matmul casting its own copy of a frozen fp32 head.
     pub head_chunk_tokens: Option<u64>,
@@ -178,6 +194,39 @@ pub enum ChunkedLoss {
     NormKeptChunksRecomputed,
 }
 
+/// What `loss=fused` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FusedLoss {
+    /// Liger's fused linear cross-entropy: chunks sized so a chunk of logits is about the input's size.
+    Liger,
+    /// unsloth-zoo's `UnslothFusedLoss`: the tokens split into chunks (a multiple of 4, or 1) whose fp32 logits fit
+    /// a target of half the free memory, at most 4 GiB; each chunk's loss and input gradient computed in forward,
+    /// only the input gradient kept for backward.
+    UnslothChunks,
+}
+
+/// The keys a framework decides, at the values its recipes or loaders use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Defaults {
+    pub adapter_dtype: DType,
+    pub optimizer: Optimizer,
+    pub checkpointing: Checkpointing,
+    pub loss: Loss,
+    pub allocator: Alloc,
+}
+
+/// The plan's own defaults (what `Plan::default` holds): the Trainer's, as the first links were written.
+const PLAN_DEFAULTS: Defaults = Defaults {
+    adapter_dtype: DType::Fp32,
+    optimizer: Optimizer::AdamwTorch,
+    checkpointing: Checkpointing::On,
+    loss: Loss::Standard,
+    allocator: Alloc::Cached,
+};
+
+/// The losses a framework that runs transformers' model code offers.
+const EVERY_LOSS: &[Loss] = &[Loss::Standard, Loss::Chunked, Loss::Fused, Loss::Kernel];
+
 /// What `loss=kernel` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelLoss {
@@ -194,7 +243,8 @@ pub enum KernelLoss {
 const HF: Profile = Profile {
     label: "HF + PEFT",
     offered_on_page: true,
-    adapter_dtype: DType::Fp32,
+    defaults: PLAN_DEFAULTS,
+    defaults_in_links: false,
     default_shard: Shard::Fsdp1,
     default_wrap: Wrap::Lora,
     default_grad_sync: GradSync::Accumulate,
@@ -202,6 +252,8 @@ const HF: Profile = Profile {
     sinks_force_eager: true,
     expert_storage_from_plan: true,
     unties_head: false,
+    quantizes_vision_tower: true,
+    offloads_checkpoints: false,
     quantizes_head: false,
     quant_constants_in_weight: false,
     rmsnorm_weight_in_fp32: false,
@@ -218,6 +270,8 @@ const HF: Profile = Profile {
     standard_loss: StandardLoss::UpcastModelLogits,
     chunked_loss: ChunkedLoss::HeadUpcastPerChunk,
     kernel_loss: KernelLoss::InPlaceGradient,
+    fused_loss: FusedLoss::Liger,
+    losses: EVERY_LOSS,
     head_chunk_tokens: None,
     loop_may_hold_logits: true,
     softcap_output_kept: true,
@@ -232,7 +286,11 @@ const HF: Profile = Profile {
 const TORCHTUNE: Profile = Profile {
     label: "torchtune",
     offered_on_page: true,
-    adapter_dtype: DType::Bf16,
+    defaults: Defaults {
+        adapter_dtype: DType::Bf16,
+        ..PLAN_DEFAULTS
+    },
+    defaults_in_links: false,
     default_shard: Shard::Fsdp2,
     default_wrap: Wrap::Block,
     default_grad_sync: GradSync::EachBatch,
@@ -240,6 +298,8 @@ const TORCHTUNE: Profile = Profile {
     sinks_force_eager: false,
     expert_storage_from_plan: false,
     unties_head: false,
+    quantizes_vision_tower: true,
+    offloads_checkpoints: false,
     quantizes_head: false,
     quant_constants_in_weight: true,
     rmsnorm_weight_in_fp32: true,
@@ -256,6 +316,8 @@ const TORCHTUNE: Profile = Profile {
     standard_loss: StandardLoss::Fp32LogitsDropped,
     chunked_loss: ChunkedLoss::EightChunksKept,
     kernel_loss: KernelLoss::InPlaceGradient,
+    fused_loss: FusedLoss::Liger,
+    losses: EVERY_LOSS,
     head_chunk_tokens: None,
     loop_may_hold_logits: true,
     softcap_output_kept: false,
@@ -270,7 +332,11 @@ const TORCHTUNE: Profile = Profile {
 const LITGPT: Profile = Profile {
     label: "litgpt",
     offered_on_page: true,
-    adapter_dtype: DType::Bf16,
+    defaults: Defaults {
+        adapter_dtype: DType::Bf16,
+        ..PLAN_DEFAULTS
+    },
+    defaults_in_links: false,
     default_shard: Shard::Fsdp2,
     default_wrap: Wrap::Block,
     default_grad_sync: GradSync::Accumulate,
@@ -278,6 +344,8 @@ const LITGPT: Profile = Profile {
     sinks_force_eager: false,
     expert_storage_from_plan: false,
     unties_head: true,
+    quantizes_vision_tower: true,
+    offloads_checkpoints: false,
     quantizes_head: true,
     quant_constants_in_weight: false,
     rmsnorm_weight_in_fp32: false,
@@ -294,6 +362,8 @@ const LITGPT: Profile = Profile {
     standard_loss: StandardLoss::Fp32LogitsKept,
     chunked_loss: ChunkedLoss::HeadUpcastPerChunk,
     kernel_loss: KernelLoss::InPlaceGradient,
+    fused_loss: FusedLoss::Liger,
+    losses: EVERY_LOSS,
     head_chunk_tokens: Some(128),
     loop_may_hold_logits: false,
     softcap_output_kept: false,
@@ -308,7 +378,8 @@ const LITGPT: Profile = Profile {
 const WEBGPU: Profile = Profile {
     label: "WebGPU micro runtime",
     offered_on_page: false,
-    adapter_dtype: DType::Fp32,
+    defaults: PLAN_DEFAULTS,
+    defaults_in_links: false,
     default_shard: Shard::Fsdp1,
     default_wrap: Wrap::Block,
     default_grad_sync: GradSync::Accumulate,
@@ -316,6 +387,8 @@ const WEBGPU: Profile = Profile {
     sinks_force_eager: false,
     expert_storage_from_plan: false,
     unties_head: false,
+    quantizes_vision_tower: true,
+    offloads_checkpoints: false,
     quantizes_head: false,
     quant_constants_in_weight: false,
     rmsnorm_weight_in_fp32: false,
@@ -332,12 +405,70 @@ const WEBGPU: Profile = Profile {
     standard_loss: StandardLoss::F32LogitsKept,
     chunked_loss: ChunkedLoss::NormKeptChunksRecomputed,
     kernel_loss: KernelLoss::Standard,
+    fused_loss: FusedLoss::Liger,
+    losses: EVERY_LOSS,
     head_chunk_tokens: None,
     loop_may_hold_logits: false,
     softcap_output_kept: false,
     returns_kv_cache: false,
     head_lora_out_of_place: false,
     head_grad_after_loss: false,
+    graph_held_to_next_forward: false,
+    python_export_runs: Framework::Hf,
+};
+
+/// Unsloth (`FastLanguageModel`, unsloth 2026.8 and unsloth-zoo read at their commits of August 2026; see
+/// `shared/research/unsloth.md`): transformers' model code patched by Unsloth. Its loader's defaults: 4-bit
+/// loading that skips lm_head, routers and vision towers, LoRA weights upcast to fp32, `"unsloth"` checkpointing
+/// (layer inputs to pinned CPU memory), the fused loss whenever labels are given, 8-bit AdamW in its notebooks, and
+/// `expandable_segments` set at import.
+const UNSLOTH: Profile = Profile {
+    label: "Unsloth",
+    offered_on_page: true,
+    defaults: Defaults {
+        adapter_dtype: DType::Fp32,
+        optimizer: Optimizer::Adamw8bit,
+        checkpointing: Checkpointing::Offload,
+        loss: Loss::Fused,
+        allocator: Alloc::Expandable,
+    },
+    defaults_in_links: true,
+    default_shard: Shard::Fsdp1,
+    default_wrap: Wrap::Lora,
+    default_grad_sync: GradSync::Accumulate,
+    embedding_and_head_own_units: false,
+    sinks_force_eager: true,
+    expert_storage_from_plan: true,
+    unties_head: false,
+    quantizes_vision_tower: false,
+    offloads_checkpoints: true,
+    quantizes_head: false,
+    quant_constants_in_weight: false,
+    rmsnorm_weight_in_fp32: false,
+    gelu_new_unfused: true,
+    qkv_views: QkvViews::WhereTheModelFuses,
+    fused_qkv_lora: false,
+    own_attention_kernel: false,
+    fused_mlp_activation: false,
+    first_layer_spares_input_grad: true,
+    first_norm_spared: true,
+    backward_grads: BackwardGrads::Autograd,
+    dequantizes_dense: true,
+    device_tables: false,
+    // Unsloth has no plain cross-entropy over returned logits: with `UNSLOTH_RETURN_LOGITS=1` its forward returns
+    // the 16-bit logits and its cross-entropy kernel (`loss=kernel`) takes them.
+    standard_loss: StandardLoss::UpcastModelLogits,
+    chunked_loss: ChunkedLoss::HeadUpcastPerChunk,
+    kernel_loss: KernelLoss::InPlaceGradient,
+    fused_loss: FusedLoss::UnslothChunks,
+    losses: &[Loss::Fused, Loss::Kernel],
+    head_chunk_tokens: None,
+    loop_may_hold_logits: false,
+    // The cross-entropy kernel softcaps inside itself.
+    softcap_output_kept: false,
+    returns_kv_cache: true,
+    head_lora_out_of_place: true,
+    head_grad_after_loss: true,
     graph_held_to_next_forward: false,
     python_export_runs: Framework::Hf,
 };
@@ -350,6 +481,7 @@ impl Profile {
             Framework::Torchtune => &TORCHTUNE,
             Framework::Litgpt => &LITGPT,
             Framework::Webgpu => &WEBGPU,
+            Framework::Unsloth => &UNSLOTH,
         }
     }
 
@@ -388,10 +520,54 @@ impl Profile {
 // === The plan's answers that depend on its framework, read off its row ===
 
 impl Framework {
-    /// Sets the switches that this framework's recipes use by default (what selecting it on the page does).
+    /// Moves `plan` to this framework (what selecting it on the page does): each key a framework decides that is
+    /// still at the old framework's default takes this one's; a value chosen apart from it stays.
     pub fn apply_defaults(self, plan: &mut Plan) {
+        let (from, to) = (
+            Profile::of(plan.framework).defaults,
+            Profile::of(self).defaults,
+        );
+        Framework::switch(plan, from, to, &[]);
         plan.framework = self;
-        plan.adapter_dtype = Profile::of(self).adapter_dtype;
+    }
+
+    /// Moves each key a framework decides from `from`'s default to `to`'s, except the keys in `kept` (a query's
+    /// own) and values that differ from `from`'s.
+    pub(crate) fn switch(plan: &mut Plan, from: Defaults, to: Defaults, kept: &[&str]) {
+        fn take<T: PartialEq + Copy>(kept: &[&str], key: &str, value: &mut T, from: T, to: T) {
+            if *value == from && !kept.contains(&key) {
+                *value = to;
+            }
+        }
+        take(
+            kept,
+            "adtype",
+            &mut plan.adapter_dtype,
+            from.adapter_dtype,
+            to.adapter_dtype,
+        );
+        take(
+            kept,
+            "opt",
+            &mut plan.optimizer,
+            from.optimizer,
+            to.optimizer,
+        );
+        take(
+            kept,
+            "gc",
+            &mut plan.checkpointing,
+            from.checkpointing,
+            to.checkpointing,
+        );
+        take(kept, "loss", &mut plan.loss, from.loss, to.loss);
+        take(
+            kept,
+            "alloc",
+            &mut plan.allocator,
+            from.allocator,
+            to.allocator,
+        );
     }
 }
 
@@ -402,6 +578,68 @@ impl Plan {
     /// FSDP2 and reduce every micro-batch.
     pub fn sharding(&self) -> Sharding {
         Profile::of(self.framework).sharding(self)
+    }
+
+    /// Moves the keys a framework decides from `from`'s defaults to the plan's framework's, except those in `kept`
+    /// (what a query set itself): a query that chooses a framework gets its defaults for the keys it leaves out.
+    pub(crate) fn take_framework_defaults(&mut self, from: Framework, kept: &[&str]) {
+        let to = Profile::of(self.framework);
+        if to.defaults_in_links {
+            Framework::switch(self, Profile::of(from).defaults, to.defaults, kept);
+        }
+    }
+
+    /// The rules between the framework and its keys: a key the framework does not run goes back to its
+    /// framework's default (`zero` to 0), with the message that says why.
+    pub(crate) fn check_framework_keys(&mut self) -> Vec<(&'static str, String)> {
+        let mut said = Vec::new();
+        let profile = Profile::of(self.framework);
+        let fw = self.framework.key();
+        if self.checkpointing == Checkpointing::Offload && !profile.offloads_checkpoints {
+            self.checkpointing = Checkpointing::On;
+            said.push((
+                "gc",
+                format!(
+                    "gc=offload is Unsloth's offloaded checkpointing (fw=unsloth); with fw={fw} accepted: 0, 1"
+                ),
+            ));
+        }
+        if !profile.losses.contains(&self.loss) {
+            let refused = self.loss.key();
+            self.loss = profile.defaults.loss;
+            let accepted: Vec<&str> = profile.losses.iter().map(|l| l.key()).collect();
+            said.push((
+                "loss",
+                format!(
+                    "loss={refused} is not a loss fw={fw} runs (its forward computes a fused loss, loss=fused, or \
+                     returns 16-bit logits to its cross-entropy kernel, loss=kernel, with UNSLOTH_RETURN_LOGITS=1); \
+                     accepted: {}",
+                    accepted.join(", ")
+                ),
+            ));
+        }
+        if profile.offloads_checkpoints && self.offload_activations {
+            self.offload_activations = false;
+            said.push((
+                "aoff",
+                format!(
+                    "aoff=1 is torchtune's activation offloading; fw={fw} offloads checkpointed layer inputs with \
+                     gc=offload instead; accepted: 0"
+                ),
+            ));
+        }
+        if self.framework == Framework::Unsloth && self.zero > 0 {
+            said.push((
+                "zero",
+                format!(
+                    "zero={} is not how fw=unsloth trains on several GPUs: it runs one GPU, DDP (zero=0) or a \
+                     layer split (split=1); accepted: 0",
+                    self.zero
+                ),
+            ));
+            self.zero = 0;
+        }
+        said
     }
 
     /// Whether FSDP shards this plan: several GPUs in data parallel (no layer split), gradients or parameters

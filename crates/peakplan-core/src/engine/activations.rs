@@ -37,7 +37,21 @@ pub(super) struct Activations {
     pub copies_per_layer: Count,
     /// The largest expert parameter LoRA reaches through `target_parameters`.
     pub largest_parametrized: Count,
+    /// Offloaded checkpoints' GPU reload buffers, made at the first forward and kept through training.
+    pub reload_buffers: Count,
+    /// Pinned CPU memory the offloaded checkpoints and their staging buffers take.
+    pub host_checkpoints: Count,
 }
+
+/// Pinned CPU buffers Unsloth's offloaded checkpointing makes at start, and their elements (each grows to the
+/// layer input it takes): `initialize_unsloth_gradient_checkpointing`.
+const HOST_STAGING_BUFFERS: Count = 200.0;
+const HOST_STAGING_ELEMENTS: Count = 128.0 * 1024.0;
+
+/// GPU reload buffers an offloaded checkpoint comes back into: Unsloth adds a second (double buffering, so one
+/// layer's reload overlaps the next one's backward) at the second step when 512 MiB of the card are free; the plan
+/// assumes they are (one buffer less on a card with less to spare).
+const RELOAD_BUFFERS: Count = 2.0;
 
 pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
     let (arch, plan, n, h) = (s.arch, s.plan, s.tokens, s.hidden);
@@ -75,28 +89,40 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
         0.0
     };
     // Offloaded activations wait in CPU memory; on the GPU are the layer being computed and the one prefetched.
+    // Offloaded checkpoints leave the last layer's input on the GPU (its backward comes first); the others come
+    // back into the reload buffers.
     let kept_layers = if plan.offload_activations {
         layers.min(2.0)
+    } else if s.offloaded_checkpoints {
+        layers.min(1.0)
     } else {
         layers
     };
+    let input = s.d.residual * n * h;
+    let (reload_buffers, host_checkpoints) = if s.offloaded_checkpoints {
+        let offloaded = layers - kept_layers;
+        let staging =
+            s.d.residual * (HOST_STAGING_BUFFERS - offloaded).max(0.0) * HOST_STAGING_ELEMENTS;
+        (
+            RELOAD_BUFFERS * input,
+            offloaded * input.max(s.d.residual * HOST_STAGING_ELEMENTS) + staging,
+        )
+    } else {
+        (0.0, 0.0)
+    };
     let copies = weight_copies(s, resident, head_trainable);
-    let layer_weight_copies = if plan.grad_checkpointing {
+    let layer_weight_copies = if plan.checkpointing.on() {
         0.0
     } else {
         kept_layers * copies.per_layer
     };
-    let saved_in_layers = if plan.grad_checkpointing {
+    let saved_in_layers = if plan.checkpointing.on() {
         0.0
     } else {
         kept_layers * layer.bytes - first_spared
     };
-    let (saved, scores, checkpoints) = if plan.grad_checkpointing {
-        (
-            final_norm + head_input,
-            0.0,
-            kept_layers * s.d.residual * n * h,
-        )
+    let (saved, scores, checkpoints) = if plan.checkpointing.on() {
+        (final_norm + head_input, 0.0, kept_layers * input)
     } else {
         (
             kept_layers * layer.bytes - first_spared + final_norm + head_input,
@@ -117,6 +143,8 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
         head_copies: copies.head,
         copies_per_layer: copies.per_layer,
         largest_parametrized: copies.largest_parametrized,
+        reload_buffers,
+        host_checkpoints,
     }
 }
 
@@ -126,7 +154,7 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
 /// end of the next forward. (Checkpointed layers keep theirs in a graph of their own.)
 fn previous_inputs(s: &Setup, layer: LayerSaved) -> Count {
     let plan = s.plan;
-    if !s.profile.graph_held_to_next_forward || !bnb_saves_input(plan) || plan.grad_checkpointing {
+    if !s.profile.graph_held_to_next_forward || !bnb_saves_input(plan) || plan.checkpointing.on() {
         return 0.0;
     }
     let without = Plan {

@@ -186,6 +186,7 @@ enum Tag {
     Rounding = 38,
     ReferenceWeights = 39,
     ReferencePass = 40,
+    ReloadBuffers = 41,
 }
 
 /// The tag of `kind`'s block `index`.
@@ -375,7 +376,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         let a = &st.acts;
         let slots = (a.kept_layers as u64).clamp(1, layers);
         // The mask is one per forward; the rest of the scores is the layers'.
-        let scores_in_layers = if st.setup.plan.grad_checkpointing {
+        let scores_in_layers = if st.setup.plan.checkpointing.on() {
             0.0
         } else {
             a.scores - a.mask
@@ -465,6 +466,16 @@ impl<'s, 'a> Builder<'s, 'a> {
         );
     }
 
+    /// Offloaded checkpoints' reload buffers, one block each: made at the first forward, kept through training.
+    fn reload_buffers(&self) -> Vec<u64> {
+        let v = self.st.acts.reload_buffers;
+        if v > 0.0 {
+            split(v, 2)
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The optimizer's states, as the steady-state step finds them. A torch optimizer keeps them per parameter,
     /// made at its first step parameter by parameter: a block a layer here, as the layers' weights and gradients.
     fn states(&mut self) {
@@ -534,7 +545,8 @@ impl<'s, 'a> Builder<'s, 'a> {
             .seq
             .live
             .saturating_add(bytes(r.optimizer_states))
-            .saturating_add(bytes(r.master_weights));
+            .saturating_add(bytes(r.master_weights))
+            .saturating_add(self.reload_buffers().iter().sum());
     }
 
     /// The optimizer step: the gradients it reads (DeepSpeed has freed its 16-bit partition for an fp32 copy, one
@@ -653,9 +665,17 @@ impl<'s, 'a> Builder<'s, 'a> {
         if persistent && first {
             self.grad(Tag::HeldGrads, 0, bytes(held.grads));
         }
+        if first {
+            for (i, part) in self.reload_buffers().into_iter().enumerate() {
+                self.seq.push(Event::AllocOnce {
+                    tag: tag(Tag::ReloadBuffers, i as u64),
+                    bytes: part,
+                });
+            }
+        }
         self.seq
             .alloc(tag(Tag::Gathered, 0), bytes(st.sharded.gathered[0]));
-        if !plan.grad_checkpointing {
+        if !plan.checkpointing.on() {
             self.seq.alloc(tag(Tag::Mask, 0), bytes(a.mask));
         }
         // The previous micro-batch's kept inputs: the engine counts them at the end of forward only.
@@ -816,8 +836,9 @@ impl<'s, 'a> Builder<'s, 'a> {
             if j == 0 {
                 self.seq.free(tag(Tag::Mask, 0));
             }
-            if j >= self.slots {
-                // Activation offloading brings the layer `slots` below back into the slot just freed.
+            if j >= self.slots && !s.offloaded_checkpoints {
+                // Activation offloading brings the layer `slots` below back into the slot just freed (offloaded
+                // checkpoints come back into the reload buffers instead).
                 self.kept(slot, true);
             }
             self.grad(Tag::LayerGrads, j, layer_grads[j as usize]);

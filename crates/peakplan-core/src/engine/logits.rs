@@ -6,7 +6,7 @@ use super::count::{ceil_div, Count};
 use super::setup::{prefix_tokens, Setup};
 use crate::arch::Target;
 use crate::plan::{Attn, Loss, Method, Peft};
-use crate::profile::{ChunkedLoss, KernelLoss, StandardLoss};
+use crate::profile::{ChunkedLoss, FusedLoss, KernelLoss, StandardLoss};
 
 /// The output's memory through the step.
 pub(super) struct Logits {
@@ -55,7 +55,7 @@ pub(super) fn logits(s: &Setup) -> Logits {
     // with `use_cache=False`.
     let kv_cache = if s.loss.is_some()
         && s.profile.returns_kv_cache
-        && !plan.grad_checkpointing
+        && !plan.checkpointing.on()
         && plan.attn != Attn::Flash
         && arch.kv_dim() < arch.q_dim()
     {
@@ -118,6 +118,7 @@ fn loss_memory(s: &Setup) -> (Count, Count, Count) {
                 )
             }
         },
+        Loss::Fused if s.profile.fused_loss == FusedLoss::UnslothChunks => unsloth_fused_loss(s),
         Loss::Fused => {
             // Liger's fused linear cross-entropy: chunks sized so a chunk of logits is about the input's size,
             // with the input gradient computed in the forward and kept.
@@ -127,6 +128,35 @@ fn loss_memory(s: &Setup) -> (Count, Count, Count) {
             (c * chunk * v + c * n * h, c * n * h, c * chunk * v)
         }
     }
+}
+
+/// The fp32 logits a chunk of Unsloth's fused loss may hold: `min(0.5 x free memory, 4 GiB)`, read once at the
+/// first call (`_get_chunk_multiplier`). The plan assumes half the free memory is at least 4 GiB (8 GiB free at
+/// the first step); on a fuller card the chunks are smaller than counted here.
+pub(super) const UNSLOTH_LOSS_TARGET_BYTES: Count = 4.0 * 1024.0 * 1024.0 * 1024.0;
+
+/// The chunks unsloth-zoo's fused loss splits `n` tokens into (`get_chunk_size`): `4 x round(fp32 logits /
+/// (4 x target))`, at least 1, so one chunk's fp32 logits stay within about twice the target.
+pub(super) fn unsloth_loss_chunks(n: Count, v: Count) -> Count {
+    (4.0 * (4.0 * n * v / (4.0 * UNSLOTH_LOSS_TARGET_BYTES)).round()).max(1.0)
+}
+
+/// unsloth-zoo's `UnslothFusedLoss` (`fused_losses/cross_entropy_loss.py`): the tokens' hidden states in chunks
+/// (`torch.chunk`: `ceil(n / chunks)` rows each); each chunk's loss and input gradient computed in forward
+/// (`torch.func.grad_and_value`) and written into `grad_inputs` (`empty_like(hidden_states)`), which is all forward
+/// keeps. The chunk loop is `torch.compile`d (`fullgraph`): the head's matmul writes the chunk's 16-bit logits, and
+/// the fp32 upcast, log-softmax and their gradient fuse into the kernels that read them and write the logits'
+/// 16-bit gradient, so a chunk holds two logits-sized 16-bit tensors. Backward scales the kept gradient out of
+/// place, so it and its scaled copy meet. No logits outlive a chunk.
+fn unsloth_fused_loss(s: &Setup) -> (Count, Count, Count) {
+    let (c, n, v, h) = (s.d.compute, s.tokens, s.vocab, s.hidden);
+    let rows = ceil_div(n, unsloth_loss_chunks(n, v));
+    let grad_inputs = c * n * h;
+    (
+        grad_inputs + 2.0 * c * rows * v,
+        2.0 * grad_inputs,
+        c * rows * v,
+    )
 }
 
 /// The standard loss as the profile computes it. The plain one keeps 16-bit logits, their fp32 upcast and the

@@ -203,6 +203,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
         peak_allocated_bytes: clamp(timeline.peak, &mut saturated),
         peak_reserved_bytes: clamp(reserved.reserved, &mut saturated),
         device_bytes: clamp(reserved.device, &mut saturated),
+        host_bytes: clamp(acts.host_checkpoints, &mut saturated),
         saturated,
     }
 }
@@ -297,6 +298,7 @@ fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT
             (a.saved + a.scores + a.checkpoints) * (1.0 - kept_share),
         ),
         (Kind::LogProbs, log_probs),
+        (Kind::ReloadBuffers, a.reload_buffers),
     ] {
         c[kind as usize] = bytes;
     }

@@ -118,22 +118,29 @@ fn base_weights(s: &Setup, quantized_layer_weights: Count) -> (Count, Count) {
     // Embeddings, norms, biases and the LM head stay in 16-bit (fp32 when upcast) under transformers, which
     // skips `lm_head`; a profile that quantizes the head (litgpt's bitsandbytes plugin converts every Linear)
     // gives a tied head its own 4-bit copy while the embedding stays 16-bit.
-    // A vision tower's encoder linears are nn.Linear modules too (traced on CPU: Gemma 3 under bitsandbytes).
+    // A vision tower's encoder linears are nn.Linear modules too (traced on CPU: Gemma 3 under bitsandbytes), which
+    // Unsloth's skip list keeps in 16-bit.
     let v = arch.vision;
+    let vision_quantized = s.profile.quantizes_vision_tower;
     let (vh, vi, vl) = (
         v.hidden as Count,
         v.intermediate as Count,
         v.layers as Count,
     );
     for (rows, cols, count) in [(vh, vh, 4.0 * vl), (vi, vh, vl), (vh, vi, vl)] {
-        if count > 0.0 {
+        if count > 0.0 && vision_quantized {
             let (p, c) = quantized_tensor_bytes(rows, cols, plan);
             packed += p * count;
             consts += c * count;
         }
     }
     let head_w = arch.vocab as Count * arch.hidden as Count;
-    let mut rest = total_params - quantized_layer_weights * layers - v.linear_params() as Count;
+    let vision_packed = if vision_quantized {
+        v.linear_params() as Count
+    } else {
+        0.0
+    };
+    let mut rest = total_params - quantized_layer_weights * layers - vision_packed;
     if s.head_quantized {
         let (p, c) = quantized_tensor_bytes(arch.vocab as Count, arch.hidden as Count, plan);
         packed += p;

@@ -119,7 +119,7 @@ components! {
     AttentionScores => "attention_scores", Activations, "Attention scores",
         "eager attention keeps heads x batch x seq^2 softmax output in fp32 plus its 16-bit copy, per layer (gpt-oss: one 16-bit softmax over the keys and its sink); SDPA and flash keep none";
     Checkpoints => "checkpoints", Activations, "Checkpointed layer inputs",
-        "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest";
+        "gradient checkpointing keeps one hidden state (batch x seq x hidden) per layer and recomputes the rest; offloaded (gc=offload, Unsloth from 512 tokens on one GPU) only the last layer's stays on the GPU, the others wait in pinned CPU memory (host_bytes)";
     WeightCopies => "weight_copies", Activations, "16-bit weight copies",
         "an fp32 frozen base under autocast casts each weight to 16-bit for its matmul, a GPTQ base dequantizes each to 16-bit, and LoRA on 3D MoE expert parameters builds each dense W + BA; the linear keeps that copy for backward, so each layer holds a 16-bit copy of those weights until its backward (an upcast QLoRA model's fp32 head, likewise)";
     KvCache => "kv_cache", Activations, "Returned key/value cache",
@@ -154,6 +154,8 @@ components! {
         "DPO and KTO run the reference without gradients after the policy's forward, beside everything the policy keeps for backward: at its largest a decoder layer's MLP (residual, normalized input, activation, up projection and their product) or the log-probability head (final hidden states, the scored positions' copy, one logits tile, fp32 statistics)";
     PairedBatch => "paired_batch", Activations, "Rejected sequences' activations",
         "DPO runs each prompt's chosen and rejected sequences as one batch of 2 x b: what the rejected half keeps for backward (its share of the saved activations, scores and checkpoints)";
+    ReloadBuffers => "reload_buffers", Activations, "Checkpoint reload buffers",
+        "offloaded checkpoints (gc=offload) come back from CPU memory into GPU buffers of one hidden state each (batch x seq x hidden), made at the first forward and kept: two once Unsloth double-buffers from the second step, which it does when 512 MiB of the card are free (assumed)";
     LogProbs => "log_probs", Activations, "Log-probability head",
         "TRL's preference trainers score only the completion tokens, in tiles of min(tokens, 4096) x 32768 16-bit logits that are never kept: a copy of the scored hidden states and fp32 statistics wait for backward, which adds their gradient in fp32 and its 16-bit copy (a trainable head also its fp32 weight gradient)";
 }
@@ -203,6 +205,9 @@ pub struct Estimate {
     pub peak_reserved_bytes: u64,
     /// What `nvidia-smi` would show for the process.
     pub device_bytes: u64,
+    /// Pinned CPU memory the step's offloads hold on the host: offloaded checkpoints and their staging buffers
+    /// (`gc=offload`). CPU offload's states (`cpuoff`) are not counted here yet.
+    pub host_bytes: u64,
     /// True when some figure exceeded `u64` and was clamped.
     pub saturated: bool,
 }

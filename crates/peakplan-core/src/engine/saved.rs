@@ -144,7 +144,7 @@ pub(super) fn first_layer_input_frozen(s: &Setup) -> bool {
         && !s.d.frozen_grads
         && plan.tokens == TokenTraining::Frozen
         && !matches!(plan.peft, Peft::Ln | Peft::Prompt)
-        && !plan.grad_checkpointing
+        && !plan.checkpointing.on()
         && s.profile.first_layer_spares_input_grad
 }
 

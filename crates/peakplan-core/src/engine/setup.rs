@@ -4,7 +4,9 @@
 
 use super::count::{ceil_div, Count};
 use crate::arch::{Architecture, Linear, Linears, Target};
-use crate::plan::{Loss, Method, Peft, Plan, Precision, Quant, Shard, Sharding, Task};
+use crate::plan::{
+    Checkpointing, Loss, Method, Peft, Plan, Precision, Quant, Shard, Sharding, Task,
+};
 use crate::profile::Profile;
 
 /// Bytes of one element of each kind of tensor a plan keeps, and related dtype facts.
@@ -153,7 +155,14 @@ pub(super) struct Setup<'a> {
     pub head_quantized: bool,
     /// The LM head shares the embedding's weight: a tied model, unless the profile gives it a head of its own.
     pub head_tied: bool,
+    /// Checkpointed layer inputs go to pinned CPU memory (`gc=offload`), as Unsloth decides it: not below 512
+    /// tokens (`max_seq_length`, where it runs plain checkpointing), not under DDP (several GPUs unpatch it), and
+    /// only inputs over 2 MiB.
+    pub offloaded_checkpoints: bool,
 }
+
+/// Unsloth offloads a checkpointed layer input only above this size (`MINIMUM_SIZE`, 2 MiB of elements).
+pub(super) const OFFLOAD_MINIMUM_BYTES: Count = 2.0 * 1024.0 * 1024.0;
 
 pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
     let zero = if plan.gpus > 1 || (plan.cpu_offload && plan.zero >= 3) {
@@ -163,11 +172,13 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
     };
     let profile = Profile::of(plan.framework);
     let (fsdp, sharding) = (plan.sharded_by_fsdp(), profile.sharding(plan));
+    let d = Dtypes::of(plan, fsdp, sharding);
+    let tokens = sequences(plan) * positions(plan);
     Setup {
         arch,
         plan,
         profile,
-        d: Dtypes::of(plan, fsdp, sharding),
+        d,
         linears: arch.layer_linears(),
         layers: arch.layers as Count,
         gpus: plan.gpus.max(1) as Count,
@@ -176,7 +187,7 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
         sharding,
         sequences: sequences(plan),
         loss: (plan.task == Task::Sft).then_some(plan.loss),
-        tokens: sequences(plan) * positions(plan),
+        tokens,
         scored: if plan.task == Task::Sft {
             0.0
         } else {
@@ -191,6 +202,10 @@ pub(super) fn setup<'a>(arch: &'a Architecture, plan: &'a Plan) -> Setup<'a> {
         },
         head_quantized: plan.method == Method::Qlora && profile.quantizes_head,
         head_tied: arch.tied_embeddings && !profile.unties_head,
+        offloaded_checkpoints: plan.checkpointing == Checkpointing::Offload
+            && plan.seq_len >= 512
+            && plan.gpus == 1
+            && d.residual * tokens * arch.hidden as Count > OFFLOAD_MINIMUM_BYTES,
     }
 }
 

@@ -50,6 +50,8 @@ pub(super) struct Held {
     pub kept_in_layers: Count,
     /// That, and the head's 16-bit copies kept until the head's backward.
     pub kept_to_head: Count,
+    /// Offloaded checkpoints' reload buffers, kept from the first forward on.
+    pub reload: Count,
 }
 
 pub(super) fn timeline(
@@ -72,6 +74,7 @@ pub(super) fn timeline(
         buffers: w.dequant_buffer + w.peft_buffers,
         kept_in_layers,
         kept_to_head: kept_in_layers + a.head_copies,
+        reload: a.reload_buffers,
     };
     let head = head_backward(s, r);
     let load = [
@@ -85,7 +88,7 @@ pub(super) fn timeline(
         held.weights + sh.gathered[0],
         held.grads + head.fused_grad,
         held.optimizer,
-        held.kept_to_head + l.forward + a.previous_inputs + l.kv_cache,
+        held.kept_to_head + l.forward + a.previous_inputs + l.kv_cache + held.reload,
         held.other + held.buffers,
     ];
     // The reference forward runs with everything the end of forward holds (a running matmul's buffers too: a
@@ -109,7 +112,7 @@ pub(super) fn timeline(
         held.weights,
         step_grads,
         held.optimizer,
-        l.held_output,
+        l.held_output + held.reload,
         held.other + r.optimizer_temps,
     ];
     let phases = [load, fwd, reference_pass, bwd, opt];
@@ -167,7 +170,7 @@ fn backward(
             held.weights + sh.gathered[1],
             held.grads + head.grads_live,
             held.optimizer,
-            held.kept_to_head + head.logits + l.held_output,
+            held.kept_to_head + head.logits + l.held_output + held.reload,
             held.other,
         ]
     } else {
@@ -178,7 +181,7 @@ fn backward(
             held.weights + sh.gathered[1],
             held.grads + head.fused_grad,
             held.optimizer,
-            held.kept_to_head + l.backward + l.held_kv,
+            held.kept_to_head + l.backward + l.held_kv + held.reload,
             held.other,
         ],
         at_head,
@@ -186,14 +189,14 @@ fn backward(
             held.weights + sh.gathered[2],
             held.grads + head.grad_in_layers,
             held.optimizer,
-            held.kept_in_layers + l.held_output,
+            held.kept_in_layers + l.held_output + held.reload,
             held.other + w.backward_work + held.buffers + step_in_bwd,
         ],
         [
             held.weights + sh.gathered[3],
             r.gradients + head.tied_end,
             held.optimizer,
-            l.held_output,
+            l.held_output + held.reload,
             held.other + w.grad_flow + held.buffers + step_temps_in_bwd,
         ],
     ];

@@ -77,7 +77,7 @@ fn backward(s: &Setup, acts: &Activations) -> (Count, Count) {
             2.0 * d.residual * n * h + 3.0 * d.mlp * n * mlp_inner + scores_grad
         }
     } + parametrized_grad;
-    let recompute = if plan.grad_checkpointing {
+    let recompute = if plan.checkpointing.on() {
         acts.layer.bytes + acts.layer.scores + acts.mask + acts.copies_per_layer
     } else {
         0.0

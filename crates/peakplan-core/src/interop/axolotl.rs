@@ -106,7 +106,7 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         "rslora" => plan.peft == Peft::Rslora,
         "dora" => plan.peft == Peft::Dora,
         "tt_all" => plan.tokens == TokenTraining::All,
-        "gc" => plan.grad_checkpointing,
+        "gc" => plan.checkpointing.on(),
         "liger_plugin" => fused || plan.liger,
         "oib" => plan.optimizer_in_backward,
         "aoff" => plan.offload_activations,

@@ -201,7 +201,7 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         "lm_head" => plan.targets.contains(Target::LmHead),
         "quantize" => plan.method == Method::Qlora,
         "dora" => plan.peft == Peft::Dora,
-        "gc" => plan.grad_checkpointing,
+        "gc" => plan.checkpointing.on(),
         "adamw" => opt == "torch.optim.AdamW",
         "fused" => fused,
         "adafactor" => plan.optimizer == Optimizer::Adafactor,

@@ -61,7 +61,7 @@ pub(crate) fn script_vars(plan: &Plan) -> Vars<'static> {
         "reshard" => reshard,
         ;
         "sync_each_batch" => multi && plan.sharding().sync_each_batch,
-        "gc" => plan.grad_checkpointing,
+        "gc" => plan.checkpointing.on(),
         "bf16" => amp_bf16,
         "fp16" => amp_fp16,
         "liger_kernel" => fused || plan.liger,

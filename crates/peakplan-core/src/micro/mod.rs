@@ -19,7 +19,7 @@ pub use rng::Rng;
 use crate::arch::{Architecture, Target};
 use crate::engine::estimate_rough;
 use crate::plan::{
-    Attn, DType, Framework, Loss, Method, Optimizer, Plan, Precision, Quant, Targets,
+    Attn, Checkpointing, DType, Framework, Loss, Method, Optimizer, Plan, Precision, Quant, Targets,
 };
 
 /// Attention implementation of the micro run.
@@ -285,7 +285,7 @@ impl MicroConfig {
             adapter_dtype: DType::Fp32,
             micro_batch: self.batch as u64,
             seq_len: self.seq as u64,
-            grad_checkpointing: false,
+            checkpointing: Checkpointing::Off,
             attn: match self.attention {
                 MicroAttention::Eager => Attn::Eager,
                 MicroAttention::Tiled => Attn::Flash,

@@ -1,7 +1,7 @@
 //! How a plan key reads its value from a query and writes it back: the codecs the key table (`keys.rs`) names,
 //! each with the accepted values its messages list, and the rules for when a link writes a key.
 
-use super::{near, Plan, Targets, TokenTraining, MAX_TOKEN_ROWS};
+use super::{near, Checkpointing, Plan, Targets, TokenTraining, MAX_TOKEN_ROWS};
 use crate::hub::{self, HubId};
 use crate::presets::{GpuId, ModelId};
 use crate::text::quote;
@@ -100,6 +100,27 @@ impl Codec<bool> for Flag {
     }
     fn write(&self, value: &bool) -> String {
         if *value { "1" } else { "0" }.into()
+    }
+}
+
+/// Gradient checkpointing: `0`, `1` (`false` and `true` are read too) or `offload`.
+pub(super) struct CheckpointMode;
+
+impl Codec<Checkpointing> for CheckpointMode {
+    fn parse(&self, key: &str, v: &str) -> Result<Checkpointing, String> {
+        match v {
+            "offload" => Ok(Checkpointing::Offload),
+            _ => Flag
+                .parse(key, v)
+                .map(Checkpointing::from)
+                .map_err(|message| format!("{message}, offload")),
+        }
+    }
+    fn write(&self, value: &Checkpointing) -> String {
+        value.key().into()
+    }
+    fn spellings(&self) -> Option<&'static [&'static str]> {
+        Some(&["1", "0", "offload"])
     }
 }
 

@@ -4,8 +4,8 @@
 //! are generated from it. A new key is one row here (and its field in [`Plan`], when the field is new).
 
 use super::codec::{
-    Codec, Flag, FlagOrAuto, Fraction, Gpu, LogitBits, Model, TargetList, Tokens, Uint, UintOrAuto,
-    Word,
+    CheckpointMode, Codec, Flag, FlagOrAuto, Fraction, Gpu, LogitBits, Model, TargetList, Tokens,
+    Uint, UintOrAuto, Word,
     Written::{self, *},
 };
 use super::*;
@@ -87,7 +87,7 @@ plan_keys! {
     "b"       => micro_batch           = 1,                        Uint(1, MAX_BATCH),              Always;
     "s"       => seq_len               = 2048,                     Uint(1, MAX_SEQ),                Always;
     "ga"      => grad_accumulation     = 1,                        Uint(1, MAX_GRAD_ACCUMULATION),  NonDefault;
-    "gc"      => grad_checkpointing    = true,                     Flag,                            Always;
+    "gc"      => checkpointing         = Checkpointing::On,        CheckpointMode,                  Always;
     "attn"    => attn                  = Attn::Sdpa,               Word,                            Always;
     "loss"    => loss                  = Loss::Standard,           Word,                            Always;
     "chunk"   => chunk                 = 256,                      Uint(1, MAX_SEQ),                Always;
@@ -129,7 +129,9 @@ plan_keys! {
     "qload"   => quantize_at_load_wide = false,                    Flag,                            NonDefault;
     "hold"    => hold_logits_bits      = 0,                        LogitBits,                       NonDefault;
     "split"   => split_layers          = false,                    Flag,                            NonDefault;
-    "alloc"   => allocator             = Alloc::Cached,            Word,                            NonDefault;
+    // Unsloth's default is expandable, so its links write the allocator whatever it is.
+    "alloc"   => allocator             = Alloc::Cached,            Word,
+                                                                   NonDefaultOr(|p| p.framework == Framework::Unsloth);
     "task"    => task                  = Task::Sft,                Word,                            NonDefault;
     "ref"     => reference             = Reference::Auto,          Word,                            NonDefault;
     "prompt"  => prompt_tokens         = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;

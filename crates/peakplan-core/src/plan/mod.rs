@@ -30,7 +30,9 @@ pub struct Plan {
     pub adapter_dtype: DType,
     pub micro_batch: u64,
     pub seq_len: u64,
-    pub grad_checkpointing: bool,
+    /// Gradient checkpointing, on the GPU or offloaded (the JSON's `grad_checkpointing`: a boolean, or `"offload"`).
+    #[serde(rename = "grad_checkpointing")]
+    pub checkpointing: Checkpointing,
     pub attn: Attn,
     pub loss: Loss,
     pub chunk: u64,
@@ -247,6 +249,7 @@ impl Plan {
     /// [`Plan::parse_query_over`], with the keys the query set (given once, with an accepted value), in order.
     pub(crate) fn parse_query_applied(mut plan: Plan, query: &str) -> (Parsed, Vec<&'static str>) {
         let query = query.strip_prefix('?').unwrap_or(query);
+        let framework_before = plan.framework;
         let pairs: Vec<(String, Option<usize>, Option<String>)> = query
             .split('&')
             .filter(|p| !p.is_empty())
@@ -293,6 +296,10 @@ impl Plan {
                 message,
             });
         }
+        // A framework the query chooses brings its defaults for the keys the query leaves out.
+        if applied.contains(&"fw") {
+            plan.take_framework_defaults(framework_before, &applied);
+        }
         for (key, message) in plan.check_between_keys() {
             applied.retain(|k| *k != key);
             said.say(&message, |message| Diagnostic {
@@ -315,7 +322,7 @@ impl Plan {
     /// The rules between keys, checked once every key is read (so their order in a query does not matter): a
     /// key that breaks one goes back to its default (which never does) and its message is returned.
     fn check_between_keys(&mut self) -> Vec<(&'static str, String)> {
-        let mut said = Vec::new();
+        let mut said = self.check_framework_keys();
         if self.task != Task::Sft && self.framework != Framework::Hf {
             said.push((
                 "task",

@@ -83,8 +83,66 @@ keyword_enum!(
         Litgpt = "litgpt",
         /// peakplan's own WebGPU micro runtime: f32 buffers, fused kernels, each buffer freed at its last use.
         Webgpu = "webgpu",
+        /// Unsloth (`FastLanguageModel`): checkpointed layer inputs offloaded to pinned CPU memory, a fused loss that
+        /// never builds the logits, fp32 adapters, 8-bit AdamW and expandable segments by default.
+        Unsloth = "unsloth",
     }
 );
+
+/// Gradient checkpointing (`gc`): off, on (each decoder layer keeps its input and recomputes the rest in
+/// backward), or on with the kept inputs offloaded to pinned CPU memory as Unsloth's
+/// `use_gradient_checkpointing="unsloth"` does (`fw=unsloth` only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Checkpointing {
+    Off,
+    On,
+    Offload,
+}
+
+impl Checkpointing {
+    /// Every value, in the order the page lists them.
+    pub const ALL: [Checkpointing; 3] = [
+        Checkpointing::On,
+        Checkpointing::Off,
+        Checkpointing::Offload,
+    ];
+
+    /// The value's spelling in queries.
+    pub fn key(self) -> &'static str {
+        match self {
+            Checkpointing::Off => "0",
+            Checkpointing::On => "1",
+            Checkpointing::Offload => "offload",
+        }
+    }
+
+    /// Whether layers are checkpointed (their inputs kept, on the GPU or offloaded, and the rest recomputed).
+    pub fn on(self) -> bool {
+        self != Checkpointing::Off
+    }
+}
+
+impl From<bool> for Checkpointing {
+    fn from(on: bool) -> Self {
+        if on {
+            Checkpointing::On
+        } else {
+            Checkpointing::Off
+        }
+    }
+}
+
+/// The plan's JSON keeps `grad_checkpointing` a boolean for off and on (as before the offload mode existed), and
+/// spells the offload mode as its query value.
+impl Serialize for Checkpointing {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Checkpointing::Off => serializer.serialize_bool(false),
+            Checkpointing::On => serializer.serialize_bool(true),
+            Checkpointing::Offload => serializer.serialize_str("offload"),
+        }
+    }
+}
 
 keyword_enum!(
     /// The training task: supervised fine-tuning, or a preference objective as TRL's trainers run it. DPO runs

@@ -6,8 +6,8 @@ use super::{source_label, Case, Metric, Outcome};
 use crate::arch::{Architecture, Target};
 use crate::hf::import_config;
 use crate::plan::{
-    Alloc, Attn, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision, Quant, Shard,
-    Targets, Wrap,
+    Alloc, Attn, Checkpointing, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision,
+    Quant, Shard, Targets, Wrap,
 };
 use crate::presets::{GpuId, ModelId};
 use serde_json::json;
@@ -591,14 +591,14 @@ fn read_activations(r: &Rec, run: &Run, plan: &mut Plan) {
     let gc = r.lower("grad_checkpointing");
     plan.offload_activations =
         gc.contains("offload") || run.features.contains("activation offloading");
-    plan.grad_checkpointing = if gc.starts_with("on") || run.existence_claim {
+    plan.checkpointing = Checkpointing::from(if gc.starts_with("on") || run.existence_claim {
         true
     } else if gc.starts_with("off") {
         false
     } else {
         // Not stated: LLaMA-Factory turns checkpointing on by default; the others leave it off.
         run.framework_text.contains("llama-factory") || r.lower("source").contains("llama-factory")
-    };
+    });
     let attn = r.lower("attention_impl");
     let year_month = run.year_month;
     // transformers gave its models an SDPA path in 4.36 (December 2023); before, attention was eager, and a row

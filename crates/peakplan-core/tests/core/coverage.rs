@@ -98,8 +98,9 @@ fn domain(key: &str) -> Option<Domain> {
         "shard" => listed(&["fsdp1", "fsdp2", "deepspeed"]),
         "wrap" => listed(&["block", "lora"]),
         "gsync" => listed(&["0", "1"]),
-        "gc" | "dq" | "upcast" | "qsave" | "compile" | "liger" | "oib" | "aoff" | "cpuoff"
-        | "qload" | "split" => listed(&["0", "1"]),
+        "gc" => listed(&["0", "1", "offload"]),
+        "dq" | "upcast" | "qsave" | "compile" | "liger" | "oib" | "aoff" | "cpuoff" | "qload"
+        | "split" => listed(&["0", "1"]),
         "tt" => listed(&["0", "all", "rows"]),
         "hold" => listed(&["0", "16", "32"]),
         // One micro-batch holds no accumulated gradients; from the second on they stay resident.

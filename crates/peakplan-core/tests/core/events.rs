@@ -170,7 +170,7 @@ proptest! {
 /// its recomputed forward, or the layers ZeRO-3 / FSDP full sharding gathers in backward (the end moment has
 /// only the root unit gathered).
 fn layers_backward_outgrows_the_moments(p: &Plan) -> bool {
-    p.offload_activations || p.grad_checkpointing || (p.zero >= 3 && (p.gpus > 1 || p.cpu_offload))
+    p.offload_activations || p.checkpointing.on() || (p.zero >= 3 && (p.gpus > 1 || p.cpu_offload))
 }
 
 /// llama-3.1-8b QLoRA at batch 1 and `s` tokens.

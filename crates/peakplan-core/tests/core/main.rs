@@ -19,5 +19,6 @@ mod sources;
 mod tasks;
 mod text;
 mod traced;
+mod unsloth;
 mod util;
 mod validation;

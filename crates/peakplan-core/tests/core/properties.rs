@@ -122,7 +122,7 @@ fn any_plan() -> impl Strategy<Value = (Plan, usize)> {
                     rank: r,
                     micro_batch: b,
                     seq_len: s,
-                    grad_checkpointing: gc,
+                    checkpointing: gc.into(),
                     attn,
                     loss,
                     optimizer: opt,

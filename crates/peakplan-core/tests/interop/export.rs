@@ -16,7 +16,7 @@ fn assert_axolotl_keys(q: &str, want: &Plan, got: &Plan) {
     assert_eq!(got.method, want.method, "{q}: method");
     assert_eq!(got.micro_batch, want.micro_batch, "{q}: b");
     assert_eq!(got.seq_len, want.seq_len, "{q}: s");
-    assert_eq!(got.grad_checkpointing, want.grad_checkpointing, "{q}: gc");
+    assert_eq!(got.checkpointing, want.checkpointing, "{q}: gc");
     assert_eq!(got.attn, want.attn, "{q}: attn");
     assert_eq!(got.optimizer, want.optimizer, "{q}: opt");
     assert_eq!(got.compile, want.compile, "{q}: compile");
@@ -185,7 +185,7 @@ fn torchtune_exports_parse_and_round_trip() {
         );
         assert_eq!(
             v["enable_activation_checkpointing"].as_bool(),
-            Some(p.grad_checkpointing),
+            Some(p.checkpointing.on()),
             "{q}"
         );
         if p.method != Method::Full {

@@ -122,7 +122,7 @@ fn unsloth_switches_import_as_their_mechanisms() {
         "base_model: meta-llama/Llama-2-7b-hf\nadapter: lora\nload_in_4bit: true\nunsloth_cross_entropy_loss: true\ngradient_checkpointing: unsloth\n",
     );
     assert_eq!(got.plan.loss.key(), "kernel", "{:?}", got.notes);
-    assert!(got.plan.grad_checkpointing && got.plan.offload_activations);
+    assert!(got.plan.checkpointing.on() && got.plan.offload_activations);
     assert!(got.unsupported.is_empty(), "{:?}", got.unsupported);
 }
 

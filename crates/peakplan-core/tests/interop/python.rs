@@ -33,7 +33,7 @@ fn python_exports_name_the_plan_and_its_prediction() {
         assert_eq!(c("MICRO_BATCH"), p.micro_batch.to_string(), "{q}");
         assert_eq!(c("SEQ_LEN"), p.seq_len.to_string(), "{q}");
         assert_eq!(c("GPUS"), p.gpus.to_string(), "{q}");
-        assert_eq!(c("GRADIENT_CHECKPOINTING"), py(p.grad_checkpointing), "{q}");
+        assert_eq!(c("GRADIENT_CHECKPOINTING"), py(p.checkpointing.on()), "{q}");
         assert_eq!(c("OPTIM"), format!("\"{}\"", p.optimizer.key()), "{q}");
         let attn = match p.attn.key() {
             "flash" => "flash_attention_2",
