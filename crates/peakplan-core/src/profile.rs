@@ -60,6 +60,9 @@ pub struct Profile {
     /// `gc=offload` is the framework's: each checkpointed layer input goes to pinned CPU memory (Unsloth's
     /// `UnslothCheckpointFunction`).
     pub offloads_checkpoints: bool,
+    /// LoRA on a Llama-family layer runs hand-written autograd kernels that keep fewer tensors (Unsloth's
+    /// `LoRA_QKV`, `LoRA_W`, `LoRA_MLP`, `Fast_RMS_Layernorm`; see `engine/saved.rs`, `unsloth_kernels`).
+    pub lora_kernels: bool,
     /// A quantized base quantizes the LM head too (litgpt's bitsandbytes plugin converts every Linear, and
     /// dequantizes from fp16, so a bf16 step casts each dequantized weight once more).
     pub quantizes_head: bool,
@@ -254,6 +257,7 @@ const HF: Profile = Profile {
     unties_head: false,
     quantizes_vision_tower: true,
     offloads_checkpoints: false,
+    lora_kernels: false,
     quantizes_head: false,
     quant_constants_in_weight: false,
     rmsnorm_weight_in_fp32: false,
@@ -300,6 +304,7 @@ const TORCHTUNE: Profile = Profile {
     unties_head: false,
     quantizes_vision_tower: true,
     offloads_checkpoints: false,
+    lora_kernels: false,
     quantizes_head: false,
     quant_constants_in_weight: true,
     rmsnorm_weight_in_fp32: true,
@@ -346,6 +351,7 @@ const LITGPT: Profile = Profile {
     unties_head: true,
     quantizes_vision_tower: true,
     offloads_checkpoints: false,
+    lora_kernels: false,
     quantizes_head: true,
     quant_constants_in_weight: false,
     rmsnorm_weight_in_fp32: false,
@@ -389,6 +395,7 @@ const WEBGPU: Profile = Profile {
     unties_head: false,
     quantizes_vision_tower: true,
     offloads_checkpoints: false,
+    lora_kernels: false,
     quantizes_head: false,
     quant_constants_in_weight: false,
     rmsnorm_weight_in_fp32: false,
@@ -442,6 +449,7 @@ const UNSLOTH: Profile = Profile {
     unties_head: false,
     quantizes_vision_tower: false,
     offloads_checkpoints: true,
+    lora_kernels: true,
     quantizes_head: false,
     quant_constants_in_weight: false,
     rmsnorm_weight_in_fp32: false,

@@ -7,7 +7,7 @@ use super::setup::{
     adapted, bnb_saves_input, key_positions, parametrized, prefix_tokens, quantizes, Dtypes, Setup,
 };
 use super::trainable::oft_blocks;
-use crate::arch::{Architecture, Linear, LinearInput, Mlp, Norm, QkNorm};
+use crate::arch::{Architecture, Linear, LinearInput, Mlp, Norm, QkNorm, Target};
 use crate::plan::{Attn, Method, Peft, Plan, Quant, TokenTraining};
 use crate::profile::{Profile, QkvViews};
 
@@ -173,6 +173,9 @@ pub(super) fn layer_saved(s: &Setup, plan: &Plan, input_frozen: bool) -> LayerSa
         fused: plan.compile || plan.liger,
         input_frozen,
     };
+    if unsloth_kernels(s, plan) {
+        return unsloth_layer(&layer);
+    }
     let mut kept = Kept {
         bytes: 0.0,
         tensors: Tensors::NONE,
@@ -181,6 +184,66 @@ pub(super) fn layer_saved(s: &Setup, plan: &Plan, input_frozen: bool) -> LayerSa
     let mlp_norm_kept = linear_inputs(&layer, &mut kept);
     let scores = attention(&layer, &mut kept);
     mlp(&layer, mlp_norm_kept, &mut kept);
+    LayerSaved {
+        bytes: kept.bytes,
+        scores,
+        tensors: kept.tensors,
+    }
+}
+
+/// The model types Unsloth runs through `FastLlamaModel` and its subclasses, whose LoRA layers it patches with its
+/// kernels (`unsloth/models/loader.py`; Qwen3-MoE too, whose experts are left to PEFT here).
+const UNSLOTH_KERNEL_TYPES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2"];
+
+/// Whether Unsloth's LoRA kernels run the layer: `FastLlamaModel.patch_peft_model` installs them only for LoRA
+/// with dropout 0 and no bias on linears without a bias, and (as planned here) where all seven projections
+/// carry adapters, as its notebooks set them; every other layer keeps PEFT's tensors.
+pub(super) fn unsloth_kernels(s: &Setup, plan: &Plan) -> bool {
+    let arch = s.arch;
+    s.profile.lora_kernels
+        && matches!(plan.method, Method::Lora | Method::Qlora)
+        && matches!(plan.peft, Peft::Lora | Peft::Rslora)
+        && plan.dropout == 0.0
+        && UNSLOTH_KERNEL_TYPES.contains(&arch.model_type.as_str())
+        && arch.mlp == Mlp::Gated
+        && arch.experts <= 1
+        && !arch.qkv_bias
+        && [
+            Target::Q,
+            Target::K,
+            Target::V,
+            Target::O,
+            Target::Gate,
+            Target::Up,
+            Target::Down,
+        ]
+        .iter()
+        .all(|t| plan.targets.contains(*t))
+}
+
+/// One layer under Unsloth's kernels. `Fast_RMS_Layernorm` keeps its input and the fp32 inverse RMS of each token;
+/// `LoRA_QKV` keeps only its input (q, k and v go to attention, whose kernel keeps them with its output);
+/// `LoRA_W` (o_proj) keeps the attention output the kernel keeps already; `LoRA_MLP` keeps its input and the gate
+/// and up projections e and g, not the activation's product, which backward recomputes in place. No LoRA
+/// intermediate (x·A) is kept (`unsloth/kernels/fast_lora.py`, `rms_layernorm.py`).
+fn unsloth_layer(l: &Layer) -> LayerSaved {
+    let (d, n, h) = (l.d, l.n, l.h);
+    let mut kept = Kept {
+        bytes: 0.0,
+        tensors: Tensors::NONE,
+    };
+    for i in 0..l.arch.norms_per_layer {
+        // The first norm of a layer whose input needs no gradient records nothing (its weight is frozen).
+        if i == 0 && l.input_frozen {
+            continue;
+        }
+        kept.add(d.residual * n * h);
+        kept.add(4.0 * n);
+    }
+    kept.add(d.compute * n * h);
+    let scores = attention(l, &mut kept);
+    kept.add(d.compute * n * h);
+    kept.add_each(2.0, d.compute * n * l.arch.intermediate as Count);
     LayerSaved {
         bytes: kept.bytes,
         scores,

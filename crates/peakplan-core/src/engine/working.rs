@@ -6,6 +6,7 @@
 use super::activations::Activations;
 use super::count::Count;
 use super::resident::Resident;
+use super::saved::unsloth_kernels;
 use super::setup::{adapted, quantizes, Setup};
 use crate::plan::{Attn, Method, Peft, Quant, TokenTraining};
 use crate::profile::BackwardGrads;
@@ -70,11 +71,18 @@ fn backward(s: &Setup, acts: &Activations) -> (Count, Count) {
     // The widest MLP in backward: the routed experts' rows, or a shared expert's, whose backward runs apart.
     let mlp_inner =
         (arch.intermediate as Count * s.k_route).max(arch.shared_expert_intermediate as Count);
-    let grad_flow = match s.profile.backward_grads {
-        // The residual stream's gradient, and the MLP's three gradients at their widest moment.
-        BackwardGrads::F32Buffers => 4.0 * n * h + 12.0 * n * mlp_inner + scores_grad,
-        BackwardGrads::Autograd => {
-            2.0 * d.residual * n * h + 3.0 * d.mlp * n * mlp_inner + scores_grad
+    let grad_flow = if unsloth_kernels(s, plan) {
+        // Unsloth's MLP backward makes one intermediate-wide gradient (dY through down's weight) and writes the
+        // activation's and both projections' gradients in place into it and the kept e and g; the input's
+        // gradient goes into the kept input's storage.
+        2.0 * d.residual * n * h + d.compute * n * mlp_inner + scores_grad
+    } else {
+        match s.profile.backward_grads {
+            // The residual stream's gradient, and the MLP's three gradients at their widest moment.
+            BackwardGrads::F32Buffers => 4.0 * n * h + 12.0 * n * mlp_inner + scores_grad,
+            BackwardGrads::Autograd => {
+                2.0 * d.residual * n * h + 3.0 * d.mlp * n * mlp_inner + scores_grad
+            }
         }
     } + parametrized_grad;
     let recompute = if plan.checkpointing.on() {
@@ -103,6 +111,13 @@ fn dequant(s: &Setup, largest_quantized: Count) -> Count {
         2.0
     } else {
         1.0
+    };
+    // Unsloth's matmuls dequantize into one global buffer the size of the largest weight, and its kernels'
+    // backward dequantizes each transposed weight into a fresh tensor beside it (`fast_dequantize`).
+    let copies = if unsloth_kernels(s, plan) {
+        2.0
+    } else {
+        copies
     };
     let backward = copies * d.compute * largest_quantized.max(head);
     if plan.quant != Quant::Int8 {

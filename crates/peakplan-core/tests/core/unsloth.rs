@@ -231,3 +231,48 @@ fn unsloth_plans_far_less_than_the_trainer_for_the_same_llama_qlora() {
             > h2.peak_allocated_bytes - u2.peak_allocated_bytes
     );
 }
+
+#[test]
+fn unsloth_s_lora_kernels_keep_their_inputs_and_the_mlp_s_two_projections_only() {
+    // One Llama layer (h = 64, MLP 128, 4 heads of 16), 8 tokens in bf16, no checkpointing. The layer's input needs
+    // no gradient, so its first norm records nothing; the MLP's norm keeps its input and an fp32 inverse RMS
+    // (1,024 + 32 B); LoRA_QKV its input (1,024); SDPA q, k, v, its output and an fp32 log-sum-exp per head
+    // (4 x 1,024 + 128); LoRA_MLP its input, e and g (1,024 + 2 x 2,048). The final norm keeps its fp32 input and
+    // inverse RMS (2,048 + 32). No activation product, no x·A.
+    let tiny = Architecture::llama("tiny", 1, 64, 128, 4, 4, 100);
+    let at = |q: &str| {
+        let base = Plan::parse_query("method=lora&s=8&b=1&gc=0&prec=bf16&adtype=bf16").plan;
+        let p = Plan::parse_query_over(base, q);
+        assert!(p.diagnostics.is_empty(), "{q}: {:?}", p.diagnostics);
+        estimate(&tiny, &p.plan)
+    };
+    let kernels = at("fw=unsloth");
+    assert_eq!(
+        kernels.component(Kind::SavedActivations),
+        1_056 + 1_024 + 4_224 + 5_120 + 2_080
+    );
+    // PEFT's tensors wherever the kernels do not run: dropout, some targets only, or the Trainer.
+    for other in ["fw=unsloth&dropout=0.05", "fw=unsloth&targets=q,v", "fw=hf"] {
+        let peft = at(other).component(Kind::SavedActivations);
+        assert!(
+            peft > kernels.component(Kind::SavedActivations),
+            "{other}: {peft}"
+        );
+    }
+    // Backward's gradients in flight: two residual-wide and one MLP-wide (the rest is written in place), 2 x 1,024
+    // + 2,048 B, where autograd holds three MLP-wide ones.
+    assert_eq!(kernels.component(Kind::BackwardWork), 2 * 1_024 + 2_048);
+    assert_eq!(
+        at("fw=hf").component(Kind::BackwardWork),
+        2 * 1_024 + 3 * 2_048
+    );
+    // A 4-bit base: the global buffer of the largest weight (128 x 64 in bf16) and backward's dequantized copy.
+    assert_eq!(
+        at("fw=unsloth&method=qlora").component(Kind::DequantBuffer),
+        2 * 2 * 8_192
+    );
+    assert_eq!(
+        at("fw=hf&method=qlora").component(Kind::DequantBuffer),
+        2 * 8_192
+    );
+}
