@@ -436,7 +436,11 @@ fn method_of(r: &Rec, peft: Peft) -> Result<Method, String> {
 }
 
 fn framework_of(r: &Rec, framework_text: &str) -> Framework {
-    if framework_text.contains("litgpt") || framework_text.contains("lit-gpt") {
+    // Unsloth's own loader (its notebooks and benchmarks); LLaMA-Factory's `use_unsloth` rows run the
+    // Trainer with Unsloth's loss kernel, read under the Trainer as before.
+    if framework_text.contains("fastlanguagemodel") {
+        Framework::Unsloth
+    } else if framework_text.contains("litgpt") || framework_text.contains("lit-gpt") {
         Framework::Litgpt
     } else if framework_text.contains("torchtune") || r.lower("source").contains("torchtune") {
         Framework::Torchtune
@@ -591,6 +595,8 @@ fn read_activations(r: &Rec, run: &Run, plan: &mut Plan) {
     let gc = r.lower("grad_checkpointing");
     plan.offload_activations =
         gc.contains("offload") || run.features.contains("activation offloading");
+    // Unsloth's "unsloth" checkpointing offloads the layer inputs.
+    let unsloth_offload = run.framework == Framework::Unsloth && gc.contains("unsloth");
     plan.checkpointing = Checkpointing::from(if gc.starts_with("on") || run.existence_claim {
         true
     } else if gc.starts_with("off") {
@@ -599,6 +605,9 @@ fn read_activations(r: &Rec, run: &Run, plan: &mut Plan) {
         // Not stated: LLaMA-Factory turns checkpointing on by default; the others leave it off.
         run.framework_text.contains("llama-factory") || r.lower("source").contains("llama-factory")
     });
+    if unsloth_offload && plan.checkpointing.on() {
+        plan.checkpointing = Checkpointing::Offload;
+    }
     let attn = r.lower("attention_impl");
     let year_month = run.year_month;
     // transformers gave its models an SDPA path in 4.36 (December 2023); before, attention was eager, and a row
@@ -679,8 +688,22 @@ fn apply_framework_habits(run: &Run, plan: &mut Plan) {
     if framework == Framework::Torchtune && features.contains("chunked") {
         plan.loss = Loss::Chunked;
     }
-    // unsloth patches the model's loss with its cross-entropy kernel over the 16-bit logits.
-    if framework_text.contains("unsloth") {
+    // unsloth patches the model's loss with its cross-entropy kernel over the 16-bit logits; from December 2024
+    // its own loader computes the loss without logits (Apple's Cut Cross Entropy, then unsloth-zoo's fused
+    // loss), which its rows state.
+    if framework == Framework::Unsloth {
+        plan.loss = if features.contains("cut cross entropy") || features.contains("fused loss") {
+            Loss::Fused
+        } else {
+            Loss::Kernel
+        };
+        // unsloth-zoo sets expandable segments at import; older releases left the allocator as it was.
+        plan.allocator = if features.contains("expandable segments") {
+            Alloc::Expandable
+        } else {
+            Alloc::Cached
+        };
+    } else if framework_text.contains("unsloth") {
         plan.loss = Loss::Kernel;
     }
     // torchtune's recipes kept their (fp32, shifted) `logits` through backward until they deleted them after
@@ -697,7 +720,7 @@ fn apply_framework_habits(run: &Run, plan: &mut Plan) {
     {
         plan.hold_logits_bits = 32;
     }
-    plan.adapter_dtype = if framework == Framework::Hf {
+    plan.adapter_dtype = if matches!(framework, Framework::Hf | Framework::Unsloth) {
         DType::Fp32
     } else {
         DType::Bf16

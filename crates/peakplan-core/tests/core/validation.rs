@@ -13,8 +13,9 @@ fn validation_replays_every_row_and_holds_its_ground() {
     assert_eq!(seconds, 2);
     assert_eq!(report.rows.len() - seconds + report.skipped.len(), records);
     assert!(report.skipped.iter().all(|(_, why)| !why.is_empty()));
-    // 155 measured peaks and 29 outcomes: 121 and 19 on one GPU, 34 and 10 on several (fsdp_qlora's hardware
-    // table gives 9 settings that train, axolotl's Llama 3 70B README one per-GPU figure).
+    // 156 measured peaks and 30 outcomes: 122 and 20 on one GPU, 34 and 10 on several (fsdp_qlora's hardware
+    // table gives 9 settings that train, axolotl's Llama 3 70B README one per-GPU figure; Unsloth's notebook of
+    // TinyLlama packed to 4,096 tokens a peak, its 70B context table one setting that trains).
     use peakplan_core::validate::Gpus;
     let (all, one, several) = (
         report.figures(None),
@@ -23,7 +24,7 @@ fn validation_replays_every_row_and_holds_its_ground() {
     );
     assert_eq!(
         [all.peaks, one.peaks, several.peaks],
-        [155, 121, 34],
+        [156, 122, 34],
         "peaks: all, single, multi"
     );
     assert_eq!(
@@ -32,7 +33,7 @@ fn validation_replays_every_row_and_holds_its_ground() {
             one.outcomes_total,
             several.outcomes_total
         ],
-        [29, 19, 10],
+        [30, 20, 10],
         "outcomes: all, single, multi"
     );
     // Regression floor while the accuracy work goes on: today's median is 5.2%. Reserved memory comes from
@@ -44,7 +45,7 @@ fn validation_replays_every_row_and_holds_its_ground() {
     let median = report.median_abs_pct().unwrap();
     assert!(median < 5.5, "median absolute error {median:.1}%");
     let (right, total) = report.outcomes();
-    assert!(right >= 26, "{right} of {total} outcomes right");
+    assert!(right >= 27, "{right} of {total} outcomes right");
     // The split, each with its own floor: single-GPU runs 4.8% today (4.7% by the rule), multi-GPU runs 7.1%
     // (13.1% by the rule). Multi-GPU was 5.9% until CPU traces of sharded steps at a wide MLP showed the layers'
     // backward counted about a third too much there: the MLP's three activation gradients are made after
