@@ -298,7 +298,7 @@ await test('the GPU table lists every GPU only when opened, and Use moves the pl
   assert(summary.includes('none of the') && summary.includes('bundled GPUs'), `summary: ${summary}`);
   assert(await page.locator('[data-testid^="gpu-row-"]').count() === 0, 'rows worked out while closed');
   await page.click('[data-testid="gpu-table-summary"]');
-  await page.waitForSelector('[data-testid="gpu-row-h100-80gb"]', { timeout: 5000 });
+  await page.waitForSelector('[data-testid="gpu-row-h100-80gb"]', { timeout: 60000 });
   assert(await page.locator('[data-testid^="gpu-row-"]').count() >= 18, 'a GPU is missing');
   const row = page.locator('[data-testid="gpu-row-h100-80gb"]');
   assert(await row.getAttribute('data-fits') === 'false', 'a 70B full fine-tune fits one H100');
@@ -322,7 +322,7 @@ await test('the GPU table lists every GPU only when opened, and Use moves the pl
   assert(said.includes('gpus=0'), `no message for gpus=0: ${said}`);
   assert(new RegExp(`[?&]gpus=${needed}(&|$)`).test(page.url()), `the plan lost its count: ${page.url()}`);
   // Open, the table follows the plan: now every row is worked out for the sharded plan and the H100 is current.
-  await page.waitForSelector('[data-testid="gpu-row-h100-80gb"][data-fits="true"]', { timeout: 5000 });
+  await page.waitForSelector('[data-testid="gpu-row-h100-80gb"][data-fits="true"]', { timeout: 60000 });
   await page.screenshot({ path: path.join(out, 'gpu-table.png'), fullPage: true });
 });
 

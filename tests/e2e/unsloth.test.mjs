@@ -22,6 +22,11 @@ await test('a link naming Unsloth opens with its defaults, its host memory and i
   const host = await bytes(page, 'value-host');
   assert(host === 31 * 2 * 2048 * 4096 * 2 + 169 * 128 * 1024 * 2, `host: ${host}`);
   assert((await page.locator('[data-testid="value-host"]').innerText()).includes('pinned CPU memory'), 'host label');
+  // No logits: the fused loss is a component of its own.
+  const fused = page.locator('[data-testid="component-fused_loss"]');
+  assert(Number(await fused.getAttribute('data-bytes')) > 0, 'no fused-loss row');
+  const logits = page.locator('[data-testid="component-logits"]');
+  assert(await logits.count() === 0 || Number(await logits.getAttribute('data-bytes')) === 0, 'a logits row under Unsloth');
   const reload = page.locator('[data-testid="component-reload_buffers"]');
   assert(Number(await reload.getAttribute('data-bytes')) === 2 * 2 * 2048 * 4096 * 2, 'reload buffers');
   await page.setViewportSize({ width: 1280, height: 800 });

@@ -3,8 +3,8 @@
 use crate::arch::Architecture;
 use crate::engine::{estimate, estimate_on, estimate_rough};
 use crate::plan::{
-    Alloc, Attn, DType, Loss, Method, Optimizer, Plan, Reference, TokenTraining,
-    MAX_GRAD_ACCUMULATION,
+    Alloc, Attn, Checkpointing, DType, Framework, Loss, Method, Optimizer, Plan, Reference, Task,
+    TokenTraining, MAX_GRAD_ACCUMULATION,
 };
 use crate::{gpu_choice, solve, units};
 use serde::Serialize;
@@ -151,6 +151,7 @@ fn batch_change(plan: &Plan, b: u64, label: String) -> Change {
 pub fn candidates(plan: &Plan) -> Vec<Change> {
     let mut c = Vec::new();
     kernel_changes(plan, &mut c);
+    unsloth_changes(plan, &mut c);
     optimizer_changes(plan, &mut c);
     method_changes(plan, &mut c);
     task_changes(plan, &mut c);
@@ -195,7 +196,9 @@ fn kernel_changes(plan: &Plan, c: &mut Vec<Change>) {
             "the logits are never materialized; usually faster",
         ));
     }
-    if !plan.liger {
+    // Unsloth patches the model with kernels of its own: Liger's and a compiled model are not how it runs.
+    let unsloth = plan.framework == Framework::Unsloth;
+    if !plan.liger && !unsloth {
         c.push(change(
             "liger",
             "1",
@@ -204,7 +207,7 @@ fn kernel_changes(plan: &Plan, c: &mut Vec<Change>) {
             "fewer intermediates kept; usually faster",
         ));
     }
-    if !plan.compile {
+    if !plan.compile && !unsloth {
         c.push(change(
             "compile",
             "1",
@@ -232,6 +235,67 @@ fn kernel_changes(plan: &Plan, c: &mut Vec<Change>) {
             "the same weights; transformers 5 leaves 3D expert parameters 16-bit",
         ));
     }
+}
+
+/// Unsloth: its offloaded checkpointing and fused loss under `fw=unsloth`; for a Trainer plan it could run (one
+/// GPU or DDP, supervised fine-tuning), the switch to Unsloth with the defaults it brings.
+fn unsloth_changes(plan: &Plan, c: &mut Vec<Change>) {
+    if plan.framework == Framework::Unsloth {
+        if plan.checkpointing == Checkpointing::On {
+            c.push(change(
+                "gc",
+                "offload",
+                "Offload the checkpointed layer inputs to CPU memory (Unsloth's checkpointing)",
+                Cost::Speed,
+                "each layer's input waits in pinned CPU memory: the host needs that much more; the copies overlap \
+                 compute",
+            ));
+        }
+        if plan.loss == Loss::Kernel {
+            c.push(change(
+                "loss",
+                "fused",
+                "Let Unsloth compute the loss without logits (unset UNSLOTH_RETURN_LOGITS)",
+                Cost::Free,
+                "the same loss, in token chunks: no batch x seq x vocab logits",
+            ));
+        }
+        return;
+    }
+    if plan.framework != Framework::Hf || plan.task != Task::Sft {
+        return;
+    }
+    let mut switched = plan.clone();
+    Framework::Unsloth.apply_defaults(&mut switched);
+    // Only where Unsloth runs the plan as it stands (no ZeRO, no torchtune offloading, a loss it has).
+    if !Plan::parse_query(&switched.to_query())
+        .diagnostics
+        .is_empty()
+    {
+        return;
+    }
+    let moved: Vec<Setting> = ["opt", "gc", "loss", "alloc", "adtype"]
+        .into_iter()
+        .filter_map(|key| {
+            let value = switched.get(key)?;
+            (plan.get(key).as_deref() != Some(value.as_str())).then_some(Setting { key, value })
+        })
+        .collect();
+    let eight_bit = switched.optimizer != plan.optimizer;
+    let mut ch = change(
+        "fw",
+        "unsloth",
+        "Train with Unsloth: checkpoints offloaded to CPU memory, a loss without logits, its LoRA kernels",
+        if eight_bit { Cost::Quality } else { Cost::Speed },
+        if eight_bit {
+            "another framework; its 8-bit AdamW is a small quality risk, and its offloaded checkpoints need pinned \
+             CPU memory"
+        } else {
+            "another framework; its offloaded checkpoints need pinned CPU memory"
+        },
+    );
+    ch.also = moved;
+    c.push(ch);
 }
 
 /// Optimizer implementations and 8-bit states.

@@ -29,8 +29,8 @@ pub use reserved::{CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
 pub use result::{Category, Estimate, Kind, Phase, PhaseMemory};
 
 use crate::arch::Architecture;
-use crate::plan::{Attn, Plan};
-use crate::profile::Profile;
+use crate::plan::{Attn, Loss, Plan};
+use crate::profile::{FusedLoss, Profile};
 use count::{clamp, Count};
 use reserved::{Replays, Transients};
 
@@ -260,6 +260,14 @@ fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT
     } else {
         (l.forward.max(l.backward), 0.0)
     };
+    // Unsloth's fused loss keeps no logits: its memory is a component of its own.
+    let (logits, fused_loss) = if st.setup.loss == Some(Loss::Fused)
+        && st.setup.profile.fused_loss == FusedLoss::UnslothChunks
+    {
+        (0.0, logits)
+    } else {
+        (logits, 0.0)
+    };
     let mut c = [0.0; Kind::COUNT];
     for (kind, bytes) in [
         (Kind::BaseWeights, r.base_weights),
@@ -299,6 +307,7 @@ fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT
         ),
         (Kind::LogProbs, log_probs),
         (Kind::ReloadBuffers, a.reload_buffers),
+        (Kind::FusedLoss, fused_loss),
     ] {
         c[kind as usize] = bytes;
     }

@@ -154,6 +154,8 @@ components! {
         "DPO and KTO run the reference without gradients after the policy's forward, beside everything the policy keeps for backward: at its largest a decoder layer's MLP (residual, normalized input, activation, up projection and their product) or the log-probability head (final hidden states, the scored positions' copy, one logits tile, fp32 statistics)";
     PairedBatch => "paired_batch", Activations, "Rejected sequences' activations",
         "DPO runs each prompt's chosen and rejected sequences as one batch of 2 x b: what the rejected half keeps for backward (its share of the saved activations, scores and checkpoints)";
+    FusedLoss => "fused_loss", Activations, "Fused loss (chunked, no logits kept)",
+        "Unsloth's loss (loss=fused under fw=unsloth) never keeps the logits: the tokens in 4 x round(fp32 logits / 16 GiB) chunks (at least one), each chunk's 16-bit logits and their 16-bit gradient made and dropped in forward, and the hidden states' gradient (batch x seq x hidden) kept for backward, which scales it into a copy";
     ReloadBuffers => "reload_buffers", Activations, "Checkpoint reload buffers",
         "offloaded checkpoints (gc=offload) come back from CPU memory into GPU buffers of one hidden state each (batch x seq x hidden), made at the first forward and kept: two once Unsloth double-buffers from the second step, which it does when 512 MiB of the card are free (assumed)";
     LogProbs => "log_probs", Activations, "Log-probability head",

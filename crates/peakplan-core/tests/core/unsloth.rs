@@ -156,7 +156,7 @@ fn unsloth_s_fused_loss_keeps_the_hidden_states_gradient_and_one_chunk_of_logits
     let e = run("");
     let grad = 2048 * 1024 * 2;
     assert_eq!(
-        e.component(Kind::Logits),
+        e.component(Kind::FusedLoss),
         (grad + 2 * 2 * 2048 * 1000).max(2 * grad)
     );
 }
@@ -167,7 +167,7 @@ fn the_fused_loss_cuts_tokens_into_chunks_of_four_as_the_source_rounds() {
     let wide = Architecture::llama("wide", 1, 64, 128, 4, 4, 128_256);
     let logits = |b: u64, s: u64| {
         let p = plan(&format!("b={b}&s={s}"));
-        estimate(&wide, &p).component(Kind::Logits)
+        estimate(&wide, &p).component(Kind::FusedLoss)
     };
     let chunked = |n: u64, chunks: u64| {
         let rows = n.div_ceil(chunks);
@@ -225,6 +225,11 @@ fn unsloth_plans_far_less_than_the_trainer_for_the_same_llama_qlora() {
         at("hf", 16_384),
     );
     assert!(u2.host_bytes > 31 * 2 * 2048 * 4096 * 2);
+    assert_eq!(
+        (u2.component(Kind::Logits), u16.component(Kind::Logits)),
+        (0, 0)
+    );
+    assert!(h2.component(Kind::Logits) > 0 && h2.component(Kind::FusedLoss) == 0);
     assert!(u2.peak_allocated_bytes < h2.peak_allocated_bytes);
     assert!(
         h16.peak_allocated_bytes - u16.peak_allocated_bytes
@@ -274,5 +279,39 @@ fn unsloth_s_lora_kernels_keep_their_inputs_and_the_mlp_s_two_projections_only()
     assert_eq!(
         at("fw=hf&method=qlora").component(Kind::DequantBuffer),
         2 * 8_192
+    );
+}
+
+#[test]
+fn the_advisor_offers_unsloth_where_it_runs_the_plan_and_its_own_levers_under_it() {
+    use peakplan_core::advise::{apply, candidates};
+    let hf = Plan::parse_query("model=llama-3.1-8b&method=qlora&b=2&s=8192").plan;
+    let all = candidates(&hf);
+    let switch = all.iter().find(|c| c.key == "fw").expect("no Unsloth card");
+    assert_eq!(
+        switch.query(),
+        "fw=unsloth&opt=adamw_8bit&gc=offload&loss=fused&alloc=expandable"
+    );
+    // The card's plan is the plan moved to Unsloth as the page's profile select moves it.
+    let mut moved = hf.clone();
+    Framework::Unsloth.apply_defaults(&mut moved);
+    assert_eq!(apply(&hf, &[switch]), moved);
+    // Not where Unsloth does not run the plan as it stands: ZeRO-3, a preference task, another framework.
+    for q in ["gpus=4&zero=3", "task=dpo", "fw=torchtune"] {
+        let p = Plan::parse_query_over(hf.clone(), q).plan;
+        assert!(candidates(&p).iter().all(|c| c.key != "fw"), "{q}");
+    }
+    // Under Unsloth: offloading plain checkpoints, and the loss without logits; neither Liger nor torch.compile.
+    let u = Plan::parse_query("fw=unsloth&gc=1&loss=kernel").plan;
+    let keys: Vec<String> = candidates(&u).iter().map(|c| c.query()).collect();
+    assert!(
+        keys.contains(&"gc=offload".to_string()) && keys.contains(&"loss=fused".to_string()),
+        "{keys:?}"
+    );
+    assert!(
+        !keys
+            .iter()
+            .any(|k| k.starts_with("liger") || k.starts_with("compile") || k.starts_with("fw")),
+        "{keys:?}"
     );
 }
