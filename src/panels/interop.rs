@@ -192,7 +192,7 @@ pub fn ImportConfig() -> impl IntoView {
     view! {
         <details class="config import">
             <summary>"Import a training config"</summary>
-            <p class="note">"Paste or drop a PEFT adapter_config.json, a bitsandbytes or GPTQ quantization_config (or a config.json holding one), TrainingArguments JSON, an accelerate config YAML, an axolotl YAML, a DeepSpeed JSON or a torchtune config. Several files merge in order; the current plan keeps what they do not say."</p>
+            <p class="note">"Paste or drop a PEFT adapter_config.json, a bitsandbytes or GPTQ quantization_config (or a config.json holding one), TrainingArguments JSON, an accelerate config YAML, an axolotl YAML, a DeepSpeed JSON, a torchtune config, or an Unsloth notebook's FastLanguageModel and SFTConfig calls. Several files merge in order; the current plan keeps what they do not say."</p>
             <textarea rows="6" aria-label="Training config" data-testid="import-input" placeholder="adapter: qlora\nlora_r: 16\nmicro_batch_size: 2\n…"
                 on:input=move |ev| s.text.set(event_target_value(&ev))
                 on:dragover=move |ev: DragEvent| ev.prevent_default()

@@ -9,7 +9,8 @@
 
 use super::fields::{cat, get, get_str, has_any, type_name, Fact, Reader, MAX_FIELD_CHARS};
 use super::{
-    accelerate, axolotl, bnb, deepspeed, hf_config, peft, table, torchtune, training_args, yaml,
+    accelerate, axolotl, bnb, deepspeed, hf_config, peft, table, torchtune, training_args, unsloth,
+    yaml,
 };
 use crate::plan::{Method, Plan, KEYS};
 use crate::text::{clean, clip, count, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS};
@@ -99,6 +100,7 @@ enum Format {
     Axolotl,
     Torchtune,
     Accelerate,
+    Unsloth,
 }
 
 impl Format {
@@ -112,12 +114,16 @@ impl Format {
             Format::Axolotl => "an axolotl config",
             Format::Torchtune => "a torchtune config",
             Format::Accelerate => "an accelerate config",
+            Format::Unsloth => "Unsloth's settings (FastLanguageModel, its trainer's config)",
         }
     }
 }
 #[inline(never)]
 fn detect(map: &Map<String, Value>) -> Option<Format> {
     let has = |k: &str| has_any(map, &[k]);
+    if has_any(map, unsloth::OWN_FIELDS) || (has("model_name") && has("max_seq_length")) {
+        return Some(Format::Unsloth);
+    }
     if has("peft_type") || (has("target_modules") && has_any(map, &["r", "lora_alpha"])) {
         return Some(Format::Peft);
     }
@@ -225,6 +231,19 @@ fn read_file(name: &str, text: &str) -> Result<Reader, ImportError> {
         return Err(fail("is empty".into()));
     }
     let is_json = body.starts_with('{');
+    // Unsloth's calls pasted from a notebook: their literal keyword arguments.
+    if !is_json && unsloth::is_python(body) {
+        let (map, expressions) = unsloth::kwargs(body);
+        let mut r = Reader::new(name);
+        r.note(&cat("read as ", Format::Unsloth.label()));
+        for e in &expressions {
+            r.note_fmt(format_args!(
+                "{e} = an expression, not a value: not read (its key keeps the plan's value)"
+            ));
+        }
+        unsloth::read(&mut r, &map);
+        return Ok(r);
+    }
     let parsed = if is_json {
         serde_json::from_str::<Value>(body).map_err(|e| cat("is not valid JSON: ", &e.to_string()))
     } else {
@@ -240,7 +259,7 @@ fn read_file(name: &str, text: &str) -> Result<Reader, ImportError> {
     let Some(format) = detect(map) else {
         let keys: Vec<&str> = map.keys().take(6).map(String::as_str).collect();
         return Err(fail(cat(
-            "is not a training config peakplan reads (a PEFT adapter_config.json, a bitsandbytes or GPTQ quantization_config or config.json, TrainingArguments JSON, a DeepSpeed JSON, an accelerate config, an axolotl YAML or a torchtune config); its keys start with ",
+            "is not a training config peakplan reads (a PEFT adapter_config.json, a bitsandbytes or GPTQ quantization_config or config.json, TrainingArguments JSON, a DeepSpeed JSON, an accelerate config, an axolotl YAML, a torchtune config, or Unsloth's settings); its keys start with ",
             &quote(&keys.join(", ")),
         )));
     };
@@ -259,6 +278,7 @@ fn read_file(name: &str, text: &str) -> Result<Reader, ImportError> {
         Format::Axolotl => axolotl::read(&mut r, map),
         Format::Torchtune => torchtune::read(&mut r, map, body),
         Format::Accelerate => accelerate::read(&mut r, map),
+        Format::Unsloth => unsloth::read(&mut r, map),
     }
     Ok(r)
 }

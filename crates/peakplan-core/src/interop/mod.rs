@@ -37,6 +37,7 @@ mod template;
 mod torchtune;
 mod training_args;
 mod trl;
+mod unsloth;
 pub mod yaml;
 
 pub use import::{import, import_over, ImportError, Imported, MAX_IMPORT_BYTES};

@@ -23,6 +23,35 @@ fn check(got: &Imported, want_query: &str, unsupported: &[&str]) {
 }
 
 #[test]
+fn unsloth_settings_import_as_a_plan_under_its_profile() {
+    let one = |f: &str| import_one(f, &data(f));
+    // A notebook's calls, pasted as Python: the upload names Llama 3.1 8B, 4-bit is the loader's default,
+    // "unsloth" checkpointing is gc=offload, and what the settings leave out is Unsloth's (loss, allocator).
+    let nb = one("unsloth_notebook.py");
+    check(
+        &nb,
+        "model=llama-3.1-8b&method=qlora&r=16&b=2&s=2048&ga=4&opt=adamw_8bit&fw=unsloth",
+        &[],
+    );
+    assert!(
+        nb.notes.iter().any(|n| n.contains("bf16 = an expression")),
+        "{:?}",
+        nb.notes
+    );
+    // The same arguments as JSON: 16-bit LoRA, plain checkpointing, some targets, an unread field listed.
+    check(
+        &one("unsloth_settings.json"),
+        "model=qwen2.5-7b&method=lora&r=32&targets=q,v&dropout=0.05&b=1&s=8192&ga=8&gc=1\
+         &opt=adamw_torch_fused&prec=amp_bf16&fw=unsloth",
+        &["neftune_noise_alpha"],
+    );
+    // An Unsloth plan read from a notebook is valid as a link.
+    assert!(Plan::parse_query(&nb.plan.to_query())
+        .diagnostics
+        .is_empty());
+}
+
+#[test]
 fn hand_written_samples_import_with_their_unsupported_fields() {
     let one = |f: &str| import_one(f, &data(f));
     check(
