@@ -96,7 +96,7 @@ impl ExportFormat {
     /// A label for the page.
     pub fn label(self) -> &'static str {
         match self {
-            ExportFormat::Python => "Python script (HF)",
+            ExportFormat::Python => "Python script (HF, or Unsloth's)",
             ExportFormat::Axolotl => "axolotl YAML",
             ExportFormat::Torchtune => "torchtune override",
             ExportFormat::Deepspeed => "DeepSpeed JSON",
@@ -124,6 +124,9 @@ pub fn export(plan: &Plan, arch: &Architecture, format: ExportFormat) -> String 
         p.model = m;
     }
     match format {
+        ExportFormat::Python if p.framework == crate::plan::Framework::Unsloth => {
+            unsloth::script(&p, arch)
+        }
         ExportFormat::Python => python::script(&p, arch),
         ExportFormat::Axolotl => axolotl::export(&p, arch),
         ExportFormat::Torchtune => torchtune::export(&p, arch),

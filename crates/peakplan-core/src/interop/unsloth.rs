@@ -1,12 +1,77 @@
-//! Unsloth's notebook settings: the keyword arguments of `FastLanguageModel.from_pretrained`,
+//! Unsloth's notebook settings, both ways. Import: the keyword arguments of `FastLanguageModel.from_pretrained`,
 //! `FastLanguageModel.get_peft_model` and the trainer's `SFTConfig` or `TrainingArguments`, pasted as the Python a
 //! notebook writes (the calls are found in the text, their literal arguments read) or as one JSON object of those
-//! arguments, into a plan under `fw=unsloth`. Import only.
+//! arguments, into a plan under `fw=unsloth`. Export: the Python export of an `fw=unsloth` plan is a runnable
+//! Unsloth script (`unsloth.py.tmpl`) that prints the measured peaks beside the prediction.
 
 use super::fields::{get_set, Reader};
+use super::names::target_module_names;
+use super::py::{py_list, py_str};
+use super::template::{render, vars, PY_BOOLS};
+use super::{model_repo, num};
+use crate::arch::Architecture;
 use crate::decimal::parse_f64;
+use crate::engine::estimate;
+use crate::plan::{Alloc, Checkpointing, Loss, Method, Peft, Plan, Precision, Quant};
 use crate::text::quote;
 use serde_json::{Map, Number, Value};
+
+const SCRIPT: &str = include_str!("unsloth.py.tmpl");
+
+/// The Unsloth script for an `fw=unsloth` plan, with the prediction for exactly what it runs.
+#[inline(never)]
+pub(super) fn script(plan: &Plan, arch: &Architecture) -> String {
+    let e = estimate(arch, plan);
+    let query = plan.to_query();
+    let repo = model_repo(plan, arch).unwrap_or_else(|| arch.model_type.clone());
+    let target_modules = match target_module_names(arch, plan.targets) {
+        Some(names) => py_list(&names),
+        None => py_list(&super::names::module_names(arch, plan.targets)),
+    };
+    let full = plan.method == Method::Full;
+    let qlora = plan.method == Method::Qlora;
+    let bf16 = matches!(plan.precision, Precision::AmpBf16 | Precision::Bf16);
+    let fp16 = matches!(plan.precision, Precision::AmpFp16 | Precision::Fp16);
+    render(
+        SCRIPT,
+        PY_BOOLS,
+        &[vars!(
+            "model_name" => repo.clone(),
+            "method" => crate::units::method_in_words(plan.method),
+            "b" => num(plan.micro_batch),
+            "s" => num(plan.seq_len),
+            "ga" => num(plan.grad_accumulation),
+            "query" => query.clone(),
+            "plan_str" => py_str(&query),
+            "repo" => repo.clone(),
+            "hf_id" => py_str(&repo),
+            "allocated" => num(e.peak_allocated_bytes),
+            "reserved" => num(e.peak_reserved_bytes),
+            "device" => num(e.device_bytes),
+            "host" => num(e.host_bytes),
+            "host_gib" => format!("{:.1}", e.host_bytes as f64 / (1u64 << 30) as f64),
+            "r" => num(plan.rank),
+            "target_modules" => target_modules,
+            "dropout" => format!("{}", plan.dropout),
+            "gc" => match plan.checkpointing {
+                Checkpointing::Offload => "\"unsloth\"",
+                Checkpointing::On => "True",
+                Checkpointing::Off => "False",
+            },
+            "optim" => py_str(plan.optimizer.key()),
+            ;
+            "full" => full,
+            "load_in_4bit" => qlora && plan.quant != Quant::Int8,
+            "load_in_8bit" => qlora && plan.quant == Quant::Int8,
+            "rslora" => plan.peft == Peft::Rslora,
+            "bf16" => bf16,
+            "fp16" => fp16,
+            "offload" => e.host_bytes > 0,
+            "return_logits" => plan.loss == Loss::Kernel,
+            "cached" => plan.allocator == Alloc::Cached,
+        )],
+    )
+}
 
 /// The calls whose keyword arguments are read, by the name before their parenthesis.
 const CALLS: &[&str] = &[

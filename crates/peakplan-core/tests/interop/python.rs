@@ -474,3 +474,45 @@ fn python_exports_of_preference_tasks_drive_trl() {
     assert!(!sft.contains("trl") && sft.contains("    args = TrainingArguments("));
     py_compile(&all);
 }
+
+/// An `fw=unsloth` plan's Python export is Unsloth's own script: it compiles, loads through FastLanguageModel
+/// with the planned switches, and carries the prediction for fw=unsloth (host memory too).
+#[test]
+fn unsloth_plans_export_an_unsloth_script_with_their_prediction() {
+    let queries = [
+        "model=llama-3.1-8b&method=qlora&r=16&b=2&s=2048&ga=4&fw=unsloth",
+        "model=qwen2.5-7b&method=lora&r=32&targets=q,v&b=1&s=8192&gc=1&loss=kernel&alloc=cached&prec=amp_fp16&fw=unsloth",
+        "model=llama-3.2-1b&method=full&prec=bf16&b=4&s=1024&opt=adamw_torch&fw=unsloth",
+    ];
+    let mut scripts = Vec::new();
+    for q in queries {
+        let (p, src) = exported(q, ExportFormat::Python);
+        assert!(src.contains("from unsloth import FastLanguageModel"), "{q}");
+        assert!(!src.contains("{{"), "{q}: an unfilled template field");
+        let e = estimate(preset_arch(&p), &p);
+        let predicted = format!(
+            "PREDICTED = {{\"allocated\": {}, \"reserved\": {}, \"device\": {}, \"host\": {}}}",
+            e.peak_allocated_bytes, e.peak_reserved_bytes, e.device_bytes, e.host_bytes
+        );
+        assert!(src.contains(&predicted), "{q}: {predicted}");
+        let has = |s: &str| src.contains(s);
+        match p.method {
+            Method::Qlora => {
+                assert!(has("load_in_4bit=True") && has("use_gradient_checkpointing=\"unsloth\""))
+            }
+            Method::Lora => assert!(
+                has("load_in_4bit=False")
+                    && has("use_gradient_checkpointing=True")
+                    && has("target_modules=[\"q_proj\", \"v_proj\"]")
+                    && has("os.environ[\"UNSLOTH_RETURN_LOGITS\"] = \"1\"")
+                    && has("expandable_segments:False")
+                    && has("fp16=True")
+            ),
+            Method::Full => {
+                assert!(has("full_finetuning=True") && !has("get_peft_model") && has("bf16=True"))
+            }
+        }
+        scripts.push(src);
+    }
+    py_compile(&scripts);
+}
