@@ -430,6 +430,18 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         "device (nvidia-smi)",
         format_bytes(e.device_bytes)
     ));
+    if let Some(lengths) = peakplan_core::replayed_lengths(plan) {
+        let (short, long) = (
+            lengths.iter().min().copied().unwrap_or(0),
+            lengths.iter().max().copied().unwrap_or(0),
+        );
+        out.push_str(&format!(
+            "{:<40} {:>12}  {} steps replayed, batches padded to {short} to {long} tokens; allocated is the longest's\n",
+            "batch lengths vary",
+            format!("lens={}", plan.lengths.key()),
+            lengths.len()
+        ));
+    }
     if e.host_bytes > 0 {
         out.push_str(&format!(
             "{:<40} {:>12}  offloaded checkpoints and their staging buffers, in pinned CPU memory\n",

@@ -12,6 +12,7 @@
 mod activations;
 mod count;
 mod events;
+mod lengths;
 mod logits;
 mod reference;
 mod reserved;
@@ -66,6 +67,13 @@ fn runs(arch: &Architecture, plan: &Plan) -> Runs {
     } else {
         Runs::AsPlanned
     }
+}
+
+/// The padded length of each step the allocator replays for a plan whose batches vary in length (`lens=padded`
+/// or `grouped`), in order: 16 steps drawn from its length distribution with a fixed seed, one of them the
+/// longest sequence (`lmax`); `None` where every batch is `b` x `s`.
+pub fn replayed_lengths(plan: &Plan) -> Option<Vec<u64>> {
+    lengths::batch_lengths(plan)
 }
 
 /// What a plan needs on a card of `capacity_bytes`, as an answer says it: [`needs_bytes`] where it agrees with the
@@ -144,6 +152,17 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
         Runs::Split => return estimate_split(arch, plan, by),
         Runs::AsPlanned => {}
     }
+    // Batches that vary in length: everything allocated is the longest batch's; the replay runs a step at each
+    // drawn length.
+    let lengths = lengths::batch_lengths(plan);
+    let longest;
+    let plan = match lengths {
+        Some(_) => {
+            longest = lengths::at_length(plan, plan.length_stats().max);
+            &longest
+        }
+        None => plan,
+    };
     let st = stages(arch, plan);
     let Stages {
         setup,
@@ -178,7 +197,13 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
             plan.allocator,
             capacity_bytes,
             replays,
-            |max_events| events::step_events(&st, max_events),
+            |max_events| {
+                let events = events::step_events(&st, max_events)?;
+                match &lengths {
+                    None => Some(events),
+                    Some(ls) => lengths::varying_events(arch, plan, &events, ls, max_events),
+                }
+            },
             timeline.peak,
             resident.paged_states,
             rule,

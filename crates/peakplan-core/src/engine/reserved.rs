@@ -127,7 +127,14 @@ pub(super) fn replayed(
     // leave them theirs, so no card smaller than the one that shows it all is known to hold the step. An emptied
     // cache's figures are the measured step's, after a first step that may have reserved more.
     if replays == Replays::Smallest && paged_states == 0.0 && alloc != Alloc::Emptied {
-        let smallest = smallest_device(alloc, &events, peak_bytes);
+        let mut smallest = smallest_device(alloc, &events, peak_bytes);
+        // Whether a device runs the step is not monotone in its size (where the allocator must release and retry
+        // depends on what it cached): the plan's own card, where it runs the step, bounds what it needs.
+        if smallest > device && !beyond_card {
+            if let Ok(Some(on_card)) = replay(alloc, &events, device, false) {
+                smallest = smallest.min(on_card.reserved_bytes.peak);
+            }
+        }
         return with_reserved(peak, smallest as Count, paged_states);
     }
     // Where the unlimited device never held more than the card, the card's replay is the same one; where the

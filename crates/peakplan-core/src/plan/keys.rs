@@ -135,6 +135,11 @@ plan_keys! {
     "task"    => task                  = Task::Sft,                Word,                            NonDefault;
     "ref"     => reference             = Reference::Auto,          Word,                            NonDefault;
     "prompt"  => prompt_tokens         = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;
+    // Batch lengths: how they vary, and the sequences' mean, standard deviation and maximum in tokens.
+    "lens"    => lengths               = Lens::Fixed,              Word,                            NonDefault;
+    "lmean"   => len_mean              = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;
+    "lsd"     => len_sd                = None,                     UintOrAuto(0, MAX_SEQ),          NonDefault;
+    "lmax"    => len_max               = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;
     "embed"   => embed                 = false,                    Flag,                            NonDefault;
     "theme"   => theme                 = ColorScheme::Auto,        Word,                            NonDefault;
     not keys:

@@ -120,10 +120,24 @@ pub struct Plan {
     pub reference: Reference,
     /// Prompt tokens of each sequence of a preference task (`None`: half of `s`); the completions fill the rest.
     pub prompt_tokens: Option<u64>,
+    /// How batch lengths vary from step to step; `lmean`, `lsd` and `lmax` describe the sequences' lengths
+    /// (`None`: `auto`, see [`Plan::length_stats`]).
+    pub lengths: Lens,
+    pub len_mean: Option<u64>,
+    pub len_sd: Option<u64>,
+    pub len_max: Option<u64>,
     /// The chart alone with a one-line caption, for `<iframe>` embedding (the page only).
     pub embed: bool,
     /// Light or dark colours, or the reader's own scheme (the page and the SVG only; no estimate reads it).
     pub theme: ColorScheme,
+}
+
+/// The sequence lengths of a run whose batches vary, in tokens ([`Plan::length_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LengthStats {
+    pub mean: u64,
+    pub sd: u64,
+    pub max: u64,
 }
 
 /// One problem found in a raw query: the key it concerns and a message naming the accepted values.
@@ -206,6 +220,16 @@ impl Plan {
         self.prompt_tokens
             .unwrap_or(self.seq_len / 2)
             .min(self.seq_len.saturating_sub(1))
+    }
+
+    /// The length distribution of a run whose batches vary (`lens=padded` or `grouped`): the longest sequence
+    /// (`lmax`, at most `s`; `auto`: `s`), the mean (`lmean`, at most the longest; `auto`: half of it) and the
+    /// standard deviation (`lsd`; `auto`: half the mean), in tokens.
+    pub fn length_stats(&self) -> LengthStats {
+        let max = self.len_max.unwrap_or(self.seq_len).clamp(1, self.seq_len);
+        let mean = self.len_mean.unwrap_or(max / 2).clamp(1, max);
+        let sd = self.len_sd.unwrap_or(mean / 2);
+        LengthStats { mean, sd, max }
     }
 
     /// Completion tokens of each sequence of a preference task (`s` less the prompt).
@@ -356,6 +380,27 @@ impl Plan {
         if let Some(message) = reference {
             self.reference = Reference::Auto;
             said.push(("ref", message));
+        }
+        if let Some(max) = self.len_max.filter(|m| *m > self.seq_len) {
+            self.len_max = None;
+            said.push((
+                "lmax",
+                format!(
+                    "lmax={max} is longer than s={}, which truncates every sequence; accepted: 1 to {}, or auto",
+                    self.seq_len, self.seq_len
+                ),
+            ));
+        }
+        let longest = self.len_max.unwrap_or(self.seq_len);
+        if let Some(mean) = self.len_mean.filter(|m| *m > longest) {
+            self.len_mean = None;
+            said.push((
+                "lmean",
+                format!(
+                    "lmean={mean} is above the longest sequence ({longest} tokens: lmax, else s); accepted: 1 to \
+                     {longest}, or auto"
+                ),
+            ));
         }
         if let Some(prompt) = self.prompt_tokens.filter(|p| *p >= self.seq_len) {
             self.prompt_tokens = None;

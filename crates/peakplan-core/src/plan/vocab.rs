@@ -298,6 +298,30 @@ keyword_enum!(
 );
 
 keyword_enum!(
+    /// How the lengths of a run's batches vary (`lens`), with `lmean`, `lsd` and `lmax`.
+    Lens {
+        /// Every batch `b` x `s` tokens (the plan as it always was).
+        Fixed = "fixed",
+        /// Each batch padded to its own longest sequence (the Trainer's and TRL's default without packing): lengths
+        /// change every step, and the allocator keeps segments sized for earlier batches.
+        Padded = "padded",
+        /// Documents concatenated into rows of `s` tokens (packing, or padding-free batches of `s` tokens a row):
+        /// every batch is `b` x `s`, as `fixed`.
+        Packed = "packed",
+        /// `group_by_length`: batches of similar lengths, the longest first (the Trainer's
+        /// `LengthGroupedSampler`).
+        Grouped = "grouped",
+    }
+);
+
+impl Lens {
+    /// Whether batches change length from step to step.
+    pub fn varies(self) -> bool {
+        matches!(self, Lens::Padded | Lens::Grouped)
+    }
+}
+
+keyword_enum!(
     /// The colours the page and its chart are drawn in (`theme`): a document that embeds the chart may want it in
     /// its own scheme whatever its reader's system says. No estimate reads it.
     ColorScheme {

@@ -116,6 +116,8 @@ fn domain(key: &str) -> Option<Domain> {
         // DeepSpeed's sizes and switches: keys and imports first, the engine later (issue #47).
         "ds_sub" | "ds_rbucket" | "ds_agbucket" | "ds_prefetch" | "ds_live" | "ds_persist"
         | "ds_overlap" | "ds_contig" | "zinit" => Some(Domain::NoEffect),
+        // Varying batch lengths: allocated memory is the longest batch's, a fixed plan of lmax tokens.
+        "lens" | "lmean" | "lsd" | "lmax" => Some(Domain::NoEffect),
         _ => listed(&keyword_values(key)?),
     }
 }

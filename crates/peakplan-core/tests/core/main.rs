@@ -10,6 +10,7 @@ mod events;
 mod golden;
 mod import;
 mod invariants;
+mod lengths;
 mod levers;
 mod properties;
 mod queries;

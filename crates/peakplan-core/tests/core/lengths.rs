@@ -1,0 +1,99 @@
+//! Batches of varying length (`lens`, `lmean`, `lsd`, `lmax`; issue #45 step 1): what is allocated is the longest
+//! batch's, exactly a fixed-length plan of `lmax` tokens; reserved memory comes from replaying sixteen steps at
+//! drawn lengths on one allocator. Fixed and packed plans are what they always were.
+
+use peakplan_core::plan::{Lens, Plan};
+use peakplan_core::{estimate, preset_arch, replayed_lengths, Kind};
+
+fn plan(q: &str) -> Plan {
+    let p = Plan::parse_query(q);
+    assert!(p.diagnostics.is_empty(), "{q}: {:?}", p.diagnostics);
+    p.plan
+}
+
+const BASE: &str = "model=llama-3.1-8b&method=lora&b=8&s=4096&gpu=a100-80gb";
+
+#[test]
+fn fixed_and_packed_batches_are_the_plan_as_it_was() {
+    let fixed = plan(BASE);
+    let packed = plan(&format!("{BASE}&lens=packed&lmean=300"));
+    let arch = preset_arch(&fixed);
+    assert_eq!(estimate(arch, &fixed), estimate(arch, &packed));
+    assert_eq!(replayed_lengths(&packed), None);
+    // A link that leaves the keys out writes none of them.
+    assert!(!fixed.to_query().contains("lens"));
+}
+
+#[test]
+fn varying_batches_allocate_what_the_longest_does_and_replay_sixteen_drawn_steps() {
+    for lens in ["padded", "grouped"] {
+        let p = plan(&format!("{BASE}&lens={lens}&lmean=300&lsd=200&lmax=2048"));
+        let longest = plan("model=llama-3.1-8b&method=lora&b=8&s=2048&gpu=a100-80gb");
+        let arch = preset_arch(&p);
+        let (e, l) = (estimate(arch, &p), estimate(arch, &longest));
+        // One accounting engine: every component but the allocator's cache is the longest batch's.
+        for k in Kind::ALL.iter().filter(|k| **k != Kind::AllocatorSlack) {
+            assert_eq!(e.component(*k), l.component(*k), "{lens}: {k:?}");
+        }
+        assert_eq!(e.peak_allocated_bytes, l.peak_allocated_bytes);
+        assert!(e.peak_reserved_bytes >= e.peak_allocated_bytes);
+        // The same plan draws the same steps.
+        assert_eq!(estimate(arch, &p), e);
+        let lengths = replayed_lengths(&p).unwrap();
+        assert_eq!(lengths.len(), 16);
+        assert!(
+            lengths.iter().all(|l| (1..=2048).contains(l)),
+            "{lengths:?}"
+        );
+        assert!(
+            lengths.contains(&2048),
+            "{lens}: the longest sequence is never replayed: {lengths:?}"
+        );
+        if p.lengths == Lens::Grouped {
+            // The Trainer's length-grouped sampler: the longest batch first, then shorter ones.
+            assert_eq!(lengths[0], 2048);
+            assert!(lengths.windows(2).all(|w| w[0] >= w[1]), "{lengths:?}");
+        } else {
+            // Padded to each batch's longest of 8 draws: mostly far below lmax with a mean of 300.
+            assert!(
+                lengths.iter().filter(|l| **l < 1024).count() >= 12,
+                "{lengths:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn allocated_memory_grows_with_the_longest_sequence_the_batch_and_s() {
+    let at = |q: &str| {
+        let p = plan(&format!(
+            "model=llama-3.1-8b&method=lora&lens=padded&lmean=200&{q}"
+        ));
+        estimate(preset_arch(&p), &p).peak_allocated_bytes
+    };
+    assert!(at("b=4&s=4096&lmax=1024") < at("b=4&s=4096&lmax=2048"));
+    assert!(at("b=4&s=4096&lmax=2048") < at("b=8&s=4096&lmax=2048"));
+    // lmax auto is s.
+    assert!(at("b=4&s=2048") < at("b=4&s=4096"));
+    assert_eq!(at("b=4&s=2048"), at("b=4&s=4096&lmax=2048"));
+}
+
+#[test]
+fn lengths_beyond_the_sequence_are_refused_saying_why() {
+    let p = Plan::parse_query("s=1024&lens=padded&lmax=2048&lmean=1500");
+    let said: Vec<(&str, &str)> = p
+        .diagnostics
+        .iter()
+        .map(|d| (d.key.as_str(), d.message.as_str()))
+        .collect();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert_eq!(said[0].0, "lmax");
+    assert!(said[0].1.contains("longer than s=1024"), "{said:?}");
+    assert_eq!(said[1].0, "lmean");
+    assert!(said[1].1.contains("accepted: 1 to 1024"), "{said:?}");
+    assert_eq!((p.plan.len_max, p.plan.len_mean), (None, None));
+    let bad = Plan::parse_query("lens=sorted");
+    assert!(bad.diagnostics[0]
+        .message
+        .ends_with("accepted: fixed, padded, packed, grouped"));
+}
