@@ -223,11 +223,12 @@ impl Plan {
     }
 
     /// The length distribution of a run whose batches vary (`lens=padded` or `grouped`): the longest sequence
-    /// (`lmax`, at most `s`; `auto`: `s`), the mean (`lmean`, at most the longest; `auto`: half of it) and the
-    /// standard deviation (`lsd`; `auto`: half the mean), in tokens.
+    /// (`lmax`, at most `s`; `auto`: `s`), the mean (`lmean`; `auto`: half the longest) and the standard deviation
+    /// (`lsd`; `auto`: half the mean), in tokens. The mean and deviation may be a dataset's before truncation:
+    /// longer sequences are cut to the longest.
     pub fn length_stats(&self) -> LengthStats {
         let max = self.len_max.unwrap_or(self.seq_len).clamp(1, self.seq_len);
-        let mean = self.len_mean.unwrap_or(max / 2).clamp(1, max);
+        let mean = self.len_mean.unwrap_or(max / 2).max(1);
         let sd = self.len_sd.unwrap_or(mean / 2);
         LengthStats { mean, sd, max }
     }
@@ -388,17 +389,6 @@ impl Plan {
                 format!(
                     "lmax={max} is longer than s={}, which truncates every sequence; accepted: 1 to {}, or auto",
                     self.seq_len, self.seq_len
-                ),
-            ));
-        }
-        let longest = self.len_max.unwrap_or(self.seq_len);
-        if let Some(mean) = self.len_mean.filter(|m| *m > longest) {
-            self.len_mean = None;
-            said.push((
-                "lmean",
-                format!(
-                    "lmean={mean} is above the longest sequence ({longest} tokens: lmax, else s); accepted: 1 to \
-                     {longest}, or auto"
                 ),
             ));
         }

@@ -6,8 +6,8 @@ use super::{source_label, Case, Metric, Outcome};
 use crate::arch::{Architecture, Target};
 use crate::hf::import_config;
 use crate::plan::{
-    Alloc, Attn, Checkpointing, DType, Framework, Loss, Method, Optimizer, Peft, Plan, Precision,
-    Quant, Shard, Targets, Wrap,
+    Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Peft, Plan,
+    Precision, Quant, Shard, Targets, Wrap,
 };
 use crate::presets::{GpuId, ModelId};
 use serde_json::json;
@@ -449,6 +449,26 @@ fn framework_of(r: &Rec, framework_text: &str) -> Framework {
     }
 }
 
+/// Token lengths stated as `MEAN±SD` (numbers, decimals allowed), rounded to whole tokens.
+fn stated_lengths(text: &str) -> Option<(u64, u64)> {
+    let (before, after) = text.split_once('±')?;
+    let number = |s: &str| -> Option<f64> { crate::decimal::parse_f64(s) };
+    let mean: String = before
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let sd: String = after
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let (mean, sd) = (number(&mean)?, number(&sd)?);
+    (mean >= 1.0).then(|| (mean.round() as u64, sd.round() as u64))
+}
+
 /// The batch shape and what the adapter trains: micro-batch, sequence length, rank, virtual tokens, targets.
 fn read_shape(r: &Rec, run: &Run, arch: &Architecture, plan: &mut Plan) -> Result<(), String> {
     plan.micro_batch = match r.uint("micro_batch_size") {
@@ -461,6 +481,13 @@ fn read_shape(r: &Rec, run: &Run, arch: &Architecture, plan: &mut Plan) -> Resul
         None if run.existence_claim => 512,
         None => return Err("no sequence length".into()),
     };
+    // A dataset whose token lengths the row states as mean ± standard deviation (ms-swift's tables), batched
+    // without packing: each batch padded to its own longest sequence, cut at the maximum length.
+    if let Some((mean, sd)) = stated_lengths(&r.lower("seq_len_semantics")) {
+        plan.lengths = Lens::Padded;
+        plan.len_mean = Some(mean);
+        plan.len_sd = Some(sd);
+    }
     plan.rank = r.uint("lora_rank").unwrap_or(8).max(1);
     if plan.peft.uses_virtual_tokens() {
         // PEFT reports its trainable count: num_virtual_tokens times what each virtual token trains.

@@ -62,8 +62,7 @@ fn values(key: &str) -> BoxedStrategy<String> {
             prop_oneof![one_of(&["auto", "0"]), int(1 << 40)].boxed()
         }
         "ds_overlap" | "ds_contig" => one_of(&["auto", "0", "1"]),
-        // Lengths within the rules (a mean above the sequence is put back to auto below).
-        "lmean" => one_of(&["auto", "1", "100"]),
+        "lmean" => one_of(&["auto", "1", "100", "5000"]),
         "lsd" => one_of(&["auto", "0", "50"]),
         "lmax" => one_of(&["auto"]),
         other => panic!("plan key {other} has no values to sample"),
@@ -81,16 +80,6 @@ pub(crate) fn any_plan() -> impl Strategy<Value = Plan> {
         if !pairs.iter().any(|p| p == "fw=hf") {
             for p in pairs.iter_mut().filter(|p| p.starts_with("task=")) {
                 *p = "task=sft".into();
-            }
-        }
-        // A mean length above the sequence breaks a rule between keys.
-        let s: u64 = pairs
-            .iter()
-            .find_map(|p| p.strip_prefix("s=")?.parse().ok())
-            .unwrap_or(2048);
-        for p in pairs.iter_mut().filter(|p| p.starts_with("lmean=")) {
-            if p[6..].parse::<u64>().is_ok_and(|m| m > s) {
-                *p = "lmean=auto".into();
             }
         }
         // Unsloth runs its own losses and no ZeRO; its offloaded checkpointing is its own.
