@@ -90,6 +90,7 @@ fn may_break_a_rule(plan: &Plan) -> bool {
         || plan.prompt_tokens.is_some()
         || plan.framework == Framework::Unsloth
         || plan.checkpointing == Checkpointing::Offload
+        || plan.len_max.is_some()
 }
 
 /// Applies the core's rules between keys after an edit, as it applies them to a link: each key that breaks one

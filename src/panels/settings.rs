@@ -33,6 +33,11 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             .with(|p| p.loss != Loss::Chunked)
             .then_some("Applies to the chunked loss only")
     });
+    let fixed_lengths = crate::state::memo(move || {
+        c.plan
+            .with(|p| !p.lengths.varies())
+            .then_some("Applies where batch lengths vary (padded or grouped)")
+    });
     let holding = hold_applies();
     let not_standard_loss =
         crate::state::memo(move || c.plan.with(|p| !p.returns_full_logits()).then_some(holding));
@@ -108,6 +113,11 @@ pub(crate) fn PlanSettings() -> impl IntoView {
                 hint="A training loop that keeps the model's output until after the optimizer step holds its logits through backward: fsdp_qlora's (fp32 under transformers 4.36 to 4.44), and torchtune's recipes before mid-2024 (fp32)."/>
             <KeySelect label="Allocator cache" key="alloc" options=vec![(Alloc::Cached.key(), "warm (default)"), (Alloc::Emptied.key(), "emptied"), (Alloc::Expandable.key(), "expandable")]
                 hint="How PyTorch's caching allocator runs, which sets reserved memory (and nvidia-smi) against allocated: the step is replayed through a simulator of it. Warm: the cache the first step left serves the second. Emptied: torch.cuda.empty_cache() just before the measured step. Expandable: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps pages as needed, so freed memory is reused instead of stranded."/>
+            <KeySelect label="Batch lengths" key="lens" options=vec![("fixed", "every batch b × s"), ("padded", "padded per batch"), ("packed", "packed rows of s"), ("grouped", "grouped by length")]
+                hint="Without packing each batch is padded to its own longest sequence and lengths change every step; the allocator keeps segments sized for earlier batches. Allocated memory is the longest batch's; reserved memory comes from replaying 16 steps at lengths drawn from the mean, deviation and longest below."/>
+            <LengthInput label="Mean length (tokens)" key="lmean" disabled=fixed_lengths/>
+            <LengthInput label="Length deviation (tokens)" key="lsd" disabled=fixed_lengths/>
+            <LengthInput label="Longest sequence (tokens)" key="lmax" disabled=fixed_lengths/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
             <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE"), (Loss::Kernel.key(), "kernel (unsloth)")]/>
             <NumberInput label="Loss chunk (tokens)" key="chunk" testid="num-chunk" disabled=not_chunked/>
@@ -249,6 +259,47 @@ fn NumberInput(
                 prop:value=move || value.get() attr:data-value=move || value.get()
                 disabled=move || disabled.get().is_some()
                 on:change=move |ev| c.set_text(key, event_target_value(&ev).trim())/>
+        </div>
+    }
+}
+
+/// A sequence-length statistic typed into a box; an empty box is `auto`, whose value (from the core's
+/// `Plan::length_stats`) is the placeholder.
+#[component]
+fn LengthInput(
+    label: &'static str,
+    key: &'static str,
+    #[prop(into)] disabled: Signal<Option<&'static str>>,
+) -> impl IntoView {
+    let c = ctx();
+    let value = Memo::new(move |_| {
+        c.plan
+            .with(|p| p.get(key).filter(|v| v != "auto").unwrap_or_default())
+    });
+    let auto = Memo::new(move |_| {
+        c.plan.with(|p| {
+            let stats = p.length_stats();
+            let v = match key {
+                "lmean" => stats.mean,
+                "lsd" => stats.sd,
+                _ => stats.max,
+            };
+            format!("auto ({v})")
+        })
+    });
+    let id = format!("num-{key}");
+    view! {
+        <div class="field" class:disabled=move || disabled.get().is_some()>
+            <label for=id.clone()>{label}</label>
+            <input id=id type="number" min="0" inputmode="numeric" data-testid=format!("num-{key}")
+                prop:value=move || value.get() placeholder=move || auto.get()
+                disabled=move || disabled.get().is_some()
+                on:change=move |ev| {
+                    let typed = event_target_value(&ev);
+                    let typed = typed.trim();
+                    c.set_text(key, if typed.is_empty() { "auto" } else { typed });
+                }/>
+            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
         </div>
     }
 }

@@ -96,7 +96,7 @@ impl ExportFormat {
     /// A label for the page.
     pub fn label(self) -> &'static str {
         match self {
-            ExportFormat::Python => "Python script (HF, or Unsloth's)",
+            ExportFormat::Python => "Python script",
             ExportFormat::Axolotl => "axolotl YAML",
             ExportFormat::Torchtune => "torchtune override",
             ExportFormat::Deepspeed => "DeepSpeed JSON",
