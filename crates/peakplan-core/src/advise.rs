@@ -3,8 +3,8 @@
 use crate::arch::Architecture;
 use crate::engine::{estimate, estimate_on, estimate_rough};
 use crate::plan::{
-    Alloc, Attn, Checkpointing, DType, Framework, Loss, Method, Optimizer, Plan, Reference, Task,
-    TokenTraining, MAX_GRAD_ACCUMULATION,
+    Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Plan, Reference,
+    Task, TokenTraining, MAX_GRAD_ACCUMULATION,
 };
 use crate::{gpu_choice, solve, units};
 use serde::Serialize;
@@ -430,6 +430,18 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
             "Train 64 token rows instead of the whole embedding and head",
             Cost::Quality,
             "only the chosen tokens' rows learn",
+        ));
+    }
+    // Batches of varying length: grouped by length, the longest comes first and the allocator's segments are cut
+    // for it, so shorter batches reuse them instead of leaving segments of their own (listed only where the
+    // replay says it saves).
+    if plan.lengths == Lens::Padded {
+        c.push(change(
+            "lens",
+            "grouped",
+            "Group batches by length (group_by_length=True)",
+            Cost::Free,
+            "similar lengths batched together, the longest first: less padding, fewer stranded segments",
         ));
     }
     // Offloading the optimizer's memory to the CPU (DeepSpeed's offload_optimizer, FSDP's CPUOffload) pays where

@@ -99,3 +99,18 @@ fn lengths_beyond_the_sequence_are_refused_saying_why() {
         .message
         .ends_with("accepted: fixed, padded, packed, grouped"));
 }
+
+#[test]
+fn the_advisor_weighs_grouping_padded_batches_by_length() {
+    use peakplan_core::advise::candidates;
+    let has = |q: &str| {
+        candidates(&plan(q))
+            .iter()
+            .any(|c| c.query() == "lens=grouped")
+    };
+    assert!(has(&format!("{BASE}&lens=padded&lmean=300")));
+    // Nothing to group where batches do not vary, or are grouped already.
+    assert!(
+        !has(BASE) && !has(&format!("{BASE}&lens=grouped")) && !has(&format!("{BASE}&lens=packed"))
+    );
+}
