@@ -430,17 +430,24 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         "device (nvidia-smi)",
         format_bytes(e.device_bytes)
     ));
-    if let Some(lengths) = peakplan_core::replayed_lengths(plan) {
-        let (short, long) = (
-            lengths.iter().min().copied().unwrap_or(0),
-            lengths.iter().max().copied().unwrap_or(0),
+    if let Some(batches) = peakplan_core::replayed_batches(arch, plan) {
+        let tokens = |b: &peakplan_core::Shape| b.sequences * b.len;
+        let (few, most) = (
+            batches.iter().min_by_key(|b| tokens(b)),
+            batches.iter().max_by_key(|b| tokens(b)),
         );
-        out.push_str(&format!(
-            "{:<40} {:>12}  {} steps replayed, batches padded to {short} to {long} tokens; allocated is the longest's\n",
-            "batch lengths vary",
-            format!("lens={}", plan.lengths.key()),
-            lengths.len()
-        ));
+        if let (Some(few), Some(most)) = (few, most) {
+            out.push_str(&format!(
+                "{:<40} {:>12}  {} steps replayed, batches from {} x {} to {} x {} tokens; allocated is the largest's\n",
+                "batch lengths vary",
+                format!("lens={}", plan.lengths.key()),
+                batches.len(),
+                few.sequences,
+                few.len,
+                most.sequences,
+                most.len
+            ));
+        }
     }
     if e.host_bytes > 0 {
         out.push_str(&format!(

@@ -57,6 +57,8 @@ pub struct Profile {
     /// A quantized base quantizes a vision tower's encoder linears (transformers' bitsandbytes integration skips
     /// only `lm_head`; Unsloth's `SKIP_QUANTIZATION_MODULES` keeps vision towers and projectors in 16-bit).
     pub quantizes_vision_tower: bool,
+    /// Batches of varying length go padding-free: one row of the sequences' real lengths (Unsloth's `SFTTrainer`).
+    pub padding_free: bool,
     /// `gc=offload` is the framework's: each checkpointed layer input goes to pinned CPU memory (Unsloth's
     /// `UnslothCheckpointFunction`).
     pub offloads_checkpoints: bool,
@@ -256,6 +258,7 @@ const HF: Profile = Profile {
     expert_storage_from_plan: true,
     unties_head: false,
     quantizes_vision_tower: true,
+    padding_free: false,
     offloads_checkpoints: false,
     lora_kernels: false,
     quantizes_head: false,
@@ -303,6 +306,7 @@ const TORCHTUNE: Profile = Profile {
     expert_storage_from_plan: false,
     unties_head: false,
     quantizes_vision_tower: true,
+    padding_free: false,
     offloads_checkpoints: false,
     lora_kernels: false,
     quantizes_head: false,
@@ -350,6 +354,7 @@ const LITGPT: Profile = Profile {
     expert_storage_from_plan: false,
     unties_head: true,
     quantizes_vision_tower: true,
+    padding_free: false,
     offloads_checkpoints: false,
     lora_kernels: false,
     quantizes_head: true,
@@ -394,6 +399,7 @@ const WEBGPU: Profile = Profile {
     expert_storage_from_plan: false,
     unties_head: false,
     quantizes_vision_tower: true,
+    padding_free: false,
     offloads_checkpoints: false,
     lora_kernels: false,
     quantizes_head: false,
@@ -448,6 +454,7 @@ const UNSLOTH: Profile = Profile {
     expert_storage_from_plan: true,
     unties_head: false,
     quantizes_vision_tower: false,
+    padding_free: true,
     offloads_checkpoints: true,
     lora_kernels: true,
     quantizes_head: false,

@@ -84,7 +84,8 @@ impl StepEvents {
     }
 }
 
-/// The allocation sequence of `plan` on `arch`, built from the quantities [`super::estimate`] sums.
+/// The allocation sequence of `plan` on `arch`, built from the quantities [`super::estimate`] sums (for batches of
+/// varying length, one step of the largest).
 pub fn allocation_events(arch: &Architecture, plan: &Plan) -> StepEvents {
     // The same runs as `estimate`: the attention transformers actually runs, and a layer split's fullest GPU.
     match runs(arch, plan) {
@@ -94,6 +95,11 @@ pub fn allocation_events(arch: &Architecture, plan: &Plan) -> StepEvents {
             return allocation_events(&slice, &whole);
         }
         Runs::AsPlanned => {}
+    }
+    // Batches of varying length: one step of the largest batch, which is what the engine's figures count.
+    if let Some(shapes) = super::lengths::batch_shapes(arch, plan) {
+        let largest = super::lengths::at_shape(plan, super::lengths::largest(&shapes));
+        return allocation_events(arch, &largest);
     }
     let st = stages(arch, plan);
     step_events(&st, usize::MAX).unwrap_or_default()

@@ -1,12 +1,14 @@
-//! Runs whose batches vary in length (`lens=padded` or `grouped`): the lengths of the steps the allocator replay
+//! Runs whose batches vary in length (`lens=padded` or `grouped`): the batches of the steps the allocator replay
 //! runs, drawn from the plan's length distribution with a fixed seed, and those steps' events one after another on
-//! one allocator. Everything allocated is the longest batch's, a fixed-length plan of `lmax` tokens (one
-//! accounting engine); what varying lengths change is what the caching allocator keeps between steps.
+//! one allocator. Everything allocated is the largest batch's, a fixed-length plan of its shape (`b` x `lmax`, or
+//! padding-free one row of its sequences' lengths: one accounting engine); what varying lengths change besides is
+//! what the caching allocator keeps between steps.
 
 use super::events::{step_events, StepEvents};
 use super::stages;
 use crate::arch::Architecture;
-use crate::plan::{LengthStats, Lens, Plan};
+use crate::plan::{LengthStats, Lens, Loss, Plan};
+use crate::profile::Profile;
 
 /// Steps replayed, each at its own batch length.
 pub(super) const STEPS: usize = 16;
@@ -21,35 +23,78 @@ const MAX_DRAWS_PER_BATCH: u64 = 256;
 /// The Trainer's `LengthGroupedSampler` sorts megabatches of 50 batches' sequences by length.
 const MEGABATCH_BATCHES: u64 = 50;
 
-/// The plan as one batch of `len` tokens a sequence, every batch alike.
-pub(super) fn at_length(plan: &Plan, len: u64) -> Plan {
+/// One replayed step's batch: `sequences` rows of `len` tokens each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub sequences: u64,
+    pub len: u64,
+}
+
+impl Shape {
+    pub(super) fn tokens(self) -> u64 {
+        self.sequences.saturating_mul(self.len)
+    }
+}
+
+/// The plan as one batch of `shape`, every batch alike.
+pub(super) fn at_shape(plan: &Plan, shape: Shape) -> Plan {
     Plan {
-        seq_len: len,
+        micro_batch: shape.sequences,
+        seq_len: shape.len,
         lengths: Lens::Fixed,
         len_mean: None,
         len_sd: None,
         len_max: None,
-        prompt_tokens: plan.prompt_tokens.filter(|p| *p < len),
+        prompt_tokens: plan.prompt_tokens.filter(|p| *p < shape.len),
         ..plan.clone()
     }
 }
 
-/// The padded length of each replayed step, in order; `None` where every batch is `b` x `s` (`fixed`, `packed`).
-/// Padded batches come in random order, one of them the dataset's longest sequence (`lmax`), at a seeded place;
-/// grouped ones longest first, each batch the longest of a run of sorted sequences, as the Trainer's sampler
-/// orders a megabatch.
-pub(super) fn batch_lengths(plan: &Plan) -> Option<Vec<u64>> {
+/// Model types Unsloth's `SFTTrainer` patch does not batch padding-free (`PADDING_FREE_BLOCKLIST`).
+const PADDING_FREE_BLOCKED: &[&str] = &["gemma2", "gpt_oss"];
+
+/// Whether the framework batches varying lengths padding-free: Unsloth's `SFTTrainer` turns `padding_free` on when
+/// the config leaves it unset, except for the models it blocks and with `UNSLOTH_RETURN_LOGITS=1` (`loss=kernel`).
+/// A padding-free batch is one row of its sequences' real lengths.
+fn padding_free(arch: &Architecture, plan: &Plan) -> bool {
+    Profile::of(plan.framework).padding_free
+        && plan.loss != Loss::Kernel
+        && !PADDING_FREE_BLOCKED.contains(&arch.model_type.as_str())
+}
+
+/// Each replayed step's batch, in order; `None` where every batch is `b` x `s` (`fixed`, `packed`). Padded batches
+/// come in random order, one of them holding the dataset's longest sequence (`lmax`), at a seeded place; grouped
+/// ones longest first, each batch a run of sorted sequences, as the Trainer's sampler orders a megabatch. A
+/// batch is its sequences padded to the longest of them, or, padding-free, one row of their real lengths (a batch
+/// of more than [`MAX_DRAWS_PER_BATCH`] sequences scaled from that many).
+pub(super) fn batch_shapes(arch: &Architecture, plan: &Plan) -> Option<Vec<Shape>> {
     let stats = plan.length_stats();
     let draws = plan.micro_batch.clamp(1, MAX_DRAWS_PER_BATCH) as usize;
+    let free = padding_free(arch, plan);
+    let shape = |batch: &[u64]| -> Shape {
+        if free {
+            let sum: u64 = batch.iter().sum();
+            let len = (sum as u128 * plan.micro_batch as u128 / batch.len().max(1) as u128) as u64;
+            Shape {
+                sequences: 1,
+                len: len.max(1),
+            }
+        } else {
+            Shape {
+                sequences: plan.micro_batch,
+                len: batch.iter().copied().max().unwrap_or(1),
+            }
+        }
+    };
     let mut rng = SplitMix(SEED);
-    let lengths = match plan.lengths {
+    let batches: Vec<Vec<u64>> = match plan.lengths {
         Lens::Fixed | Lens::Packed => return None,
         Lens::Padded => {
-            let mut batches: Vec<u64> = (0..STEPS)
-                .map(|_| (0..draws).map(|_| draw(&mut rng, stats)).max().unwrap_or(1))
+            let mut batches: Vec<Vec<u64>> = (0..STEPS)
+                .map(|_| (0..draws).map(|_| draw(&mut rng, stats)).collect())
                 .collect();
             let at = (rng.next() % STEPS as u64) as usize;
-            batches[at] = stats.max;
+            batches[at][0] = stats.max;
             batches
         }
         Lens::Grouped => {
@@ -61,11 +106,23 @@ pub(super) fn batch_lengths(plan: &Plan) -> Option<Vec<u64>> {
             sequences
                 .chunks(draws)
                 .take(STEPS)
-                .map(|batch| batch[0])
+                .map(<[u64]>::to_vec)
                 .collect()
         }
     };
-    Some(lengths)
+    Some(batches.iter().map(|b| shape(b)).collect())
+}
+
+/// The step with the most tokens: what the replayed run allocates at its largest.
+pub(super) fn largest(shapes: &[Shape]) -> Shape {
+    shapes
+        .iter()
+        .copied()
+        .max_by_key(|s| s.tokens())
+        .unwrap_or(Shape {
+            sequences: 1,
+            len: 1,
+        })
 }
 
 /// One sequence's length: normal with the plan's mean and standard deviation, rounded, within 1 and `lmax`.
@@ -91,29 +148,32 @@ impl SplitMix {
     }
 }
 
-/// The replayed run: the longest plan's setup, then one step at each of `lengths` in order, each step's events
-/// those of the plan at that length. `None` past `max_events` (the replay falls back to its rule).
+/// The replayed run: the largest step's setup, then one step at each of `shapes` in order, each step's events
+/// those of the plan at that shape. `None` past `max_events` (the replay falls back to its rule).
 pub(super) fn varying_events(
     arch: &Architecture,
     plan: &Plan,
     longest: &StepEvents,
-    lengths: &[u64],
+    shapes: &[Shape],
     max_events: usize,
 ) -> Option<StepEvents> {
-    let mut distinct: Vec<u64> = lengths.to_vec();
-    distinct.sort_unstable();
-    distinct.dedup();
+    let mut distinct: Vec<Shape> = Vec::new();
+    for s in shapes {
+        if !distinct.contains(s) {
+            distinct.push(*s);
+        }
+    }
     let mut budget = max_events.checked_sub(longest.len())?;
-    let mut steps: Vec<(u64, StepEvents)> = Vec::with_capacity(distinct.len());
-    for len in distinct {
-        let p = at_length(plan, len);
+    let mut steps: Vec<(Shape, StepEvents)> = Vec::with_capacity(distinct.len());
+    for shape in distinct {
+        let p = at_shape(plan, shape);
         let events = step_events(&stages(arch, &p), budget)?;
         budget = budget.checked_sub(events.len())?;
-        steps.push((len, events));
+        steps.push((shape, events));
     }
     let mut step = Vec::new();
-    for len in lengths {
-        let (_, events) = steps.iter().find(|(l, _)| l == len)?;
+    for shape in shapes {
+        let (_, events) = steps.iter().find(|(s, _)| s == shape)?;
         step.extend(events.step.iter().cloned());
     }
     Some(StepEvents {

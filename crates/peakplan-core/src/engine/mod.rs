@@ -26,6 +26,7 @@ mod trainable;
 mod working;
 
 pub use events::{allocation_events, StepEvents};
+pub use lengths::Shape;
 pub use reserved::{CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
 pub use result::{Category, Estimate, Kind, Phase, PhaseMemory};
 
@@ -69,11 +70,12 @@ fn runs(arch: &Architecture, plan: &Plan) -> Runs {
     }
 }
 
-/// The padded length of each step the allocator replays for a plan whose batches vary in length (`lens=padded`
-/// or `grouped`), in order: 16 steps drawn from its length distribution with a fixed seed, one of them the
-/// longest sequence (`lmax`); `None` where every batch is `b` x `s`.
-pub fn replayed_lengths(plan: &Plan) -> Option<Vec<u64>> {
-    lengths::batch_lengths(plan)
+/// The batch of each step the allocator replays for a plan whose batches vary in length (`lens=padded` or
+/// `grouped`), in order: 16 steps drawn from its length distribution with a fixed seed, one of them holding the
+/// longest sequence (`lmax`); each `b` sequences padded to their longest, or, where the framework batches
+/// padding-free (Unsloth), one row of their real lengths. `None` where every batch is `b` x `s`.
+pub fn replayed_batches(arch: &Architecture, plan: &Plan) -> Option<Vec<Shape>> {
+    lengths::batch_shapes(arch, plan)
 }
 
 /// What a plan needs on a card of `capacity_bytes`, as an answer says it: [`needs_bytes`] where it agrees with the
@@ -154,11 +156,11 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
     }
     // Batches that vary in length: everything allocated is the longest batch's; the replay runs a step at each
     // drawn length.
-    let lengths = lengths::batch_lengths(plan);
+    let shapes = lengths::batch_shapes(arch, plan);
     let longest;
-    let plan = match lengths {
-        Some(_) => {
-            longest = lengths::at_length(plan, plan.length_stats().max);
+    let plan = match &shapes {
+        Some(s) => {
+            longest = lengths::at_shape(plan, lengths::largest(s));
             &longest
         }
         None => plan,
@@ -199,9 +201,9 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
             replays,
             |max_events| {
                 let events = events::step_events(&st, max_events)?;
-                match &lengths {
+                match &shapes {
                     None => Some(events),
-                    Some(ls) => lengths::varying_events(arch, plan, &events, ls, max_events),
+                    Some(s) => lengths::varying_events(arch, plan, &events, s, max_events),
                 }
             },
             timeline.peak,

@@ -3,7 +3,12 @@
 //! drawn lengths on one allocator. Fixed and packed plans are what they always were.
 
 use peakplan_core::plan::{Lens, Plan};
-use peakplan_core::{estimate, preset_arch, replayed_lengths, Kind};
+use peakplan_core::{estimate, preset_arch, replayed_batches, Kind};
+
+/// The padded length of each replayed step (the Trainer's batches: `b` sequences each).
+fn replayed_lengths(p: &Plan) -> Option<Vec<u64>> {
+    replayed_batches(preset_arch(p), p).map(|b| b.iter().map(|s| s.len).collect())
+}
 
 fn plan(q: &str) -> Plan {
     let p = Plan::parse_query(q);

@@ -315,3 +315,44 @@ fn the_advisor_offers_unsloth_where_it_runs_the_plan_and_its_own_levers_under_it
         "{keys:?}"
     );
 }
+
+#[test]
+fn unsloth_batches_varying_lengths_padding_free() {
+    use peakplan_core::{preset_arch, replayed_batches};
+    // Unsloth's SFTTrainer turns padding_free on: a batch is one row of its sequences' real lengths, so the
+    // largest step allocates for the sum of its lengths, not b x the longest.
+    let q = |fw: &str| {
+        let base = format!(
+            "model=llama-3.1-8b&method=qlora&b=8&s=4096&lens=padded&lmean=300&lsd=200&fw={fw}"
+        );
+        Plan::parse_query(&base).plan
+    };
+    let (u, hf) = (q("unsloth"), q("hf"));
+    let arch = preset_arch(&u);
+    let ub = replayed_batches(arch, &u).unwrap();
+    assert!(ub.iter().all(|s| s.sequences == 1), "{ub:?}");
+    // One batch holds the longest sequence (4,096 tokens) beside seven others.
+    let biggest = ub.iter().map(|s| s.len).max().unwrap();
+    assert!(biggest > 4096 && biggest < 8 * 4096, "{ub:?}");
+    // The Trainer pads: 8 sequences of the longest's length.
+    let hb = replayed_batches(arch, &hf).unwrap();
+    assert!(
+        hb.iter().all(|s| s.sequences == 8) && hb.iter().any(|s| s.len == 4096),
+        "{hb:?}"
+    );
+    // Allocated: the largest step's, as a fixed plan of one row of that many tokens.
+    let one_row = Plan::parse_query(&format!(
+        "model=llama-3.1-8b&method=qlora&b=1&s={biggest}&fw=unsloth"
+    ))
+    .plan;
+    assert_eq!(
+        estimate(arch, &u).peak_allocated_bytes,
+        estimate(arch, &one_row).peak_allocated_bytes
+    );
+    // Not with the loss kernel (UNSLOTH_RETURN_LOGITS=1 turns padding-free off).
+    let kernel = Plan::parse_query_over(u.clone(), "loss=kernel").plan;
+    assert!(replayed_batches(arch, &kernel)
+        .unwrap()
+        .iter()
+        .all(|s| s.sequences == 8));
+}
