@@ -98,7 +98,8 @@ fn lengths_beyond_the_sequence_are_refused_saying_why() {
     // A dataset's mean before truncation may exceed the longest: its sequences are cut to it.
     assert_eq!(p.plan.len_mean, Some(1500));
     let cut = replayed_lengths(&p.plan).unwrap();
-    assert!(cut.iter().filter(|l| **l == 1024).count() >= 12, "{cut:?}");
+    // Three in four sequences of 1,500 ± 750 tokens are past 1,024: most steps are cut.
+    assert!(cut.iter().filter(|l| **l == 1024).count() >= 8, "{cut:?}");
     let bad = Plan::parse_query("lens=sorted");
     assert!(bad.diagnostics[0]
         .message
