@@ -18,6 +18,20 @@ fn konst(q: &str, src: &str, name: &str) -> String {
     constant(src, name).unwrap_or_else(|| panic!("{q}: no {name}"))
 }
 
+/// The script's predicted peaks are the estimate's.
+fn predicts(q: &str, src: &str, e: &peakplan_core::Estimate) {
+    assert_eq!(
+        konst(q, src, "PREDICTED_PEAK_ALLOCATED_BYTES"),
+        e.peak_allocated_bytes.to_string(),
+        "{q}"
+    );
+    assert_eq!(
+        konst(q, src, "PREDICTED_PEAK_RESERVED_BYTES"),
+        e.peak_reserved_bytes.to_string(),
+        "{q}"
+    );
+}
+
 /// Every script is valid Python (when python3 is there).
 #[test]
 fn python_exports_compile() {
@@ -56,16 +70,7 @@ fn python_exports_name_the_plan_and_its_prediction() {
         hf.offload_activations = false;
         hf.hold_logits_bits = 0;
         let e = estimate(preset_arch(&p), &hf);
-        assert_eq!(
-            c("PREDICTED_PEAK_ALLOCATED_BYTES"),
-            e.peak_allocated_bytes.to_string(),
-            "{q}"
-        );
-        assert_eq!(
-            c("PREDICTED_PEAK_RESERVED_BYTES"),
-            e.peak_reserved_bytes.to_string(),
-            "{q}"
-        );
+        predicts(q, &src, &e);
         assert!(src.contains("torch.cuda.max_memory_allocated()"), "{q}");
         assert!(src.contains("torch.cuda.max_memory_reserved()"), "{q}");
         let deepspeed = p.gpus > 1
@@ -457,16 +462,7 @@ fn python_exports_of_preference_tasks_drive_trl() {
         );
         assert!(src.contains(" trl datasets"), "{q}");
         let e = estimate(preset_arch(&p), &p);
-        assert_eq!(
-            c("PREDICTED_PEAK_ALLOCATED_BYTES"),
-            e.peak_allocated_bytes.to_string(),
-            "{q}"
-        );
-        assert_eq!(
-            c("PREDICTED_PEAK_RESERVED_BYTES"),
-            e.peak_reserved_bytes.to_string(),
-            "{q}"
-        );
+        predicts(q, &src, &e);
         all.push(src);
     }
     // An SFT plan's script has none of it.
