@@ -268,10 +268,7 @@ fn unsloth_changes(plan: &Plan, c: &mut Vec<Change>) {
     let mut switched = plan.clone();
     Framework::Unsloth.apply_defaults(&mut switched);
     // Only where Unsloth runs the plan as it stands (no ZeRO, no torchtune offloading, a loss it has).
-    if !Plan::parse_query(&switched.to_query())
-        .diagnostics
-        .is_empty()
-    {
+    if !switched.keys_agree() {
         return;
     }
     let moved: Vec<Setting> = ["opt", "gc", "loss", "alloc", "adtype"]

@@ -437,7 +437,6 @@ const WEBGPU: Profile = Profile {
 /// `expandable_segments` set at import.
 const UNSLOTH: Profile = Profile {
     label: "Unsloth",
-    offered_on_page: true,
     defaults: Defaults {
         adapter_dtype: DType::Fp32,
         optimizer: Optimizer::Adamw8bit,
@@ -446,46 +445,21 @@ const UNSLOTH: Profile = Profile {
         allocator: Alloc::Expandable,
     },
     defaults_in_links: true,
-    default_shard: Shard::Fsdp1,
-    default_wrap: Wrap::Lora,
-    default_grad_sync: GradSync::Accumulate,
-    embedding_and_head_own_units: false,
-    sinks_force_eager: true,
-    expert_storage_from_plan: true,
-    unties_head: false,
     quantizes_vision_tower: false,
     padding_free: true,
     offloads_checkpoints: true,
     lora_kernels: true,
-    quantizes_head: false,
-    quant_constants_in_weight: false,
-    rmsnorm_weight_in_fp32: false,
-    gelu_new_unfused: true,
-    qkv_views: QkvViews::WhereTheModelFuses,
-    fused_qkv_lora: false,
-    own_attention_kernel: false,
-    fused_mlp_activation: false,
-    first_layer_spares_input_grad: true,
-    first_norm_spared: true,
-    backward_grads: BackwardGrads::Autograd,
-    dequantizes_dense: true,
-    device_tables: false,
-    // Unsloth has no plain cross-entropy over returned logits: with `UNSLOTH_RETURN_LOGITS=1` its forward returns
-    // the 16-bit logits and its cross-entropy kernel (`loss=kernel`) takes them.
-    standard_loss: StandardLoss::UpcastModelLogits,
-    chunked_loss: ChunkedLoss::HeadUpcastPerChunk,
-    kernel_loss: KernelLoss::InPlaceGradient,
     fused_loss: FusedLoss::UnslothChunks,
+    // No plain cross-entropy over returned logits: with `UNSLOTH_RETURN_LOGITS=1` its forward returns the 16-bit
+    // logits to its cross-entropy kernel (`loss=kernel`).
     losses: &[Loss::Fused, Loss::Kernel],
-    head_chunk_tokens: None,
     loop_may_hold_logits: false,
     // The cross-entropy kernel softcaps inside itself.
     softcap_output_kept: false,
-    returns_kv_cache: true,
-    head_lora_out_of_place: true,
-    head_grad_after_loss: true,
-    graph_held_to_next_forward: false,
-    python_export_runs: Framework::Hf,
+    // Its export is Unsloth's own script (`interop/unsloth.rs`).
+    python_export_runs: Framework::Unsloth,
+    // Everything else is transformers' model code and the Trainer's, as under Hugging Face.
+    ..HF
 };
 
 impl Profile {

@@ -51,7 +51,7 @@ const HOST_STAGING_ELEMENTS: Count = 128.0 * 1024.0;
 /// GPU reload buffers an offloaded checkpoint comes back into: Unsloth adds a second (double buffering, so one
 /// layer's reload overlaps the next one's backward) at the second step when 512 MiB of the card are free; the plan
 /// assumes they are (one buffer less on a card with less to spare).
-const RELOAD_BUFFERS: Count = 2.0;
+pub(super) const RELOAD_BUFFERS: u64 = 2;
 
 pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
     let (arch, plan, n, h) = (s.arch, s.plan, s.tokens, s.hidden);
@@ -104,7 +104,7 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
         let staging =
             s.d.residual * (HOST_STAGING_BUFFERS - offloaded).max(0.0) * HOST_STAGING_ELEMENTS;
         (
-            RELOAD_BUFFERS * input,
+            RELOAD_BUFFERS as Count * input,
             offloaded * input.max(s.d.residual * HOST_STAGING_ELEMENTS) + staging,
         )
     } else {

@@ -476,7 +476,7 @@ impl<'s, 'a> Builder<'s, 'a> {
     fn reload_buffers(&self) -> Vec<u64> {
         let v = self.st.acts.reload_buffers;
         if v > 0.0 {
-            split(v, 2)
+            split(v, super::activations::RELOAD_BUFFERS)
         } else {
             Vec::new()
         }

@@ -68,6 +68,10 @@ fn padding_free(arch: &Architecture, plan: &Plan) -> bool {
 /// batch is its sequences padded to the longest of them, or, padding-free, one row of their real lengths (a batch
 /// of more than [`MAX_DRAWS_PER_BATCH`] sequences scaled from that many).
 pub(super) fn batch_shapes(arch: &Architecture, plan: &Plan) -> Option<Vec<Shape>> {
+    // Every estimate asks: a plan whose batches do not vary answers at once.
+    if !plan.lengths.varies() {
+        return None;
+    }
     let stats = plan.length_stats();
     let draws = plan.micro_batch.clamp(1, MAX_DRAWS_PER_BATCH) as usize;
     let free = padding_free(arch, plan);
@@ -87,28 +91,24 @@ pub(super) fn batch_shapes(arch: &Architecture, plan: &Plan) -> Option<Vec<Shape
         }
     };
     let mut rng = SplitMix(SEED);
-    let batches: Vec<Vec<u64>> = match plan.lengths {
-        Lens::Fixed | Lens::Packed => return None,
-        Lens::Padded => {
-            let mut batches: Vec<Vec<u64>> = (0..STEPS)
-                .map(|_| (0..draws).map(|_| draw(&mut rng, stats)).collect())
-                .collect();
-            let at = (rng.next() % STEPS as u64) as usize;
-            batches[at][0] = stats.max;
-            batches
-        }
-        Lens::Grouped => {
-            let mut sequences: Vec<u64> = (0..draws * MEGABATCH_BATCHES as usize)
-                .map(|_| draw(&mut rng, stats))
-                .collect();
-            sequences.sort_unstable_by(|a, b| b.cmp(a));
-            sequences[0] = stats.max;
-            sequences
-                .chunks(draws)
-                .take(STEPS)
-                .map(<[u64]>::to_vec)
-                .collect()
-        }
+    let batches: Vec<Vec<u64>> = if plan.lengths == Lens::Grouped {
+        let mut sequences: Vec<u64> = (0..draws * MEGABATCH_BATCHES as usize)
+            .map(|_| draw(&mut rng, stats))
+            .collect();
+        sequences.sort_unstable_by(|a, b| b.cmp(a));
+        sequences[0] = stats.max;
+        sequences
+            .chunks(draws)
+            .take(STEPS)
+            .map(<[u64]>::to_vec)
+            .collect()
+    } else {
+        let mut batches: Vec<Vec<u64>> = (0..STEPS)
+            .map(|_| (0..draws).map(|_| draw(&mut rng, stats)).collect())
+            .collect();
+        let at = (rng.next() % STEPS as u64) as usize;
+        batches[at][0] = stats.max;
+        batches
     };
     Some(batches.iter().map(|b| shape(b)).collect())
 }

@@ -7,8 +7,8 @@ use super::setup::{
     adapted, bnb_saves_input, key_positions, parametrized, prefix_tokens, quantizes, Dtypes, Setup,
 };
 use super::trainable::oft_blocks;
-use crate::arch::{Architecture, Linear, LinearInput, Mlp, Norm, QkNorm, Target};
-use crate::plan::{Attn, Method, Peft, Plan, Quant, TokenTraining};
+use crate::arch::{Architecture, Linear, LinearInput, Mlp, Norm, QkNorm};
+use crate::plan::{Attn, Method, Peft, Plan, Quant, Targets, TokenTraining};
 use crate::profile::{Profile, QkvViews};
 
 /// Bytes one layer keeps for backward: the s^2 attention scores apart from the rest.
@@ -208,17 +208,7 @@ pub(super) fn unsloth_kernels(s: &Setup, plan: &Plan) -> bool {
         && arch.mlp == Mlp::Gated
         && arch.experts <= 1
         && !arch.qkv_bias
-        && [
-            Target::Q,
-            Target::K,
-            Target::V,
-            Target::O,
-            Target::Gate,
-            Target::Up,
-            Target::Down,
-        ]
-        .iter()
-        .all(|t| plan.targets.contains(*t))
+        && plan.targets.covers(Targets::ALL_LINEAR)
 }
 
 /// One layer under Unsloth's kernels. `Fast_RMS_Layernorm` keeps its input and the fp32 inverse RMS of each token;

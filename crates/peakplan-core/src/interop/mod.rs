@@ -124,7 +124,10 @@ pub fn export(plan: &Plan, arch: &Architecture, format: ExportFormat) -> String 
         p.model = m;
     }
     match format {
-        ExportFormat::Python if p.framework == crate::plan::Framework::Unsloth => {
+        ExportFormat::Python
+            if crate::profile::Profile::of(p.framework).python_export_runs
+                == crate::plan::Framework::Unsloth =>
+        {
             unsloth::script(&p, arch)
         }
         ExportFormat::Python => python::script(&p, arch),

@@ -4,8 +4,8 @@
 //! arguments, into a plan under `fw=unsloth`. Export: the Python export of an `fw=unsloth` plan is a runnable
 //! Unsloth script (`unsloth.py.tmpl`) that prints the measured peaks beside the prediction.
 
-use super::fields::{get_set, Reader};
-use super::names::target_module_names;
+use super::fields::{get_set, preset_for_hf_id, Reader};
+use super::names::module_names;
 use super::py::{py_list, py_str};
 use super::template::{render, vars, PY_BOOLS};
 use super::{model_repo, num};
@@ -24,10 +24,8 @@ pub(super) fn script(plan: &Plan, arch: &Architecture) -> String {
     let e = estimate(arch, plan);
     let query = plan.to_query();
     let repo = model_repo(plan, arch).unwrap_or_else(|| arch.model_type.clone());
-    let target_modules = match target_module_names(arch, plan.targets) {
-        Some(names) => py_list(&names),
-        None => py_list(&super::names::module_names(arch, plan.targets)),
-    };
+    // Unsloth takes module names only (no `all-linear`).
+    let target_modules = py_list(&module_names(arch, plan.targets));
     let full = plan.method == Method::Full;
     let qlora = plan.method == Method::Qlora;
     let bf16 = matches!(plan.precision, Precision::AmpBf16 | Precision::Bf16);
@@ -263,7 +261,8 @@ fn literal(text: &str) -> Option<Value> {
 pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     r.fact("fw", "unsloth", "FastLanguageModel");
     let flag = |r: &mut Reader, key: &str| get_set(map, key).and_then(|v| r.flag(key, v));
-    if flag(r, "full_finetuning") == Some(true) {
+    let full = flag(r, "full_finetuning") == Some(true);
+    if full {
         r.fact("method", "full", "full_finetuning");
     } else if flag(r, "load_in_8bit") == Some(true) {
         r.fact("method", "qlora", "load_in_8bit");
@@ -276,7 +275,6 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     } else {
         r.fact("method", "lora", "load_in_4bit");
     }
-    let full = flag(r, "full_finetuning") == Some(true);
     for (key, v) in map {
         let k = key.as_str();
         match k {
@@ -359,10 +357,7 @@ fn model(r: &mut Reader, field: &str, v: &Value) {
         return;
     };
     let base = unsloth_base_name(id);
-    match super::table(crate::presets::MODELS).iter().find(|m| {
-        let last = m.hf_id.rsplit('/').next().unwrap_or(m.hf_id);
-        last.eq_ignore_ascii_case(&base) || m.id.eq_ignore_ascii_case(&base)
-    }) {
+    match preset_for_hf_id(&base) {
         Some(m) => {
             if !m.hf_id.eq_ignore_ascii_case(id) {
                 r.note_fmt(format_args!(

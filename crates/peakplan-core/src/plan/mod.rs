@@ -344,6 +344,11 @@ impl Plan {
 }
 
 impl Plan {
+    /// Whether the plan breaks none of the rules between keys, as its link would parse without a diagnostic.
+    pub(crate) fn keys_agree(&self) -> bool {
+        self.clone().check_between_keys().is_empty()
+    }
+
     /// The rules between keys, checked once every key is read (so their order in a query does not matter): a
     /// key that breaks one goes back to its default (which never does) and its message is returned.
     fn check_between_keys(&mut self) -> Vec<(&'static str, String)> {

@@ -386,6 +386,10 @@ impl Targets {
     pub fn contains(self, t: Target) -> bool {
         self.0 & t.bit() != 0
     }
+    /// Whether every target of `other` is in this set.
+    pub fn covers(self, other: Targets) -> bool {
+        self.0 & other.0 == other.0
+    }
     pub fn with(self, t: Target, on: bool) -> Targets {
         if on {
             Targets(self.0 | t.bit())
