@@ -65,16 +65,7 @@ ZERO=1 run ds1-lora-w2 2 "--ds 1" "$LORA&$BF&shard=deepspeed"
 # DistributedDataParallel: every GPU holds the whole model, and the gradient buckets beside the gradients.
 ZERO=0 run ddp-lora-w2 2 "--ddp" "$LORA&$BF"
 ZERO=0 run ddp-full-w2 2 "--ddp --full" "method=full&$BF"
-# Not replayed (traced peaks of the largest rank, L1 and L2, against the engine's):
-# - ZeRO-2 full: 537.2 and 581.5 MB at the optimizer step (engine 534.0 and 574.5 MB, in backward). On a CPU,
-#   DeepSpeed hands torch's AdamW CPU tensors, which step without foreach (one more fp32 partition-sized
-#   temporary than CUDA's foreach step), and a rank-dependent vocab x hidden 16-bit buffer sits beside the step.
-#   ZERO=2 run ds2-full-w2 2 "--ds 2 --full" "method=full&$BF&shard=deepspeed"
-# - ZeRO-3 full: 570.6 and 614.2 MB (engine 570.0 and 607.2: one layer 14% under, more of the layers prefetched
-#   than the engine's two); LoRA: 282.4 and 303.2 MB, 336 MB on alternate steps when the frozen embedding is
-#   gathered too (engine 281.9 and 294.4).
-#   run ds3-full-w2 2 "--ds 3 --full" "method=full&$BF&shard=deepspeed"
-#   run ds3-lora-w2 2 "--ds 3" "$LORA&$BF&shard=deepspeed"
+# ZeRO-2 full fine-tuning, ZeRO-3 and DeepSpeed's own sizes: ds_cpu.sh.
 
 # A 1,000-token vocabulary and a wide MLP: the layers' backward is the peak, with the running layer, the next one
 # prefetched (none when adapters are units of their own) and the root unit. The same model unsharded (WORLD 1,

@@ -44,6 +44,17 @@ def args():
     ap.add_argument("--fsdp", type=int, default=1, choices=(1, 2))
     ap.add_argument("--ds", type=int, default=0, choices=(0, 1, 2, 3), help="DeepSpeed ZeRO stage instead of FSDP")
     ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel (no sharding) instead of FSDP")
+    # DeepSpeed's sizes (elements; 0 leaves the Trainer's `auto` fill) and switches, as the plan keys name them.
+    for key in ("sub", "rbucket", "agbucket", "prefetch", "live", "reuse", "persist"):
+        ap.add_argument(f"--ds-{key}", type=int, default=0)
+    ap.add_argument("--ds-overlap", type=int, default=-1, choices=(-1, 0, 1), help="-1: DeepSpeed's default")
+    ap.add_argument("--ds-contig", type=int, default=1, choices=(0, 1))
+    ap.add_argument("--zinit", type=int, default=1, choices=(0, 1),
+                    help="ZeRO-3: build the model inside zero.Init (partitioned as it is made) or whole first")
+    ap.add_argument("--ds-opt", default="torch", choices=("torch", "fused"),
+                    help="torch's AdamW, or DeepSpeed's FusedAdam (what a config's \"AdamW\" runs on a GPU)")
+    ap.add_argument("--load", action="store_true",
+                    help="print the peak of loading (building the model and DeepSpeed's initialize) instead")
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--qlora", action="store_true", help="a bitsandbytes NF4 base stored in bf16 (quant_storage), "
                     "as the Trainer shards QLoRA")
@@ -140,20 +151,39 @@ def wrap_fsdp2(a, model):
     return model
 
 
+def ds_config(a):
+    """The DeepSpeed config the Trainer would hand over: bf16 (fp32 master partitions of the trainable parameters
+    come with it), the Trainer's "auto" sizes (hidden^2, 0.9 hidden^2 and 10 hidden) unless a flag sets one, and
+    AdamW: torch's (`torch_adam`) or DeepSpeed's FusedAdam, which a GPU runs for "AdamW" (on the CPU accelerator
+    its CPU build: in place, as CUDA's multi-tensor kernel)."""
+    h = a.hidden
+    zero = {"stage": a.ds, "reduce_bucket_size": a.ds_rbucket or h * h, "contiguous_gradients": bool(a.ds_contig)}
+    if a.ds_agbucket:
+        zero["allgather_bucket_size"] = a.ds_agbucket
+    if a.ds_sub:
+        zero["sub_group_size"] = a.ds_sub
+    if a.ds_overlap >= 0:
+        zero["overlap_comm"] = bool(a.ds_overlap)
+    if a.ds == 3:
+        zero.update(stage3_prefetch_bucket_size=a.ds_prefetch or int(0.9 * h * h),
+                    stage3_param_persistence_threshold=a.ds_persist or 10 * h)
+        if a.ds_live:
+            zero["stage3_max_live_parameters"] = a.ds_live
+        if a.ds_reuse:
+            zero["stage3_max_reuse_distance"] = a.ds_reuse
+    params = {"lr": 1e-4}
+    if a.ds_opt == "torch":
+        params["torch_adam"] = True
+    return {"train_micro_batch_size_per_gpu": a.b, "gradient_accumulation_steps": a.ga, "bf16": {"enabled": True},
+            "zero_optimization": zero, "optimizer": {"type": "AdamW", "params": params}}
+
+
 def wrap_deepspeed(a, model):
-    """DeepSpeed's engine on its CPU accelerator over gloo; bf16 (its fp32 master partitions of the trainable
-    parameters come with it), AdamW from torch, the Trainer's "auto" bucket sizes (hidden^2, 0.9 hidden^2 and
-    10 hidden)."""
+    """DeepSpeed's engine on its CPU accelerator over gloo (see `ds_config`)."""
     import deepspeed
 
-    h = a.hidden
-    zero = {"stage": a.ds, "reduce_bucket_size": h * h}
-    if a.ds == 3:
-        zero.update(stage3_prefetch_bucket_size=int(0.9 * h * h), stage3_param_persistence_threshold=10 * h)
-    conf = {"train_micro_batch_size_per_gpu": a.b, "gradient_accumulation_steps": a.ga, "bf16": {"enabled": True},
-            "zero_optimization": zero, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "torch_adam": True}}}
     params = [p for p in model.parameters() if p.requires_grad]
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=conf)
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=ds_config(a))
     return engine
 
 
@@ -170,10 +200,40 @@ def worker(rank, a, port, out):
     torch.set_num_threads(1)
     from memtrace import peak_of
 
-    model = build(a)
+    model = None if a.ds else build(a)
+
+    def load():
+        if a.load:
+            # A checkpoint loads in its 16-bit dtype (`from_pretrained(..., dtype=torch.bfloat16)`); made here from
+            # the config, the parameters are made in it too, not in fp32 first and cast.
+            torch.set_default_dtype(torch.bfloat16)
+        if a.ds == 3 and a.zinit:
+            # The Trainer's `from_pretrained` under ZeRO-3 (`is_deepspeed_zero3_enabled()`): each module is
+            # partitioned as it is made; without it the whole model is made first and partitioned by initialize.
+            import deepspeed
+            # zero.Init patches tensor construction; what imports torch._dynamo (transformers' generation
+            # utilities) must be imported before it.
+            __import__("torch._dynamo")
+            from transformers import LlamaForCausalLM  # noqa: F401
+            from transformers.models.llama import modeling_llama  # noqa: F401
+
+            with deepspeed.zero.Init(config_dict_or_path=ds_config(a)):
+                built = build(a)
+        else:
+            built = build(a)
+        return wrap_deepspeed(a, built) if a.ds else built
+
+    if a.load:
+        # Loading is what is measured: the model is made (on a GPU it is loaded there, here on the CPU, the
+        # accelerator) and DeepSpeed partitions it and makes its buffers.
+        loaded = []
+        out[rank] = peak_of(lambda: loaded.append(load()))["total"]
+        dist.barrier()
+        dist.destroy_process_group()
+        return
     # One process runs the same model unsharded: the reference a sharded step is compared with.
     if a.ds:
-        model = wrap_deepspeed(a, model)
+        model = load()
     elif a.ddp:
         # The Trainer's DDP: gradients reduced in 25 MB buckets, the buckets' flat buffers beside the gradients.
         # The reducer allocates them in C++ when it wraps the model, where the garbage collector cannot see them:
@@ -247,6 +307,10 @@ def worker(rank, a, port, out):
     result = peak_of(step)
     again = peak_of(step)
     out[rank] = result["total"] + (hidden if a.ddp else 0)
+    if a.ds:
+        # ZeRO-3 with a frozen embedding gathers it on some steps and not others (LoRA at two layers: 303 and
+        # 336 MB, the ranks out of step): a run's peak is the largest of four.
+        out[rank] = max([result["total"], again["total"]] + [peak_of(step)["total"] for _ in range(2)])
     if again["total"] != result["total"]:
         print(f"rank {rank}: steps differ, {result['total']} then {again['total']}", file=sys.stderr)
     dist.barrier()

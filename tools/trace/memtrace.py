@@ -27,12 +27,15 @@ def shape_args(ap):
 
 
 def live_bytes():
+    """Bytes of every CPU tensor storage the garbage collector can reach. Storages on other devices hold no memory
+    here: DeepSpeed's ZeRO-1 and 2 keep `meta` tensors of the trainable parameters' shapes, all at address 0, and
+    counting them (once, at that address) added whichever came first, a vocab x hidden one in a full fine-tune."""
     seen, total = set(), 0
     for obj in gc.get_objects():
         try:
             if torch.is_tensor(obj):
                 storage = obj.untyped_storage()
-                if storage.data_ptr() in seen or storage.nbytes() == 0:
+                if storage.data_ptr() in seen or storage.nbytes() == 0 or storage.device.type != "cpu":
                     continue
                 seen.add(storage.data_ptr())
                 total += storage.nbytes()

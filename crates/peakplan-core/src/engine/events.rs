@@ -193,6 +193,11 @@ enum Tag {
     ReferenceWeights = 39,
     ReferencePass = 40,
     ReloadBuffers = 41,
+    ReduceBuckets = 42,
+    BackwardBuckets = 43,
+    LoadedWhole = 44,
+    ReduceCopy = 45,
+    FirstPartition = 46,
 }
 
 /// The tag of `kind`'s block `index`.
@@ -447,8 +452,24 @@ impl<'s, 'a> Builder<'s, 'a> {
             .alloc(tag(Tag::DdpBuckets, 0), bytes(w.ddp_buckets));
         self.seq
             .alloc(tag(Tag::InputBuffers, 0), bytes(r.input_buffers));
-        // The base weights less what went apart: exact, as both are whole numbers.
-        let rest = r.base_weights - embedding - head;
+        // ZeRO-3's reduce bucket (made with the optimizer, after partitioning: here first, as the load moment
+        // counts it, being small beside the weights).
+        self.seq
+            .alloc(tag(Tag::ReduceBuckets, 0), bytes(w.reduce_buckets.resident));
+        // ZeRO-3 without `zero.Init`: the whole model first; the first parameter's partition (the embedding's)
+        // is made beside all of it, then each layer's whole weights give way to its partition.
+        let whole = if r.loaded_whole > 0.0 {
+            split(r.loaded_whole, self.layers)
+        } else {
+            Vec::new()
+        };
+        for (i, &part) in whole.iter().enumerate() {
+            self.seq.alloc(tag(Tag::LoadedWhole, i as u64), part);
+        }
+        self.seq
+            .alloc(tag(Tag::FirstPartition, 0), bytes(r.first_partition));
+        // The base weights less what went apart: exact, as all are whole numbers.
+        let rest = r.base_weights - embedding - head - bytes(r.first_partition) as Count;
         let layer_weights = split(rest, self.layers);
         let constants = split(r.quant_constants, self.layers);
         let adapters = split(r.adapter_weights, self.layers);
@@ -457,6 +478,9 @@ impl<'s, 'a> Builder<'s, 'a> {
                 return;
             }
             let i64 = i as u64;
+            if !whole.is_empty() {
+                self.seq.free(tag(Tag::LoadedWhole, i64));
+            }
             self.seq
                 .alloc(tag(Tag::LayerWeights, i64), layer_weights[i]);
             self.seq.alloc(tag(Tag::QuantConstants, i64), constants[i]);
@@ -783,6 +807,11 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.seq.free(tag(Tag::FusedHeadGrad, 0));
         self.grad(Tag::HeadGrad, 0, bytes(head.grad_in_layers));
         self.seq.free(tag(Tag::HeadCopies, 0));
+        // DeepSpeed's reduce buckets, made when the first gradient is ready (`process_gradients`).
+        self.seq.alloc(
+            tag(Tag::BackwardBuckets, 0),
+            bytes(st.work.reduce_buckets.in_backward),
+        );
     }
 
     fn micro_batch(&mut self, first: bool, last: bool) {
@@ -857,6 +886,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             self.grads.retain(|&g| g != tag(Tag::HeadGrad, 0));
             self.seq.free(tag(Tag::GradFlow, 0));
             self.seq.free(tag(Tag::Gathered, 2));
+            self.seq.free(tag(Tag::BackwardBuckets, 0));
             self.release_output();
             return;
         }
@@ -868,11 +898,17 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.buffers(true);
         self.seq
             .alloc(tag(Tag::StepTempsInBackward, 0), bytes(t.step_temps_in_bwd));
+        self.seq.alloc(
+            tag(Tag::ReduceCopy, 0),
+            bytes(st.work.reduce_buckets.reduce_copy),
+        );
         self.seq.moment(total(&end));
+        self.seq.free(tag(Tag::ReduceCopy, 0));
         self.seq.free(tag(Tag::StepTempsInBackward, 0));
         self.buffers(false);
         self.seq.free(tag(Tag::GradFlow, 0));
         self.seq.free(tag(Tag::Gathered, 3));
+        self.seq.free(tag(Tag::BackwardBuckets, 0));
     }
 }
 

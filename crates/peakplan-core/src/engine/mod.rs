@@ -11,6 +11,7 @@
 
 mod activations;
 mod count;
+mod deepspeed;
 mod events;
 mod lengths;
 mod logits;
@@ -322,7 +323,14 @@ fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT
             sh.gathered.iter().fold(0.0, |a: Count, &b| a.max(b)),
         ),
         (Kind::UnshardedGradients, sh.held_grads_whole),
-        (Kind::ShardBuffers, w.ddp_buckets),
+        (
+            Kind::ShardBuffers,
+            w.ddp_buckets + w.reduce_buckets.resident,
+        ),
+        (
+            Kind::ReduceBuckets,
+            w.reduce_buckets.in_backward + w.reduce_buckets.reduce_copy,
+        ),
         (Kind::AllocatorSlack, reserved.allocator_slack),
         (Kind::CudaContext, CUDA_CONTEXT_BYTES as Count),
         (Kind::PagedStates, r.paged_states),

@@ -45,6 +45,13 @@ pub(super) struct Resident {
     pub whole_gradients: Count,
     /// Parameters of one layer's quantized linears (all copies).
     pub quantized_layer_weights: Count,
+    /// Weights loaded whole on every GPU before DeepSpeed partitions them: ZeRO-3 without `zero.Init`
+    /// (`zinit=0`: `from_pretrained` before DeepSpeed's config is known, or a quantized base, which transformers
+    /// never loads under it; `initialize` moves the 16-bit model to the GPU, then partitions it,
+    /// `_configure_distributed_model`, `_convert_to_zero_parameters`); else 0.
+    pub loaded_whole: Count,
+    /// Beside it, the first parameter's partition (the embedding's), made before any whole weight is freed.
+    pub first_partition: Count,
 }
 
 pub(super) fn resident(s: &Setup) -> Resident {
@@ -83,6 +90,21 @@ pub(super) fn resident(s: &Setup) -> Resident {
         whole_gradients,
     );
     let optimizer = optimizer(s, &tensors, largest_tensor, trainable, param_bytes);
+    let ds = s.plan.deepspeed_sizes(s.arch);
+    // transformers enters zero.Init only for a model it does not quantize (`modeling_utils.py`:
+    // `is_deepspeed_zero3_enabled() and not _is_quantized`): a QLoRA base loads whole whatever `zinit` says.
+    let whole_first = !ds.zero_init || plan.method == Method::Qlora;
+    let (loaded_whole, first_partition) =
+        if s.d.deepspeed_16bit && s.zero >= 3 && whole_first && !plan.cpu_offload {
+            (
+                base + adapter_bytes + constants + s.arch.buffer_bytes as Count,
+                // (within this GPU's shard of the weights, whatever the embedding's dtype)
+                (ceil_div(s.arch.embedding_params() as Count, s.gpus) * s.d.weight)
+                    .min(weights[0] - s.arch.buffer_bytes as Count),
+            )
+        } else {
+            (0.0, 0.0)
+        };
     Resident {
         base_weights: weights[0],
         quant_constants: weights[1],
@@ -99,6 +121,8 @@ pub(super) fn resident(s: &Setup) -> Resident {
         trainable_bytes,
         whole_gradients,
         quantized_layer_weights,
+        loaded_whole,
+        first_partition,
     }
 }
 
@@ -290,10 +314,17 @@ fn optimizer(
         }
         _ => 0.0,
     };
-    // DeepSpeed steps an fp32 copy of this GPU's gradient partition.
+    // DeepSpeed steps an fp32 copy of this GPU's gradient partition, made from a flattened 16-bit copy
+    // (`flatten(...).to(fp32)`: both live at once); ZeRO-3 a sub-group at a time.
     let temps = temps
         + if s.d.deepspeed_16bit {
-            4.0 * s.shard_optimizer(trainable)
+            let partition = s.shard_optimizer(trainable);
+            let stepped = if s.zero >= 3 {
+                super::deepspeed::largest_sub_group(s, trainable, partition)
+            } else {
+                partition
+            };
+            (4.0 + s.d.weight) * stepped
         } else {
             0.0
         };

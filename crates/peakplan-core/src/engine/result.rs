@@ -141,7 +141,7 @@ components! {
     OptimizerTemps => "optimizer_temps", Other, "Optimizer step temporaries",
         "foreach AdamW allocates one state-sized temporary (the sqrt of the second moment); fused and 8-bit kernels update in place";
     ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
-        "DDP keeps gradient buckets the size of the gradients";
+        "DDP keeps gradient buckets the size of the gradients; DeepSpeed ZeRO-3 keeps one reduce bucket of reduce_bucket_size elements (ds_rbucket, auto: hidden^2) in the 16-bit dtype from initialize";
     AllocatorSlack => "allocator_slack", Other, "Allocator cache (reserved - allocated)",
         "the step's own allocations and frees replayed through a simulator of PyTorch's caching allocator on this GPU (loading, then two steps): blocks round to 512 B or 2 MiB, segments to 2 or 20 MiB, and a block freed in a segment still in use stays reserved; near the card's limit the allocator releases its cached segments and retries; alloc=emptied empties the cache before the measured step, alloc=expandable maps pages instead of whole segments";
     CudaContext => "cuda_context", Other, "CUDA context",
@@ -158,6 +158,8 @@ components! {
         "Unsloth's loss (loss=fused under fw=unsloth) never keeps the logits: the tokens in 4 x round(fp32 logits / 16 GiB) chunks (at least one), each chunk's 16-bit logits and their 16-bit gradient made and dropped in forward, and the hidden states' gradient (batch x seq x hidden) kept for backward, which scales it into a copy";
     ReloadBuffers => "reload_buffers", Activations, "Checkpoint reload buffers",
         "offloaded checkpoints (gc=offload) come back from CPU memory into GPU buffers of one hidden state each (batch x seq x hidden), made at the first forward and kept: two once Unsloth double-buffers from the second step, which it does when 512 MiB of the card are free (assumed)";
+    ReduceBuckets => "reduce_buckets", Other, "Gradient reduce buckets",
+        "DeepSpeed ZeRO-1 and 2 copy each gradient into a flat reduce bucket of reduce_bucket_size elements (ds_rbucket, auto: hidden^2) in the 16-bit dtype, whatever the trainable parameters: made when backward's first gradient is ready, freed at its end, two under overlap_comm (ds_overlap); a reduction copies the filled bucket out beside it; none without contiguous_gradients (ds_contig=0)";
     LogProbs => "log_probs", Activations, "Log-probability head",
         "TRL's preference trainers score only the completion tokens, in tiles of min(tokens, 4096) x 32768 16-bit logits that are never kept: a copy of the scored hidden states and fp32 statistics wait for backward, which adds their gradient in fp32 and its 16-bit copy (a trainable head also its fp32 weight gradient)";
 }

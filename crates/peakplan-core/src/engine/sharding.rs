@@ -18,33 +18,37 @@
 //! backward (ZeRO-3), DDP's buckets.
 
 use super::count::Count;
+use super::deepspeed::zero3_gathered;
 use super::resident::Resident;
 use super::setup::{adapted, Setup};
-use crate::plan::{Method, Shard, TokenTraining};
+use crate::plan::{Method, Shard};
 
-/// DeepSpeed, and the runs FSDP does not shard (one GPU, DDP, ZeRO-1). DeepSpeed (traced on its CPU
-/// accelerator) allocates its 16-bit gradient partition once and keeps it through every step; ZeRO-3 has the head
-/// (and a trainable embedding) gathered at the loss's backward, with the last layer prefetched (one 16-bit layer's
-/// worth), and keeps the earlier accounting elsewhere: two layers gathered in forward and backward.
+/// DeepSpeed, and the runs FSDP does not shard (one GPU, DDP, ZeRO-1): ZeRO-3's gathered parameters as its
+/// parameter coordinator keeps them ([`zero3_gathered`]); ZeRO-3 in 32-bit keeps the earlier accounting, two
+/// layers gathered.
 fn deepspeed_or_ddp(s: &Setup, r: &Resident, layer: Count, accumulating: bool) -> Sharded {
-    let (arch, d) = (s.arch, s.d);
-    let gather = if s.zero >= 3 { 2.0 * layer } else { 0.0 };
-    // The embedding is gathered with the head only when it trains (its gradient comes at the very end); a frozen
-    // one comes and goes (LoRA traced at 303 and 336 MB on alternate steps).
-    let embedding_trains = s.plan.method == Method::Full || s.plan.tokens == TokenTraining::All;
-    let at_loss = if s.zero >= 3 && d.deepspeed_16bit {
-        let embedding = if embedding_trains {
-            arch.embedding_params() as Count
-        } else {
-            0.0
-        };
-        (embedding + arch.lm_head_params() as Count) * d.weight + layer
+    let d = s.d;
+    let gathered = if s.zero >= 3 && d.deepspeed_16bit {
+        // (Buffers such as a causal mask are not sharded: not part of the shards.)
+        let shards = r.base_weights - s.arch.buffer_bytes as Count + r.adapter_weights;
+        let g = zero3_gathered(s, layer, d.weight, shards);
+        [
+            g.at_loss + g.persistent,
+            g.at_loss + g.persistent,
+            g.in_layers + g.persistent,
+            g.at_end + g.persistent,
+        ]
+    } else if s.zero >= 3 {
+        [2.0 * layer; 4]
     } else {
-        0.0
+        [0.0; 4]
     };
-    let persistent_partition = d.deepspeed_16bit && s.zero >= 1;
+    // ZeRO-3 allocates its 16-bit gradient partitions once, at initialize (`grad_partitions_flat_buffer`), and
+    // keeps them; ZeRO-1 and 2 make theirs in each step's backward and free them at its optimizer step (traced:
+    // a full fine-tune's step begins with no gradient live).
+    let persistent_partition = d.deepspeed_16bit && s.zero >= 3;
     Sharded {
-        gathered: [gather, at_loss, gather, gather],
+        gathered,
         held_grads: if accumulating || persistent_partition {
             r.gradients
         } else {

@@ -67,7 +67,7 @@ pub(super) fn timeline(
     let held = Held {
         weights: r.base_weights + r.quant_constants + r.adapter_weights + reference.weights,
         optimizer: r.optimizer_states + r.master_weights,
-        other: w.ddp_buckets + r.input_buffers,
+        other: w.ddp_buckets + w.reduce_buckets.resident + r.input_buffers,
         // With accumulation, the gradients summed so far stay through each later micro-batch's forward and
         // backward (optimizer-in-backward steps every micro-batch instead); whole on every GPU inside `no_sync`.
         grads: sh.held_grads,
@@ -77,13 +77,27 @@ pub(super) fn timeline(
         reload: a.reload_buffers,
     };
     let head = head_backward(s, r);
-    let load = [
+    let loaded = [
         held.weights,
         0.0,
         held.optimizer,
         0.0,
         held.other + w.load_transient,
     ];
+    // Loading peaks either with the model loaded whole before DeepSpeed partitions it (ZeRO-3 without
+    // `zero.Init`) or once loaded.
+    let whole = [
+        r.loaded_whole + r.first_partition,
+        0.0,
+        0.0,
+        0.0,
+        r.input_buffers + w.reduce_buckets.resident,
+    ];
+    let load = if whole.iter().sum::<Count>() > loaded.iter().sum::<Count>() {
+        whole
+    } else {
+        loaded
+    };
     let fwd = [
         held.weights + sh.gathered[0],
         held.grads + head.fused_grad,
@@ -102,11 +116,16 @@ pub(super) fn timeline(
     };
     let (bwd, backward_moments, step_in_bwd, step_temps_in_bwd) =
         backward(s, r, l, w, sh, &held, &head);
-    // DeepSpeed frees this GPU's 16-bit gradient partition once its fp32 copy (a step temporary) is made.
-    let step_grads = if s.d.deepspeed_16bit {
-        0.0
-    } else {
+    // DeepSpeed's step reads the 16-bit gradients of this GPU's partition: ZeRO-3's kept buffer, ZeRO-1's and
+    // 2's the gradients of every parameter reaching into the partition (offloaded, on the CPU).
+    let step_grads = if !s.d.deepspeed_16bit {
         r.gradients
+    } else if s.plan.cpu_offload {
+        0.0
+    } else if s.zero >= 3 {
+        r.gradients
+    } else {
+        s.d.weight * super::deepspeed::gradient_partition(s, r.trainable)
     };
     let opt = [
         held.weights,
@@ -176,6 +195,13 @@ fn backward(
     } else {
         [0.0; 5]
     };
+    // DeepSpeed's end of backward reduces its last bucket: where every gradient fit in it, they live there (a
+    // bucket counted apart), copied out for the reduction.
+    let end_grads = if w.reduce_buckets.grads_in_bucket {
+        0.0
+    } else {
+        r.gradients
+    };
     let moments = [
         [
             held.weights + sh.gathered[1],
@@ -190,14 +216,23 @@ fn backward(
             held.grads + head.grad_in_layers,
             held.optimizer,
             held.kept_in_layers + l.held_output + held.reload,
-            held.other + w.backward_work + held.buffers + step_in_bwd,
+            held.other
+                + w.reduce_buckets.in_backward
+                + w.backward_work
+                + held.buffers
+                + step_in_bwd,
         ],
         [
             held.weights + sh.gathered[3],
-            r.gradients + head.tied_end,
+            end_grads + head.tied_end,
             held.optimizer,
             l.held_output + held.reload,
-            held.other + w.grad_flow + held.buffers + step_temps_in_bwd,
+            held.other
+                + w.reduce_buckets.in_backward
+                + w.reduce_buckets.reduce_copy
+                + w.grad_flow
+                + held.buffers
+                + step_temps_in_bwd,
         ],
     ];
     let mut bwd = moments[0];

@@ -5,6 +5,7 @@
 
 use super::activations::Activations;
 use super::count::Count;
+use super::deepspeed::{reduce_buckets, ReduceBuckets};
 use super::resident::Resident;
 use super::saved::unsloth_kernels;
 use super::setup::{adapted, quantizes, Setup};
@@ -19,6 +20,8 @@ pub(super) struct Working {
     pub dequant_buffer: Count,
     pub peft_buffers: Count,
     pub ddp_buckets: Count,
+    /// DeepSpeed's gradient reduce buckets ([`reduce_buckets`]).
+    pub reduce_buckets: ReduceBuckets,
     pub load_transient: Count,
     /// Weights of the layer's largest linear.
     pub largest_linear: Count,
@@ -51,6 +54,7 @@ pub(super) fn working(s: &Setup, resident: &Resident, acts: &Activations) -> Wor
         dequant_buffer: dequant(s, largest_quantized),
         peft_buffers: peft_buffers(s),
         ddp_buckets,
+        reduce_buckets: reduce_buckets(s, resident.trainable),
         load_transient,
         largest_linear,
     }

@@ -80,6 +80,7 @@ pub(crate) fn zero_vars(plan: &Plan) -> Vars<'static> {
         "ds_agbucket" => size(plan.ds_allgather_bucket, false),
         "ds_prefetch" => size(plan.ds_prefetch_bucket, zero3),
         "ds_live" => size(plan.ds_max_live, false),
+        "ds_reuse" => size(plan.ds_max_reuse, false),
         "ds_persist" => size(plan.ds_persistence, zero3),
         ;
         "ds_overlap_set" => plan.ds_overlap_comm.is_some(),
@@ -269,6 +270,11 @@ const SIZES: &[(&str, &str, &str)] = &[
         "stage3_max_live_parameters",
         "max_live_parameters",
         "ds_live",
+    ),
+    (
+        "stage3_max_reuse_distance",
+        "max_reuse_distance",
+        "ds_reuse",
     ),
     (
         "stage3_param_persistence_threshold",

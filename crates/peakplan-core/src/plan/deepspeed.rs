@@ -12,6 +12,8 @@ pub const DS_SUB_GROUP: u64 = 1_000_000_000;
 pub const DS_ALLGATHER_BUCKET: u64 = 500_000_000;
 /// DeepSpeed's default `stage3_max_live_parameters` (`Field(pp_int(1e9))`).
 pub const DS_MAX_LIVE: u64 = 1_000_000_000;
+/// DeepSpeed's default `stage3_max_reuse_distance` (`Field(pp_int(1e9))`).
+pub const DS_MAX_REUSE: u64 = 1_000_000_000;
 
 /// The DeepSpeed settings a plan runs with, every `auto` filled (elements, not bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -26,6 +28,8 @@ pub struct DeepSpeedSizes {
     pub prefetch_bucket: u64,
     /// `stage3_max_live_parameters` (ZeRO-3): `auto` is DeepSpeed's 10^9.
     pub max_live: u64,
+    /// `stage3_max_reuse_distance` (ZeRO-3): `auto` is DeepSpeed's 10^9.
+    pub max_reuse: u64,
     /// `stage3_param_persistence_threshold` (ZeRO-3): `auto` is 10 x hidden_size.
     pub persistence: u64,
     /// `overlap_comm`: `auto` is DeepSpeed's default, on under ZeRO-3 only (`overlap_comm_valid`).
@@ -49,6 +53,7 @@ impl Plan {
             allgather_bucket: self.ds_allgather_bucket.unwrap_or(DS_ALLGATHER_BUCKET),
             prefetch_bucket: self.ds_prefetch_bucket.unwrap_or_else(|| prefetch_auto(h)),
             max_live: self.ds_max_live.unwrap_or(DS_MAX_LIVE),
+            max_reuse: self.ds_max_reuse.unwrap_or(DS_MAX_REUSE),
             persistence: self.ds_persistence.unwrap_or(h.saturating_mul(10)),
             overlap_comm: self.ds_overlap_comm.unwrap_or(self.zero == 3),
             contiguous_gradients: self.ds_contiguous_grads.unwrap_or(true),
@@ -114,6 +119,7 @@ mod tests {
             ("ds_agbucket", "200000000"),
             ("ds_prefetch", "0"),
             ("ds_live", "0"),
+            ("ds_reuse", "0"),
             ("ds_persist", "1000"),
             ("ds_overlap", "1"),
             ("ds_contig", "0"),
@@ -131,6 +137,7 @@ mod tests {
                 allgather_bucket: 200_000_000,
                 prefetch_bucket: 0,
                 max_live: 0,
+                max_reuse: 0,
                 persistence: 1000,
                 overlap_comm: true,
                 contiguous_gradients: false,

@@ -116,12 +116,13 @@ plan_keys! {
     "aoff"    => offload_activations   = false,                    Flag,                            NonDefault;
     "cpuoff"  => cpu_offload           = false,                    Flag,                            NonDefault;
     // DeepSpeed's sizes in elements and switches; `auto` is the Trainer's fill or DeepSpeed's own default
-    // (`Plan::deepspeed_sizes`). The engine does not read them yet (issue #47).
+    // (`Plan::deepspeed_sizes`), priced by `engine/deepspeed.rs` where they move memory.
     "ds_sub"      => ds_sub_group        = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
     "ds_rbucket"  => ds_reduce_bucket    = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
     "ds_agbucket" => ds_allgather_bucket = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
     "ds_prefetch" => ds_prefetch_bucket  = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
     "ds_live"     => ds_max_live         = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
+    "ds_reuse"    => ds_max_reuse        = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
     "ds_persist"  => ds_persistence      = None,  UintOrAuto(0, MAX_DS_ELEMENTS), NonDefault;
     "ds_overlap"  => ds_overlap_comm     = None,  FlagOrAuto,                     NonDefault;
     "ds_contig"   => ds_contiguous_grads = None,  FlagOrAuto,                     NonDefault;

@@ -86,6 +86,9 @@ pub struct Plan {
     /// DeepSpeed `stage3_max_live_parameters`: ZeRO-3 gathered parameters resident before any is released
     /// (`None`: `auto`, DeepSpeed's default of 10^9).
     pub ds_max_live: Option<u64>,
+    /// DeepSpeed `stage3_max_reuse_distance`: a ZeRO-3 parameter used again within this many elements of fetched
+    /// parameters stays gathered (`None`: `auto`, DeepSpeed's default of 10^9; the Trainer does not fill it).
+    pub ds_max_reuse: Option<u64>,
     /// DeepSpeed `stage3_param_persistence_threshold` in elements: ZeRO-3 leaves smaller parameters whole on every
     /// GPU (`None`: `auto`, the Trainer's fill, 10 x hidden_size).
     pub ds_persistence: Option<u64>,

@@ -32,6 +32,10 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("lg_cpu.csv", "torch 2.15 (CPU), litgpt 0.5.13, lightning 2.6.6"),
     (
+        "ds_cpu.csv",
+        "torch 2.15 (CPU), transformers 5.24, peft 0.21.2, deepspeed 0.19.8",
+    ),
+    (
         "pref_cpu.csv",
         "torch 2.15 (CPU), transformers 5.25, peft 0.21.2, trl 1.16.0",
     ),
@@ -113,9 +117,12 @@ fn domain(key: &str) -> Option<Domain> {
         // `auto` is TRL's choice of one of the others; `none` (no pass, no copy) holds what `precomputed` holds.
         "ref" => listed(&["model", "adapters_off", "precomputed"]),
         "gpu" | "embed" | "theme" | "alloc" => Some(Domain::NoEffect),
-        // DeepSpeed's sizes and switches: keys and imports first, the engine later (issue #47).
-        "ds_sub" | "ds_rbucket" | "ds_agbucket" | "ds_prefetch" | "ds_live" | "ds_persist"
-        | "ds_overlap" | "ds_contig" | "zinit" => Some(Domain::NoEffect),
+        // DeepSpeed's sizes: covered where traced at two values (`auto` is one); its switches both ways.
+        "ds_sub" | "ds_rbucket" | "ds_prefetch" | "ds_live" | "ds_reuse" | "ds_persist" => {
+            Some(Domain::Distinct)
+        }
+        "ds_overlap" | "ds_contig" | "zinit" => listed(&["0", "1"]),
+        "ds_agbucket" => Some(Domain::NoEffect),
         // Varying batch lengths: allocated memory is the longest batch's, a fixed plan of lmax tokens.
         "lens" | "lmean" | "lsd" | "lmax" => Some(Domain::NoEffect),
         _ => listed(&keyword_values(key)?),
@@ -159,6 +166,13 @@ fn read_by(key: &str, p: &Plan) -> bool {
         // TRL's preference trainers compute log-probabilities with their own head, whatever the loss.
         "loss" => p.task == Task::Sft,
         "ref" | "prompt" => p.task != Task::Sft,
+        // DeepSpeed's own keys, read under DeepSpeed; ZeRO-3's under ZeRO-3 only.
+        "ds_sub" | "ds_prefetch" | "ds_live" | "ds_reuse" | "ds_persist" | "zinit" => {
+            p.sharding().shard == Shard::Deepspeed && p.zero == 3
+        }
+        "ds_rbucket" | "ds_agbucket" | "ds_overlap" | "ds_contig" => {
+            p.sharding().shard == Shard::Deepspeed && p.zero >= 1
+        }
         _ => true,
     }
 }
@@ -197,6 +211,17 @@ fn classes(key: &str, step: &Step) -> Vec<String> {
             "0"
         }),
         "ref" => one(p.reference_source().key()),
+        "ds_overlap" => one(if p.ds_overlap_comm.unwrap_or(p.zero == 3) {
+            "1"
+        } else {
+            "0"
+        }),
+        "ds_contig" => one(if p.ds_contiguous_grads.unwrap_or(true) {
+            "1"
+        } else {
+            "0"
+        }),
+        "zinit" => one(if p.zero_init { "1" } else { "0" }),
         "prompt" => one(&p.prompt_tokens().to_string()),
         "ga" => one(if p.grad_accumulation > 1 { "2+" } else { "1" }),
         "gpus" => one(match p.gpus {

@@ -58,9 +58,8 @@ fn values(key: &str) -> BoxedStrategy<String> {
         | "qload" | "split" | "embed" | "zinit" => one_of(&["0", "1"]),
         // DeepSpeed's sizes in elements: `auto`, 0 (DeepSpeed accepts it: axolotl's ZeRO-3 files set
         // `sub_group_size` and `stage3_max_live_parameters` to 0) and up to 2^40.
-        "ds_sub" | "ds_rbucket" | "ds_agbucket" | "ds_prefetch" | "ds_live" | "ds_persist" => {
-            prop_oneof![one_of(&["auto", "0"]), int(1 << 40)].boxed()
-        }
+        "ds_sub" | "ds_rbucket" | "ds_agbucket" | "ds_prefetch" | "ds_live" | "ds_reuse"
+        | "ds_persist" => prop_oneof![one_of(&["auto", "0"]), int(1 << 40)].boxed(),
         "ds_overlap" | "ds_contig" => one_of(&["auto", "0", "1"]),
         "lmean" => one_of(&["auto", "1", "100", "5000"]),
         "lsd" => one_of(&["auto", "0", "50"]),

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use peakplan_core::{import_config, Architecture, Estimate};
+use peakplan_core::{import_config, Architecture, Estimate, Phase};
 
 use crate::util::{data, est_arch, plan};
 
@@ -332,4 +332,82 @@ fn cpu_traces_of_preference_steps_match_the_engine() {
     };
     one_layer_increments(&peaks, layer_bound, &mut report, &mut failures);
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
+}
+
+#[test]
+fn cpu_traces_of_deepspeed_steps_match_the_engine() {
+    // Each row is one DeepSpeed ZeRO step (`tools/trace/ds_cpu.sh`) on its CPU accelerator, 2 or 4 gloo
+    // processes, the largest rank's peak (the largest of four steps), at one and two layers, with DeepSpeed's sizes
+    // set so that each binds. `-load-` rows are the peak of loading (the model made on the accelerator, then
+    // DeepSpeed's initialize), held to the engine's load phase.
+    let mut peaks = BTreeMap::new();
+    for r in llama_rows("traced/ds_cpu.csv") {
+        let e = est_arch(&r.arch, &r.query);
+        let predicted = if r.id.contains("-load-") {
+            e.phase(Phase::Load).total()
+        } else {
+            e.peak_allocated_bytes
+        };
+        peaks.insert(r.id, (r.traced_bytes as f64, predicted as f64));
+    }
+    // The known gaps, each held to its bound (total, one layer) so that it cannot grow unseen:
+    // - a LoRA step's reduce buckets are made at its first gradient, in the last layer's attention after its MLP's
+    //   backward; the engine makes them after the head's backward (visible with 120 MB buckets only);
+    // - LoRA under ZeRO-3 holds about 1.9 MB a layer more than the engine counts (a layer's gathered weights are
+    //   6.3 MB): not placed yet;
+    // - with `ds_reuse` binding, ZeRO-3 gathers one more vocab x hidden tensor on alternate steps (603 and 571 MB
+    //   at one layer) and a LoRA step releases nothing early: the reuse distance as the engine walks it is
+    //   DeepSpeed's rule from its source, these traces do not confirm it yet;
+    // - ZeRO-3's optimizer step differs from step to step by up to 3% on a CPU (47.1, 46.7, 48.5 MB at one
+    //   layer), and ZeRO-2's on 4 processes holds 1.4 MB more than the partition's whole parameters;
+    // - loading: under zero.Init each module is made whole, then partitioned, so the last (the head) is whole
+    //   beside every partition; and initialize's optimizer states are not all made before the first step. The
+    //   engine's load phase is the loaded state, or the whole model without zero.Init (traced exactly for LoRA).
+    let known: &[(&str, f64, f64)] = &[
+        ("ds2-lora-rbucket60-ov-w2", 0.05, 0.25),
+        ("ds3-lora-w2", 0.01, 0.10),
+        ("ds3-lora-zinit0-w2", 0.01, 0.10),
+        ("ds3-full-reuse-w2", 0.12, 0.15),
+        ("ds3-full-reuse-live-w2", 0.06, 0.01),
+        ("ds3-full-reuse-prefetch-w2", 0.11, 0.87),
+        ("ds3-lora-reuse-w2", 0.14, 0.41),
+        ("ds3-lora-reuse-persist-w2", 0.12, 2.05),
+        ("step-ds3-full-w2", 0.055, 0.02),
+        ("step-ds3-full-sub-w2", 0.035, 0.01),
+        ("step-ds2-full-w4", 0.045, 0.025),
+        ("ds3-lora-load-zinit1-w2", 0.48, 0.39),
+        ("ds3-full-load-zinit1-w2", 0.19, 0.39),
+        ("ds3-full-load-zinit0-w2", 0.055, 0.47),
+    ];
+    let bound = |id: &str, layer: bool| {
+        let case = id.rsplit_once("-L").map_or(id, |(c, _)| c);
+        known.iter().find(|(k, _, _)| *k == case).map_or(
+            if layer { 0.005 } else { 0.01 },
+            |(_, total, one)| {
+                if layer {
+                    *one
+                } else {
+                    *total
+                }
+            },
+        )
+    };
+    let (mut report, mut failures) = (String::new(), Vec::new());
+    let mut within = 0;
+    for (id, &(traced, predicted)) in &peaks {
+        let err = (predicted - traced) / traced;
+        report += &format!(
+            "{id:<34} traced {traced:>11} engine {predicted:>11} {:+.2}%\n",
+            100.0 * err
+        );
+        if err.abs() >= bound(id, false) {
+            failures.push(format!("{id}: {:+.2}%", 100.0 * err));
+        }
+        within += usize::from(err.abs() < 0.01);
+    }
+    one_layer_increments(&peaks, |case| bound(case, true), &mut report, &mut failures);
+    println!("{report}{within} of {} within 1%", peaks.len());
+    assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
+    assert!(peaks.len() >= 56, "{} traced rows", peaks.len());
+    assert!(within >= 32, "{within} rows within 1%");
 }

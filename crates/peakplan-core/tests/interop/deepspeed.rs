@@ -1,4 +1,4 @@
-//! DeepSpeed's sizes and switches (`ds_sub`, `ds_rbucket`, `ds_agbucket`, `ds_prefetch`, `ds_live`, `ds_persist`,
+//! DeepSpeed's sizes and switches (`ds_sub`, `ds_rbucket`, `ds_agbucket`, `ds_prefetch`, `ds_live`, `ds_reuse`, `ds_persist`,
 //! `ds_overlap`, `ds_contig`, `zinit`): read from a DeepSpeed JSON alone, inline in TrainingArguments or axolotl,
 //! from the files ms-swift and LLaMA-Factory ship (named only), and from accelerate's `zero3_init_flag`; written by
 //! the DeepSpeed export and the script's dict, `auto` as the Trainer fills it.
@@ -14,9 +14,9 @@ const CASES: &[Case] = &[
         "ds_config.json",
         include_str!("../data/interop/deepspeed_sizes.json"),
         "zero=3&shard=deepspeed&b=1&ga=4&gpus=4&prec=amp_bf16&ds_sub=0&ds_rbucket=500000000&ds_agbucket=200000000\
-         &ds_persist=40960&ds_live=1000000000&ds_overlap=0",
+         &ds_persist=40960&ds_live=1000000000&ds_reuse=1000000000&ds_overlap=0",
         &[],
-        "zero_optimization.stage3_max_reuse_distance",
+        "read as a DeepSpeed config",
     ),
     // DeepSpeed's own field names, which the `stage3_` names alias.
     (

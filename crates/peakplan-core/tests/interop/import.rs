@@ -129,7 +129,7 @@ fn hand_written_samples_import_with_their_unsupported_fields() {
     check(
         &one("deepspeed_zero3.json"),
         // Its sizes: 1e9 as written (DeepSpeed's defaults, stated), the Trainer's `auto` fills left at auto.
-        "zero=3&shard=deepspeed&cpuoff=1&ds_sub=1000000000&ds_live=1000000000&ds_overlap=1&ds_contig=1",
+        "zero=3&shard=deepspeed&cpuoff=1&ds_sub=1000000000&ds_live=1000000000&ds_reuse=1000000000&ds_overlap=1&ds_contig=1",
         &["optimizer"],
     );
     check(

@@ -42,7 +42,7 @@ const PLANS: &[&str] = &[
     "model=llama-2-70b&method=qlora&r=64&targets=all-linear&gpus=2&zero=3&cpuoff=1&b=2",
     "model=llama-2-13b&method=full&gpus=4&zero=2&cpuoff=1&ga=8",
     // DeepSpeed's sizes and switches set (ZeRO-3 with zero.Init off; ZeRO-2).
-    "model=llama-2-13b&method=lora&gpus=4&zero=3&shard=deepspeed&ds_sub=0&ds_rbucket=200000000&ds_prefetch=0&ds_live=0&ds_persist=1000&ds_overlap=0&ds_contig=1&zinit=0",
+    "model=llama-2-13b&method=lora&gpus=4&zero=3&shard=deepspeed&ds_sub=0&ds_rbucket=200000000&ds_prefetch=0&ds_live=0&ds_reuse=5000000&ds_persist=1000&ds_overlap=0&ds_contig=1&zinit=0",
     "model=mistral-7b&method=full&gpus=8&zero=2&shard=deepspeed&ds_rbucket=500000000&ds_agbucket=500000000&ds_overlap=1&ds_contig=0",
     "model=mistral-7b&method=lora&ga=16&b=2&gpus=2&zero=3",
     "model=llama-2-7b&method=qlora&quant=int8&r=32&targets=all-linear&b=2&s=4096&prec=amp_fp16&opt=adamw_8bit",
