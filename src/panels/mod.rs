@@ -5,6 +5,7 @@ pub(crate) mod accuracy;
 pub(crate) mod advisor;
 pub(crate) mod chart;
 pub(crate) mod controls;
+pub(crate) mod deepspeed;
 pub(crate) mod errors;
 pub(crate) mod essentials;
 pub(crate) mod gpu_table;

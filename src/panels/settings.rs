@@ -2,6 +2,7 @@
 //! the config paste and import.
 
 use crate::panels::controls::{not_peft_reason, KeySelect};
+use crate::panels::deepspeed::DeepSpeedSettings;
 use crate::panels::interop::ImportConfig;
 use crate::state::ctx;
 use leptos::prelude::*;
@@ -150,6 +151,7 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             <KeySelect label="Gradient sync" key="gsync" testid="gsync" options=vec![("auto", auto_sync), ("0", "no_sync (whole gradients)"), ("1", "every micro-batch")] disabled=not_sharded/>
             <KeySelect label="CPU offload" key="cpuoff" options=vec![("0", "off"), ("1", "on")]
                 hint="Optimizer states (and the weights at stage 3) wait in CPU memory."/>
+            <DeepSpeedSettings/>
         </div>
         <ConfigPaste/>
         <ImportConfig/>

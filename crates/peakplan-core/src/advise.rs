@@ -4,7 +4,7 @@ use crate::arch::Architecture;
 use crate::engine::{estimate, estimate_on, estimate_rough};
 use crate::plan::{
     Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Plan, Reference,
-    Task, TokenTraining, MAX_GRAD_ACCUMULATION,
+    Shard, Task, TokenTraining, DS_SUB_GROUP, MAX_GRAD_ACCUMULATION,
 };
 use crate::{gpu_choice, solve, units};
 use serde::Serialize;
@@ -540,6 +540,7 @@ fn shorter_prompts(plan: &Plan, c: &mut Vec<Change>) {
 /// FSDP's gradients: accumulation outside `no_sync`, and units that do not mix frozen and trainable weights.
 /// Only where FSDP shards gradients (several GPUs, stage 2 or 3); DeepSpeed's partitions hold neither.
 fn sharding_changes(plan: &Plan, c: &mut Vec<Change>) {
+    deepspeed_changes(plan, c);
     if !plan.sharded_by_fsdp() {
         return;
     }
@@ -572,6 +573,60 @@ fn sharding_changes(plan: &Plan, c: &mut Vec<Change>) {
         ));
     }
 }
+
+/// DeepSpeed's own sizes where they move memory (`engine/deepspeed.rs`): the advisor keeps those that lower
+/// the peak.
+fn deepspeed_changes(plan: &Plan, c: &mut Vec<Change>) {
+    if plan.gpus < 2 || plan.zero == 0 || plan.sharding().shard != Shard::Deepspeed {
+        return;
+    }
+    if plan.zero == 3 {
+        if !plan.zero_init && plan.method != Method::Qlora {
+            c.push(change(
+                "zinit",
+                "1",
+                "Partition the model as it loads (zero.Init)",
+                Cost::Free,
+                "load with DeepSpeed's config known (TrainingArguments before from_pretrained): every GPU \
+                 gets its shard, never the whole model",
+            ));
+        }
+        let sub = plan.ds_sub_group.unwrap_or(DS_SUB_GROUP);
+        if sub > SMALL_SUB_GROUP {
+            c.push(change(
+                "ds_sub",
+                SMALL_SUB_GROUP.to_string(),
+                "Step the optimizer in sub-groups of 10^8 elements (sub_group_size)",
+                Cost::Speed,
+                "the step's fp32 and 16-bit gradient copies are one sub-group's, not the partition's; \
+                 more, smaller optimizer steps",
+            ));
+        }
+    } else {
+        if plan.ds_reduce_bucket.is_some() {
+            c.push(change(
+                "ds_rbucket",
+                "auto",
+                "Reduce buckets of hidden_size² elements (reduce_bucket_size: auto)",
+                Cost::Speed,
+                "smaller buckets through backward and a smaller copy at each reduction; more, smaller \
+                 reductions",
+            ));
+        }
+        if plan.ds_overlap_comm == Some(true) {
+            c.push(change(
+                "ds_overlap",
+                "0",
+                "Reduce gradients after they are copied (overlap_comm off)",
+                Cost::Speed,
+                "one reduce bucket instead of two, without overlapping communication with backward",
+            ));
+        }
+    }
+}
+
+/// The sub-group the advisor offers ZeRO-3 plans (`ds_sub`): DeepSpeed's default is ten times larger.
+const SMALL_SUB_GROUP: u64 = 100_000_000;
 
 /// The free changes that lower this plan's peak, taken together: for each key the one that saves the most (the
 /// chunked or the fused loss), in the order [`candidates`] lists them. What a plan costs nothing to change.

@@ -139,7 +139,7 @@ components! {
     LoadTransient => "load_transient", Other, "Quantization at load",
         "torchao's NF4 quantizer before May 2024 compared every weight of the matrix being quantized with the 16 NF4 values: two (weights x 16) 16-bit tensors beside its 16-bit copy (qload=1)";
     OptimizerTemps => "optimizer_temps", Other, "Optimizer step temporaries",
-        "foreach AdamW allocates one state-sized temporary (the sqrt of the second moment); fused and 8-bit kernels update in place";
+        "foreach AdamW allocates one state-sized temporary (the sqrt of the second moment); fused and 8-bit kernels update in place; DeepSpeed copies this GPU's gradient partition flat in 16-bit, then in fp32, for its optimizer (ZeRO-3 one sub-group, ds_sub, at a time)";
     ShardBuffers => "shard_buffers", Other, "Sharding and communication buffers",
         "DDP keeps gradient buckets the size of the gradients; DeepSpeed ZeRO-3 keeps one reduce bucket of reduce_bucket_size elements (ds_rbucket, auto: hidden^2) in the 16-bit dtype from initialize";
     AllocatorSlack => "allocator_slack", Other, "Allocator cache (reserved - allocated)",

@@ -9,7 +9,7 @@ mod codec;
 mod deepspeed;
 mod keys;
 mod vocab;
-pub use deepspeed::DeepSpeedSizes;
+pub use deepspeed::{DeepSpeedSizes, DS_SUB_GROUP};
 pub use keys::{keyword_spellings, KEYS};
 pub use vocab::*;
 

@@ -6,6 +6,7 @@
 mod advisor;
 mod allocator;
 mod coverage;
+mod deepspeed;
 mod events;
 mod golden;
 mod import;

@@ -1,0 +1,129 @@
+//! DeepSpeed's own buffers (`engine/deepspeed.rs`), each worked by hand on a one-layer model: hidden 64,
+//! intermediate 128, 4 heads, vocab 100, untied head: embedding 6,400, q, k, v, o 4,096 each, gate, up, down
+//! 8,192 each, two norms 64 each, final norm 64, head 6,400: 53,952 parameters; pure bf16 on 2 GPUs.
+
+use peakplan_core::advise::advise;
+use peakplan_core::plan::Plan;
+use peakplan_core::{estimate, preset_arch, Architecture, Estimate, Kind, Phase};
+
+fn tiny() -> Architecture {
+    Architecture::llama("tiny", 1, 64, 128, 4, 4, 100)
+}
+
+fn run(extra: &str) -> Estimate {
+    let q = format!("b=1&s=8&gc=0&prec=bf16&opt=adamw_torch_fused&gpus=2&shard=deepspeed&{extra}");
+    let p = Plan::parse_query(&q);
+    assert!(p.diagnostics.is_empty(), "{q}: {:?}", p.diagnostics);
+    estimate(&tiny(), &p.plan)
+}
+
+#[test]
+fn zero_2_steps_the_whole_parameters_of_its_share_flattened_then_in_fp32() {
+    // Each GPU's share is 26,976 elements. The first GPU's reaches from the embedding to the gate projection
+    // (6,400 + 4 x 4,096 + 8,192 = 30,976 elements of whole parameters), the second's from the gate to the head
+    // (3 x 8,192 + 128 + 64 + 6,400 = 31,168): the step reads 31,168 16-bit gradients.
+    let e = run("method=full&zero=2");
+    assert_eq!(e.phase(Phase::Optimizer).gradients, 2 * 31_168);
+    // Its share copied flat in 16-bit, then in fp32: 6 B an element; fused AdamW adds none.
+    assert_eq!(e.component(Kind::OptimizerTemps), 6 * 26_976);
+}
+
+#[test]
+fn zero_3_steps_a_sub_group_at_a_time() {
+    // Sub-groups of 10,000 elements close once reached, in the model's order, each tensor's share (half): the
+    // embedding 3,200 + q, k, v, o 2,048 each = 11,392; gate, up, down 4,096 each = 12,288; the rest 3,296.
+    assert_eq!(
+        run("method=full&zero=3&ds_sub=10000").component(Kind::OptimizerTemps),
+        6 * 12_288
+    );
+    // DeepSpeed's default, 10^9, takes the whole share at once.
+    assert_eq!(
+        run("method=full&zero=3").component(Kind::OptimizerTemps),
+        6 * 26_976
+    );
+}
+
+#[test]
+fn reduce_buckets_follow_their_size_overlap_and_contiguity() {
+    // `auto` is hidden² = 4,096 elements, 8,192 B in bf16; the end of backward copies the filled bucket out.
+    let bucket = 8_192;
+    assert_eq!(
+        run("method=full&zero=2").component(Kind::ReduceBuckets),
+        bucket + bucket
+    );
+    assert_eq!(
+        run("method=full&zero=2&ds_overlap=1").component(Kind::ReduceBuckets),
+        2 * bucket + bucket
+    );
+    assert_eq!(
+        run("method=full&zero=2&ds_rbucket=1000").component(Kind::ReduceBuckets),
+        2_000 + 2_000
+    );
+    assert_eq!(
+        run("method=full&zero=2&ds_contig=0").component(Kind::ReduceBuckets),
+        0
+    );
+    // ZeRO-3 makes one at initialize and keeps it.
+    let z3 = run("method=full&zero=3");
+    assert_eq!(
+        (
+            z3.component(Kind::ReduceBuckets),
+            z3.component(Kind::ShardBuffers)
+        ),
+        (0, bucket)
+    );
+}
+
+#[test]
+fn loading_without_zero_init_holds_the_whole_model_beside_the_first_partition() {
+    // LoRA of rank 2 on q and v: 512 bf16 adapter parameters. The whole model (53,952 x 2 B) and the adapters,
+    // the embedding's partition (3,200 x 2 B) and the reduce bucket.
+    let lora = "method=lora&r=2&targets=q,v&adtype=bf16&zero=3";
+    let whole = run(&format!("{lora}&zinit=0"));
+    assert_eq!(
+        whole.phase(Phase::Load).total(),
+        53_952 * 2 + 1_024 + 6_400 + 8_192
+    );
+    // With it, the loaded state: the shards (53,952 + 512 B), fp32 Adam states and master weights of the
+    // adapters' share (256 x 12 B) and the bucket.
+    assert_eq!(
+        run(&format!("{lora}&zinit=1")).phase(Phase::Load).total(),
+        53_952 + 512 + 256 * 12 + 8_192
+    );
+    // transformers never loads a quantized base under zero.Init: QLoRA loads whole whatever zinit says.
+    let qlora = "method=qlora&r=2&targets=q,v&adtype=bf16&zero=3";
+    assert_eq!(
+        run(&format!("{qlora}&zinit=1")).phase(Phase::Load).total(),
+        run(&format!("{qlora}&zinit=0")).phase(Phase::Load).total()
+    );
+}
+
+#[test]
+fn the_advisor_offers_deepspeed_s_levers_where_they_lower_the_peak() {
+    let levers = |q: &str| {
+        let p = Plan::parse_query(q).plan;
+        advise(preset_arch(&p), &p, None)
+            .levers
+            .into_iter()
+            .flat_map(|s| s.changes.into_iter().map(|c| c.query()))
+            .collect::<Vec<_>>()
+    };
+    // Qwen2.5-7B full on 4 GPUs at 8,192 tokens, ZeRO-3: the step's fp32 copy of a 10^9-element sub-group.
+    let full = levers(
+        "model=qwen2.5-7b&method=full&gpus=4&b=1&s=8192&zero=3&shard=deepspeed&gpu=h100-80gb",
+    );
+    assert!(full.contains(&"ds_sub=100000000".to_string()), "{full:?}");
+    // LoRA on 2 GPUs at 128 tokens loading whole: partitioning at load saves the most.
+    let lora = levers(
+        "model=qwen2.5-7b&method=lora&gpus=2&b=1&s=128&zero=3&shard=deepspeed&zinit=0&gpu=h100-80gb",
+    );
+    assert!(lora.contains(&"zinit=1".to_string()), "{lora:?}");
+    // ZeRO-2 with DeepSpeed's own 5 x 10^8 buckets, overlapped: both levers.
+    let z2 = levers(
+        "model=qwen2.5-7b&method=full&gpus=4&b=1&s=1024&zero=2&shard=deepspeed&ds_rbucket=500000000&ds_overlap=1&gpu=h100-80gb",
+    );
+    assert!(
+        z2.contains(&"ds_rbucket=auto".to_string()) && z2.contains(&"ds_overlap=0".to_string()),
+        "{z2:?}"
+    );
+}
