@@ -194,6 +194,10 @@ pub(super) fn zero3_gathered(
             });
         }
     };
+    let low_rank = matches!(
+        plan.peft,
+        Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa
+    );
     push(arch.embedding_params(), root_bytes, 1);
     for _ in 0..arch.layers {
         push(
@@ -203,7 +207,8 @@ pub(super) fn zero3_gathered(
         );
         for l in s.linears.iter() {
             push(l.weight_params() + l.bias_params(), per_param, 1);
-            if adapted(plan, l) {
+            // LoRA's A and B are modules of their own (other adapters' tensors are small and not walked).
+            if adapted(plan, l) && low_rank {
                 push(plan.rank * l.in_features * l.copies, s.d.adapter, 1);
                 push(plan.rank * l.out_features * l.copies, s.d.adapter, 1);
             }

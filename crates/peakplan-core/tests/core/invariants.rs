@@ -3,7 +3,8 @@
 //! their order, and every plan survives its own query.
 
 use peakplan_core::plan::{
-    Checkpointing, Framework, Loss, Method, Optimizer, Peft, Plan, Targets, TokenTraining, KEYS,
+    Checkpointing, Framework, Loss, Method, Optimizer, Peft, Plan, Shard, Targets, TokenTraining,
+    KEYS,
 };
 use peakplan_core::{estimate, estimate_rough, preset_arch, Estimate, GpuId, ModelId};
 use proptest::prelude::*;
@@ -167,6 +168,11 @@ proptest! {
         // Keys that resize trainable tensors add memory unless bitsandbytes' 8-bit optimizers are stepping them:
         // those keep a tensor under 4,096 elements in 32-bit state, so growing one past that shrinks its states.
         if matches!(plan.optimizer, Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit) {
+            return Ok(());
+        }
+        // ZeRO-3 under DeepSpeed keeps a module gathered from forward to backward only while the parameters
+        // fetched in between stay under its reuse distance: larger adapters can push one past it, released early.
+        if plan.gpus > 1 && plan.zero == 3 && plan.sharding().shard == Shard::Deepspeed {
             return Ok(());
         }
         never_lower(&plan, &with(&|p| p.virtual_tokens += step), "more virtual tokens")?;
