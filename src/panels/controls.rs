@@ -151,3 +151,39 @@ pub(crate) fn not_peft_reason(c: Ctx) -> Signal<Option<&'static str>> {
             .then_some("LoRA settings apply to LoRA and QLoRA, not full fine-tuning")
     })
 }
+
+/// A whole-number key typed into a box where empty is `auto`: `placeholder` says what `auto` is for this plan
+/// (batch lengths, DeepSpeed's sizes). Off, it says why.
+#[component]
+pub(crate) fn AutoInput(
+    label: &'static str,
+    key: &'static str,
+    #[prop(into)] disabled: Signal<Option<&'static str>>,
+    /// `auto (VALUE)`.
+    #[prop(into)]
+    placeholder: Signal<String>,
+    /// What the key means, shown as a tooltip.
+    #[prop(optional)]
+    hint: Option<&'static str>,
+) -> impl IntoView {
+    let c = ctx();
+    let value = Memo::new(move |_| {
+        c.plan
+            .with(|p| p.get(key).filter(|v| v != "auto").unwrap_or_default())
+    });
+    let id = format!("num-{key}");
+    view! {
+        <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
+            <label for=id.clone()>{label}</label>
+            <input id=id type="number" min="0" inputmode="numeric" data-testid=format!("num-{key}")
+                prop:value=move || value.get() placeholder=move || placeholder.get()
+                disabled=move || disabled.get().is_some()
+                on:change=move |ev| {
+                    let typed = event_target_value(&ev);
+                    let typed = typed.trim();
+                    c.set_text(key, if typed.is_empty() { "auto" } else { typed });
+                }/>
+            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
+        </div>
+    }
+}

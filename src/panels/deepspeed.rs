@@ -2,7 +2,7 @@
 //! `engine/deepspeed.rs` prices. An empty size box is `auto`, whose value (the Trainer's fill or DeepSpeed's
 //! default, from the core's `Plan::deepspeed_sizes`) is its placeholder.
 
-use crate::panels::controls::KeySelect;
+use crate::panels::controls::{AutoInput, KeySelect};
 use crate::state::ctx;
 use leptos::prelude::*;
 use peakplan_core::plan::{DeepSpeedSizes, Shard};
@@ -65,10 +65,6 @@ fn SizeInput(
     hint: &'static str,
 ) -> impl IntoView {
     let c = ctx();
-    let value = Memo::new(move |_| {
-        c.plan
-            .with(|p| p.get(key).filter(|v| v != "auto").unwrap_or_default())
-    });
     let placeholder = Memo::new(move |_| {
         c.with_model(|arch, p| {
             arch.map_or_else(
@@ -77,18 +73,5 @@ fn SizeInput(
             )
         })
     });
-    let id = format!("num-{key}");
-    view! {
-        <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
-            <label for=id.clone()>{label}</label>
-            <input id=id type="number" min="0" inputmode="numeric" data-testid=format!("num-{key}")
-                prop:value=move || value.get() placeholder=move || placeholder.get()
-                disabled=move || disabled.get().is_some()
-                on:change=move |ev| {
-                    let typed = event_target_value(&ev);
-                    let typed = typed.trim();
-                    c.set_text(key, if typed.is_empty() { "auto" } else { typed });
-                }/>
-        </div>
-    }
+    view! { <AutoInput label=label key=key disabled=disabled placeholder=placeholder hint=hint/> }
 }

@@ -1,7 +1,7 @@
 //! Every other switch of the plan (framework, precision, optimizer, memory savers, sharding), the loss chunk, and
 //! the config paste and import.
 
-use crate::panels::controls::{not_peft_reason, KeySelect};
+use crate::panels::controls::{not_peft_reason, AutoInput, KeySelect};
 use crate::panels::deepspeed::DeepSpeedSettings;
 use crate::panels::interop::ImportConfig;
 use crate::state::ctx;
@@ -274,10 +274,6 @@ fn LengthInput(
     #[prop(into)] disabled: Signal<Option<&'static str>>,
 ) -> impl IntoView {
     let c = ctx();
-    let value = Memo::new(move |_| {
-        c.plan
-            .with(|p| p.get(key).filter(|v| v != "auto").unwrap_or_default())
-    });
     let auto = Memo::new(move |_| {
         c.plan.with(|p| {
             let stats = p.length_stats();
@@ -289,21 +285,7 @@ fn LengthInput(
             format!("auto ({v})")
         })
     });
-    let id = format!("num-{key}");
-    view! {
-        <div class="field" class:disabled=move || disabled.get().is_some()>
-            <label for=id.clone()>{label}</label>
-            <input id=id type="number" min="0" inputmode="numeric" data-testid=format!("num-{key}")
-                prop:value=move || value.get() placeholder=move || auto.get()
-                disabled=move || disabled.get().is_some()
-                on:change=move |ev| {
-                    let typed = event_target_value(&ev);
-                    let typed = typed.trim();
-                    c.set_text(key, if typed.is_empty() { "auto" } else { typed });
-                }/>
-            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
-        </div>
-    }
+    view! { <AutoInput label=label key=key disabled=disabled placeholder=auto/> }
 }
 
 /// Paste a Hugging Face `config.json` to plan for a model that is not bundled.

@@ -4,15 +4,9 @@
 // Usage: node tests/e2e/deepspeed.test.mjs DIST_DIR   (the site built with --public-url /peakplan/)
 // Prints one line per test and a closing "N passed, N failed" line; screenshots (p47-*.png) go to tests/e2e/out/.
 import path from 'node:path';
-import { test, bytes, ready, assert, axeViolations, out, base, finish } from './harness.mjs';
+import { test, bytes, ready, assert, axeViolations, out, base, finish, urlHas, typeNumber as type } from './harness.mjs';
 
 const PLAN = '?model=qwen2.5-7b&method=full&gpus=4&b=1&s=8192&zero=3&shard=deepspeed&gpu=h100-80gb';
-const urlHas = (page, key, value) => page.waitForFunction(([k, v]) => new URL(location.href).searchParams.get(k) === v,
-  [key, value], { timeout: 10000 });
-const type = async (page, key, value) => {
-  await page.fill(`[data-testid="num-${key}"]`, value);
-  await page.locator(`[data-testid="num-${key}"]`).dispatchEvent('change');
-};
 
 await test('ZeRO-3: the sizes show auto\'s values, a smaller sub-group lowers reserved memory, and the link keeps it', async page => {
   await page.goto(base + PLAN);

@@ -59,6 +59,16 @@ export const setSlider = (page, id, where) => page.locator(`[data-testid="${id}"
   e.dispatchEvent(new Event('input', { bubbles: true }));
 }, where);
 export function assert(cond, msg) { if (!cond) throw new Error(msg); }
+// The link's value of `key`, and a wait until it is `value` (the URL is written at the end of the task that
+// changed the plan; `null`: the key gone).
+export const param = (page, key) => new URL(page.url()).searchParams.get(key);
+export const urlHas = (page, key, value) => page.waitForFunction(([k, v]) => new URL(location.href).searchParams.get(k) === v,
+  [key, value], { timeout: 10000 });
+// Types `value` into the `num-KEY` box and commits it, as leaving the box does.
+export const typeNumber = async (page, key, value) => {
+  await page.fill(`[data-testid="num-${key}"]`, value);
+  await page.locator(`[data-testid="num-${key}"]`).dispatchEvent('change');
+};
 
 // The Hugging Face Hub, answered by the test (nothing reaches the internet): repo -> config (object or raw text),
 // status, abort, or a token the repo wants. Records each request's path and Authorization header.

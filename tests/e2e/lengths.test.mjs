@@ -4,16 +4,9 @@
 // Usage: node tests/e2e/lengths.test.mjs DIST_DIR   (the site built with --public-url /peakplan/)
 // Prints one line per test and a closing "N passed, N failed" line; screenshots (p45-*.png) go to tests/e2e/out/.
 import path from 'node:path';
-import { test, bytes, ready, assert, axeViolations, out, base, finish } from './harness.mjs';
+import { test, bytes, ready, assert, axeViolations, out, base, finish, urlHas, typeNumber as type } from './harness.mjs';
 
 const PLAN = '?model=llama-3.1-8b&method=lora&b=8&s=4096&gpu=a100-80gb';
-const param = (page, key) => new URL(page.url()).searchParams.get(key);
-const urlHas = (page, key, value) => page.waitForFunction(([k, v]) => new URL(location.href).searchParams.get(k) === v,
-  [key, value], { timeout: 10000 });
-const type = async (page, key, value) => {
-  await page.fill(`[data-testid="num-${key}"]`, value);
-  await page.locator(`[data-testid="num-${key}"]`).dispatchEvent('change');
-};
 
 await test('padded batches: the boxes open, the link holds the lengths, and allocated memory is the longest batch\'s', async page => {
   // The fixed plan of 1,024 tokens, for its allocated figure.

@@ -5,13 +5,9 @@
 // Prints one line per test and a closing "N passed, N failed" line; screenshots (p41-*.png) go to tests/e2e/out/.
 // The server, the browser, `test` and the helpers are tests/e2e/harness.mjs's.
 import path from 'node:path';
-import { test, bytes, ready, assert, axeViolations, out, base, finish } from './harness.mjs';
+import { test, bytes, ready, assert, axeViolations, out, base, finish, param, urlHas } from './harness.mjs';
 
 const DPO = '?task=dpo&method=full&model=llama-3.2-1b&b=2&s=1024';
-const param = (page, key) => new URL(page.url()).searchParams.get(key);
-// Waits until the URL's `key` is `value` (the URL is written at the end of the task that changed the plan).
-const urlHas = (page, key, value) => page.waitForFunction(([k, v]) => new URL(location.href).searchParams.get(k) === v,
-  [key, value], { timeout: 10000 });
 const peakChanges = (page, from) => page.waitForFunction(from => Number(document.querySelector(
   '[data-testid="value-peak"]').getAttribute('data-bytes')) !== from, from, { timeout: 10000 });
 const component = (page, key) => page.locator(`[data-testid="component-${key}"]`);

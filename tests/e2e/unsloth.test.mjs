@@ -4,12 +4,9 @@
 // Usage: node tests/e2e/unsloth.test.mjs DIST_DIR   (the site built with --public-url /peakplan/)
 // Prints one line per test and a closing "N passed, N failed" line; screenshots (p42-*.png) go to tests/e2e/out/.
 import path from 'node:path';
-import { test, bytes, ready, assert, axeViolations, out, base, finish } from './harness.mjs';
+import { test, bytes, ready, assert, axeViolations, out, base, finish, param, urlHas } from './harness.mjs';
 
 const PLAN = '?model=llama-3.1-8b&method=qlora&r=16&targets=all-linear&b=2&s=2048';
-const param = (page, key) => new URL(page.url()).searchParams.get(key);
-const urlHas = (page, key, value) => page.waitForFunction(([k, v]) => new URL(location.href).searchParams.get(k) === v,
-  [key, value], { timeout: 10000 });
 const value = (page, key) => page.locator(`[data-testid="select-${key}"]`).inputValue();
 
 await test('a link naming Unsloth opens with its defaults, its host memory and its reload buffers', async page => {
