@@ -14,8 +14,9 @@
 //!   a gradient: the frozen weights' gradients too, sharded after each unit's backward, whole under `no_sync`.
 //!   FSDP2 shards per parameter, so frozen parameters never get one.
 //!
-//! DeepSpeed and unsharded data parallelism keep the earlier accounting: two layers gathered in forward and
-//! backward (ZeRO-3), DDP's buckets.
+//! DeepSpeed's ZeRO-3 gathers as its parameter coordinator does (`super::deepspeed`, traced with
+//! `tools/trace/ds_cpu.sh`); ZeRO-3 in 32-bit keeps two layers gathered; unsharded data parallelism gathers
+//! nothing.
 
 use super::count::Count;
 use super::deepspeed::zero3_gathered;
