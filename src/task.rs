@@ -11,6 +11,7 @@ fn task_label(task: Task) -> &'static str {
         Task::Sft => "SFT (supervised)",
         Task::Dpo => "DPO (preference pairs)",
         Task::Kto => "KTO (unpaired, TRL)",
+        Task::Grpo => "GRPO (generates, then trains; TRL)",
     }
 }
 

@@ -8,7 +8,7 @@ use crate::browser;
 use crate::state::{ctx, Ctx};
 use leptos::ev::{DragEvent, Event};
 use leptos::prelude::*;
-use peakplan_core::interop::{export, import_over, ExportFormat, MAX_IMPORT_BYTES};
+use peakplan_core::interop::{export, export_refused, import_over, ExportFormat, MAX_IMPORT_BYTES};
 use wasm_bindgen::JsCast;
 
 /// The state of "Copy as code".
@@ -31,6 +31,10 @@ impl Copier {
 
     fn copy(self) {
         let f = self.format.get_untracked();
+        if let Some(why) = untrack(|| self.c.with_model(|_, p| export_refused(p, f))) {
+            self.status.set(why);
+            return;
+        }
         let text = untrack(|| self.c.with_model(|a, p| a.map(|a| export(p, a, f))));
         let Some(text) = text else {
             self.status

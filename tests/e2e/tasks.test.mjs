@@ -18,7 +18,7 @@ await test('a DPO link shows the task selector at dpo, the reference and prompt 
   const task = page.locator('[data-testid="task"]');
   assert(await task.inputValue() === 'dpo', `task: ${await task.inputValue()}`);
   const options = await task.locator('option').evaluateAll(os => os.map(o => o.value));
-  assert(options.join(',') === 'sft,dpo,kto', `task options: ${options}`);
+  assert(options.join(',') === 'sft,dpo,kto,grpo', `task options: ${options}`);
   // The selector sits beside the method, in the plan's essentials.
   assert(await task.evaluate(e => e.closest('.essentials') !== null), 'the task selector is not among the essentials');
   assert(await page.locator('[data-testid="ref"]').inputValue() === 'auto', 'ref not auto');
@@ -197,7 +197,7 @@ await test('task=banana in a link lists its problem like other bad keys and keep
   await page.goto(base + '?task=banana&method=full&model=llama-3.2-1b&b=2&s=1024');
   await page.waitForSelector('[data-testid="url-error"]', { timeout: 20000 });
   const msg = await page.locator('[data-testid="url-error"]').innerText();
-  assert(msg.includes('task=`banana` is not accepted; accepted: sft, dpo, kto'), `banner: ${msg}`);
+  assert(msg.includes('task=`banana` is not accepted; accepted: sft, dpo, kto, grpo'), `banner: ${msg}`);
   await ready(page);
   assert(await page.locator('[data-testid="task"]').inputValue() === 'sft', 'task not back to sft');
   assert(param(page, 'b') === '2' && param(page, 'method') === 'full', `keys lost: ${page.url()}`);

@@ -681,6 +681,7 @@ fn phase_label(p: Phase, room: i32, bold: bool) -> &'static str {
     }
     match p {
         Phase::Load => "loaded",
+        Phase::Generation => "generate",
         Phase::Forward => "forward",
         Phase::Reference => "reference",
         Phase::Backward => "backward",

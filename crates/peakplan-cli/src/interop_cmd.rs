@@ -10,6 +10,9 @@ pub fn export(args: &[String]) -> Result<String> {
     let a = super::parse_plan_args(args, "export", &formats)?;
     let format = ExportFormat::from_key(&a.format).unwrap_or(ExportFormat::Python);
     let (plan, arch) = super::plan_and_arch(&a)?;
+    if let Some(why) = interop::export_refused(&plan, format) {
+        bail!("{why}");
+    }
     Ok(interop::export(&plan, &arch, format))
 }
 

@@ -48,6 +48,8 @@ use crate::allocator::{Event, Run, TagHash, SMALL_SIZE_BYTES};
 use crate::arch::Architecture;
 use crate::plan::{Method, Plan};
 
+mod round;
+
 /// One training step of a plan as allocations and frees.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StepEvents {
@@ -198,6 +200,11 @@ enum Tag {
     LoadedWhole = 44,
     ReduceCopy = 45,
     FirstPartition = 46,
+    VllmShare = 47,
+    RoundBuffers = 48,
+    GenerationCache = 49,
+    GenerationWork = 50,
+    GatheredForGeneration = 51,
 }
 
 /// The tag of `kind`'s block `index`.
@@ -452,6 +459,8 @@ impl<'s, 'a> Builder<'s, 'a> {
             .alloc(tag(Tag::DdpBuckets, 0), bytes(w.ddp_buckets));
         self.seq
             .alloc(tag(Tag::InputBuffers, 0), bytes(r.input_buffers));
+        self.seq
+            .alloc(tag(Tag::VllmShare, 0), bytes(self.st.generation.vllm));
         // ZeRO-3's reduce bucket (made with the optimizer, after partitioning: here first, as the load moment
         // counts it, being small beside the weights).
         self.seq
@@ -552,6 +561,7 @@ impl<'s, 'a> Builder<'s, 'a> {
                 times,
             });
         };
+        self.generation_round();
         self.micro_batch(true, ga == 1);
         if ga > 1 {
             cut(&mut self.seq, 1);
@@ -576,7 +586,8 @@ impl<'s, 'a> Builder<'s, 'a> {
             .live
             .saturating_add(bytes(r.optimizer_states))
             .saturating_add(bytes(r.master_weights))
-            .saturating_add(self.reload_buffers().iter().sum());
+            .saturating_add(self.reload_buffers().iter().sum())
+            .saturating_add(bytes(self.st.generation.buffered));
     }
 
     /// The optimizer step: the gradients it reads (DeepSpeed has freed its 16-bit partition for an fp32 copy, one
@@ -744,7 +755,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
         // A preference task's reference forward, with what the end of forward holds.
         let reference = &st.reference;
-        if reference.pass > 0.0 {
+        if reference.pass > 0.0 && !st.setup.plan.task.generates() {
             let blocks = blocks_of(reference.pass, reference.block);
             for (i, b) in blocks.iter().enumerate() {
                 self.seq.alloc(tag(Tag::ReferencePass, i as u64), *b);

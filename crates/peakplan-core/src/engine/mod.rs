@@ -13,6 +13,7 @@ mod activations;
 mod count;
 mod deepspeed;
 mod events;
+mod generation;
 mod lengths;
 mod logits;
 mod reference;
@@ -175,6 +176,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
         work,
         sharded: _,
         reference,
+        generation: _,
         timeline,
     } = &st;
     let transients = Transients {
@@ -245,6 +247,7 @@ struct Stages<'a> {
     work: working::Working,
     sharded: sharding::Sharded,
     reference: reference::Reference,
+    generation: generation::Generation,
     timeline: timeline::Timeline,
 }
 
@@ -258,7 +261,16 @@ fn stages<'a>(arch: &'a Architecture, plan: &'a Plan) -> Stages<'a> {
     let work = working::working(s, &resident, &acts);
     let sharded = sharding::sharded(s, &resident);
     let reference = reference::reference(s, &resident);
-    let timeline = timeline::timeline(s, &resident, &acts, &logits, &work, &sharded, &reference);
+    let generation = generation::generation(s, &resident);
+    let timeline = timeline::timeline(
+        s,
+        &resident,
+        &acts,
+        &logits,
+        &work,
+        &sharded,
+        (&reference, &generation),
+    );
     Stages {
         setup,
         resident,
@@ -267,6 +279,7 @@ fn stages<'a>(arch: &'a Architecture, plan: &'a Plan) -> Stages<'a> {
         work,
         sharded,
         reference,
+        generation,
         timeline,
     }
 }
@@ -274,6 +287,7 @@ fn stages<'a>(arch: &'a Architecture, plan: &'a Plan) -> Stages<'a> {
 /// Each component at its largest, indexed like [`Kind::ALL`].
 fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT] {
     let (r, a, l, w, sh) = (&st.resident, &st.acts, &st.logits, &st.work, &st.sharded);
+    let g = &st.generation;
     // A paired preference task's batch is its chosen and rejected halves: the rejected half's share of what the
     // layers keep is its own component.
     let kept_share = if st.setup.plan.task.paired() {
@@ -343,6 +357,10 @@ fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT
         (Kind::LogProbs, log_probs),
         (Kind::ReloadBuffers, a.reload_buffers),
         (Kind::FusedLoss, fused_loss),
+        (Kind::GenerationCache, g.kv_cache),
+        (Kind::GenerationWork, g.work()),
+        (Kind::RoundBuffers, g.buffered),
+        (Kind::VllmShare, g.vllm),
     ] {
         c[kind as usize] = bytes;
     }

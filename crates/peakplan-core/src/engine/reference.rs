@@ -55,8 +55,17 @@ fn pass(s: &Setup) -> (Count, Count) {
     let tokens = sequences * positions(plan);
     let scored = sequences * plan.completion_tokens() as Count;
     let mlp = s.arch.intermediate as Count * s.k_route;
-    let layer = 2.0 * c * tokens * h + 3.0 * c * tokens * mlp;
+    let layer = no_grad_layer(s, tokens);
     let lp = LogProbHead::of_scored(s, scored);
     let head = c * tokens * h + lp.kept + lp.tile + 7.0 * 4.0 * scored;
     (layer.max(head), lp.tile.max(c * tokens * mlp))
+}
+
+/// A decoder layer's largest moment in a forward without gradients over `tokens` tokens: at its MLP the residual
+/// and the normalized input are live with the activation, the up projection and their product
+/// (`down(act(gate(x)) * up(x))` frees the gate's output once the activation has read it); a layer keeps nothing.
+pub(super) fn no_grad_layer(s: &Setup, tokens: Count) -> Count {
+    let (c, h) = (s.d.compute, s.hidden);
+    let mlp = s.arch.intermediate as Count * s.k_route;
+    2.0 * c * tokens * h + 3.0 * c * tokens * mlp
 }

@@ -48,6 +48,9 @@ impl Category {
 pub enum Phase {
     /// Model and optimizer state resident between steps.
     Load,
+    /// GRPO's generation round at its largest: generating the completions (the key/value cache, sampling), or
+    /// scoring them with the reference; all zeros for a plan that generates nothing.
+    Generation,
     /// End of forward: saved activations and the loss's logits.
     Forward,
     /// A preference task's reference forward (DPO, KTO), run without gradients between the policy's forward and
@@ -60,8 +63,9 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 5] = [
+    pub const ALL: [Phase; 6] = [
         Phase::Load,
+        Phase::Generation,
         Phase::Forward,
         Phase::Reference,
         Phase::Backward,
@@ -70,6 +74,7 @@ impl Phase {
     pub fn label(self) -> &'static str {
         match self {
             Phase::Load => "loaded",
+            Phase::Generation => "generation",
             Phase::Forward => "end of forward",
             Phase::Reference => "reference pass",
             Phase::Backward => "backward",
@@ -162,6 +167,14 @@ components! {
         "DeepSpeed ZeRO-1 and 2 copy each gradient into a flat reduce bucket of reduce_bucket_size elements (ds_rbucket, auto: hidden^2) in the 16-bit dtype, whatever the trainable parameters: made when backward's first gradient is ready, freed at its end, two under overlap_comm (ds_overlap); a reduction copies the filled bucket out beside it; none without contiguous_gradients (ds_contig=0)";
     LogProbs => "log_probs", Activations, "Log-probability head",
         "TRL's preference trainers score only the completion tokens, in tiles of min(tokens, 4096) x 32768 16-bit logits that are never kept: a copy of the scored hidden states and fp32 statistics wait for backward, which adds their gradient in fp32 and its 16-bit copy (a trainable head also its fp32 weight gradient)";
+    GenerationCache => "generation_cache", Activations, "Generation key/value cache",
+        "GRPO generates gens completions of each of the b prompts with the policy's generate (gen=hf): every layer's keys and values for b x gens sequences of prompt + completion - 1 positions in the compute dtype (a DynamicCache; sliding-window layers counted whole), freed before training";
+    GenerationWork => "generation_work", Activations, "Generation working memory",
+        "beside the cache while generating: the prefill forward's largest layer over b x gens x prompt tokens (no gradients), or a token's sampling (its logits, their fp32 copy, softmax and multinomial's fp32 draw: about 12 B + the compute dtype per vocabulary entry and sequence, with the previous token's copy and softmax still live) and one layer's keys grown by torch.cat; under DeepSpeed ZeRO-3 the whole model gathered for generate";
+    RoundBuffers => "round_buffers", Other, "Generation round's tensors",
+        "GRPO keeps the round's token ids and attention masks (int64, b x gens x s each) and, with a reference (beta > 0), its fp32 log-probabilities of the completion tokens, from generation through training";
+    VllmShare => "vllm_share", Other, "vLLM's share of the GPU",
+        "gen=vllm_colocate: vLLM in the training process takes vmem (gpu_memory_utilization) of the GPU's total memory for its weights and key/value blocks at start-up and holds it through training";
 }
 
 /// Memory of one phase, by category.
@@ -193,15 +206,24 @@ impl PhaseMemory {
     }
 }
 
+/// An array as a sequence (serde derives arrays of up to 32 elements only; written the same).
+fn as_sequence<S: serde::Serializer>(
+    v: &[u64; Kind::COUNT],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    v[..].serialize(serializer)
+}
+
 /// The estimate of one plan on one GPU: parameter counts, components, phases and the three peak figures.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Estimate {
     pub total_params: u64,
     pub trainable_params: u64,
     /// Bytes of each component at its largest during the step, indexed like [`Kind::ALL`].
+    #[serde(serialize_with = "as_sequence")]
     pub components: [u64; Kind::COUNT],
     /// Live bytes by category at each phase, indexed like [`Phase::ALL`].
-    pub phases: [PhaseMemory; 5],
+    pub phases: [PhaseMemory; 6],
     pub peak_phase: Phase,
     /// What `torch.cuda.max_memory_allocated()` would report.
     pub peak_allocated_bytes: u64,
@@ -232,11 +254,12 @@ impl Estimate {
     pub fn phase(&self, p: Phase) -> &PhaseMemory {
         &self.phases[p as usize]
     }
-    /// The phases the step runs, in order: every one but a reference pass the plan has not got.
+    /// The phases the step runs, in order: every one but a generation round or a reference pass the plan has not
+    /// got.
     pub fn phases_run(&self) -> impl Iterator<Item = Phase> + '_ {
-        Phase::ALL
-            .into_iter()
-            .filter(|p| *p != Phase::Reference || self.phase(*p).total() > 0)
+        Phase::ALL.into_iter().filter(|p| {
+            !matches!(p, Phase::Reference | Phase::Generation) || self.phase(*p).total() > 0
+        })
     }
     /// Device bytes without the allocator's cache: the allocated peak, the CUDA context and paged states. No
     /// replay reserves less than it allocates, so no card below this holds the plan (a search's first screen).

@@ -312,6 +312,10 @@ fn virtual_tokens_of(plan: &Plan, kind: Peft) -> Count {
 
 /// Sequences the policy runs per micro-batch ([`Setup::sequences`]).
 pub(super) fn sequences(plan: &Plan) -> Count {
+    // GRPO trains its round's completions in `ga` micro-batches (TRL's `steps_per_generation`).
+    if plan.task.generates() {
+        return (plan.generated_sequences() / plan.grad_accumulation.max(1)).max(1) as Count;
+    }
     let pairs = if plan.task.paired() { 2.0 } else { 1.0 };
     pairs * plan.micro_batch as Count
 }

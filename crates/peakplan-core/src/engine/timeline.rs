@@ -5,6 +5,7 @@
 
 use super::activations::Activations;
 use super::count::Count;
+use super::generation::Generation;
 use super::logits::{LogProbHead, Logits};
 use super::reference::Reference;
 use super::resident::Resident;
@@ -19,8 +20,9 @@ pub(super) type Live = [Count; 5];
 
 /// The four phases' live bytes, and the peak.
 pub(super) struct Timeline {
-    /// Indexed like [`crate::engine::Phase::ALL`]: loaded, end of forward, reference pass, backward, step.
-    pub phases: [Live; 5],
+    /// Indexed like [`crate::engine::Phase::ALL`]: loaded, generation, end of forward, reference pass, backward,
+    /// step.
+    pub phases: [Live; 6],
     /// Backward's moments in order (the loss's backward, the head's, the layers', the end); the largest is the
     /// backward phase. The head's is all zeros where no head gradient is live there.
     pub backward_moments: [Live; 4],
@@ -54,6 +56,7 @@ pub(super) struct Held {
     pub reload: Count,
 }
 
+/// The phases of the step; a task's stages (its reference and its generation round) come as one pair.
 pub(super) fn timeline(
     s: &Setup,
     r: &Resident,
@@ -61,13 +64,14 @@ pub(super) fn timeline(
     l: &Logits,
     w: &Working,
     sh: &Sharded,
-    reference: &Reference,
+    (reference, g): (&Reference, &Generation),
 ) -> Timeline {
     let kept_in_layers = a.saved + a.layer_weight_copies + a.scores + a.checkpoints;
     let held = Held {
         weights: r.base_weights + r.quant_constants + r.adapter_weights + reference.weights,
         optimizer: r.optimizer_states + r.master_weights,
-        other: w.ddp_buckets + w.reduce_buckets.resident + r.input_buffers,
+        // GRPO's buffered round from its generation on; vLLM's share from start-up.
+        other: w.ddp_buckets + w.reduce_buckets.resident + r.input_buffers + g.buffered + g.vllm,
         // With accumulation, the gradients summed so far stay through each later micro-batch's forward and
         // backward (optimizer-in-backward steps every micro-batch instead); whole on every GPU inside `no_sync`.
         grads: sh.held_grads,
@@ -82,7 +86,7 @@ pub(super) fn timeline(
         0.0,
         held.optimizer,
         0.0,
-        held.other + w.load_transient,
+        held.other - g.buffered + w.load_transient,
     ];
     // Loading peaks either with the model loaded whole before DeepSpeed partitions it (ZeRO-3 without
     // `zero.Init`) or once loaded.
@@ -105,9 +109,25 @@ pub(super) fn timeline(
         held.kept_to_head + l.forward + a.previous_inputs + l.kv_cache + held.reload,
         held.other + held.buffers,
     ];
+    // GRPO's round: generating (a running matmul's buffers too), then scoring with the reference a micro-batch
+    // at a time, before the first forward; its largest moment is the phase.
+    let generation = if s.plan.task.generates() {
+        let generate = g.largest() + held.buffers;
+        let scoring = reference.pass + held.buffers;
+        [
+            held.weights,
+            // zero_grad(set_to_none=True) ended the last step: no gradient is held yet.
+            0.0,
+            held.optimizer,
+            generate.max(scoring),
+            held.other,
+        ]
+    } else {
+        [0.0; 5]
+    };
     // The reference forward runs with everything the end of forward holds (a running matmul's buffers too: a
-    // quantized base dequantizes for the reference as for the policy).
-    let reference_pass = if reference.pass > 0.0 {
+    // quantized base dequantizes for the reference as for the policy). GRPO's runs in its generation round.
+    let reference_pass = if reference.pass > 0.0 && !s.plan.task.generates() {
         let mut m = fwd;
         m[3] += reference.pass;
         m
@@ -134,7 +154,7 @@ pub(super) fn timeline(
         l.held_output + held.reload,
         held.other + r.optimizer_temps,
     ];
-    let phases = [load, fwd, reference_pass, bwd, opt];
+    let phases = [load, generation, fwd, reference_pass, bwd, opt];
     let (mut peak_phase, mut peak) = (0, 0.0);
     for (i, total) in phases.map(|a| a.iter().sum::<Count>()).iter().enumerate() {
         if *total >= peak {

@@ -118,6 +118,17 @@ impl ExportFormat {
 /// When `arch` is a bundled preset other than `plan.model` (a `config.json` of a bundled model), the export names
 /// that preset, so that its plan line imports back to the same model; a Hub model is named by its id.
 #[inline(never)]
+/// Why `format` cannot export `plan`, where it cannot: the caller says so instead of calling [`export`], which
+/// would write the plan's supervised twin. GRPO's runnable script and configs are not written yet.
+pub fn export_refused(plan: &Plan, format: ExportFormat) -> Option<String> {
+    (plan.task == crate::plan::Task::Grpo).then(|| {
+        format!(
+            "a GRPO plan (task=grpo) cannot be exported as {} yet: the exports write SFT, DPO and KTO runs",
+            format.label()
+        )
+    })
+}
+
 pub fn export(plan: &Plan, arch: &Architecture, format: ExportFormat) -> String {
     let mut p = plan.clone();
     if let Some(m) = preset_of(plan, arch) {

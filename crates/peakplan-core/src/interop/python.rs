@@ -497,6 +497,7 @@ fn task_vars(plan: &Plan) -> Vars<'static> {
         Task::Sft => ("TrainingArguments", ""),
         Task::Dpo => ("DPOConfig", "DPOTrainer"),
         Task::Kto => ("KTOConfig", "KTOTrainer"),
+        Task::Grpo => ("GRPOConfig", "GRPOTrainer"),
     };
     let reference = plan.reference_source();
     vars!(

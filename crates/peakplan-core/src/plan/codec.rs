@@ -230,6 +230,43 @@ impl Codec<f64> for Fraction {
     }
 }
 
+/// A decimal in `lo..=hi`, or above `lo` where `lo_open` (a share of a GPU cannot be none of it).
+pub(super) struct Decimal {
+    pub lo: f64,
+    pub hi: f64,
+    pub lo_open: bool,
+}
+
+impl Decimal {
+    fn accepted(&self) -> String {
+        let above = if self.lo_open { "above " } else { "" };
+        format!("accepted: {above}{} to {}", self.lo, self.hi)
+    }
+}
+
+impl Codec<f64> for Decimal {
+    fn parse(&self, key: &str, v: &str) -> Result<f64, String> {
+        let p = crate::decimal::parse_f64(v)
+            .ok_or_else(|| format!("{key}={} is not a number; {}", quote(v), self.accepted()))?;
+        let above_lo = if self.lo_open {
+            p > self.lo
+        } else {
+            p >= self.lo
+        };
+        if !(p.is_finite() && above_lo && p <= self.hi) {
+            return Err(format!(
+                "{key}={} is out of range; {}",
+                quote(v),
+                self.accepted()
+            ));
+        }
+        Ok(p)
+    }
+    fn write(&self, value: &f64) -> String {
+        value.to_string()
+    }
+}
+
 /// LoRA targets: `all-linear` or a comma list.
 pub(super) struct TargetList;
 

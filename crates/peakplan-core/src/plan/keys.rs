@@ -4,8 +4,8 @@
 //! are generated from it. A new key is one row here (and its field in [`Plan`], when the field is new).
 
 use super::codec::{
-    CheckpointMode, Codec, Flag, FlagOrAuto, Fraction, Gpu, LogitBits, Model, TargetList, Tokens,
-    Uint, UintOrAuto, Word,
+    CheckpointMode, Codec, Decimal, Flag, FlagOrAuto, Fraction, Gpu, LogitBits, Model, TargetList,
+    Tokens, Uint, UintOrAuto, Word,
     Written::{self, *},
 };
 use super::*;
@@ -136,6 +136,14 @@ plan_keys! {
     "task"    => task                  = Task::Sft,                Word,                            NonDefault;
     "ref"     => reference             = Reference::Auto,          Word,                            NonDefault;
     "prompt"  => prompt_tokens         = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;
+    // GRPO (`plan/grpo.rs`).
+    "gens"    => generations           = DEFAULT_GENERATIONS,      Uint(2, MAX_GENERATIONS),        NonDefault;
+    "completion" => completion_max     = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;
+    "beta"    => beta                  = 0.0,
+                 Decimal { lo: 0.0, hi: MAX_BETA, lo_open: false },                                  NonDefault;
+    "gen"     => generation            = Generation::Hf,           Word,                            NonDefault;
+    "vmem"    => vllm_memory           = DEFAULT_VLLM_MEMORY,
+                 Decimal { lo: 0.0, hi: 1.0, lo_open: true },                                        NonDefault;
     // Batch lengths: how they vary, and the sequences' mean, standard deviation and maximum in tokens.
     "lens"    => lengths               = Lens::Fixed,              Word,                            NonDefault;
     "lmean"   => len_mean              = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;

@@ -7,9 +7,11 @@ use serde::Serialize;
 
 mod codec;
 mod deepspeed;
+mod grpo;
 mod keys;
 mod vocab;
 pub use deepspeed::{DeepSpeedSizes, DS_SUB_GROUP};
+pub use grpo::{DEFAULT_GENERATIONS, DEFAULT_VLLM_MEMORY, MAX_BETA, MAX_GENERATIONS};
 pub use keys::{keyword_spellings, KEYS};
 pub use vocab::*;
 
@@ -123,6 +125,17 @@ pub struct Plan {
     pub reference: Reference,
     /// Prompt tokens of each sequence of a preference task (`None`: half of `s`); the completions fill the rest.
     pub prompt_tokens: Option<u64>,
+    /// GRPO: completions generated per prompt (`num_generations`).
+    pub generations: u64,
+    /// GRPO: tokens generated per completion (`max_completion_length`; `None`: what `s` leaves after the prompt).
+    /// Set, it makes `s` the prompt and the completion together.
+    pub completion_max: Option<u64>,
+    /// GRPO: the KL coefficient; 0 (TRL's default since 0.19) runs no reference.
+    pub beta: f64,
+    /// GRPO: where completions are generated.
+    pub generation: Generation,
+    /// GRPO under `gen=vllm_colocate`: the share of the GPU's memory vLLM takes (`gpu_memory_utilization`).
+    pub vllm_memory: f64,
     /// How batch lengths vary from step to step; `lmean`, `lsd` and `lmax` describe the sequences' lengths
     /// (`None`: `auto`, see [`Plan::length_stats`]).
     pub lengths: Lens,
@@ -218,10 +231,15 @@ impl Plan {
     }
 
     /// Prompt tokens of each sequence of a preference task: `prompt`, or half of `s` for `auto` (TRL's defaults
-    /// were 512 of 1,024); always at least one completion token is left.
+    /// were 512 of 1,024; a GRPO plan with `completion` set: what `s` leaves beside it); always at least one
+    /// completion token is left.
     pub fn prompt_tokens(&self) -> u64 {
+        let auto = match self.completion_max {
+            Some(c) if self.task == Task::Grpo && c < self.seq_len => self.seq_len - c,
+            _ => self.seq_len / 2,
+        };
         self.prompt_tokens
-            .unwrap_or(self.seq_len / 2)
+            .unwrap_or(auto)
             .min(self.seq_len.saturating_sub(1))
     }
 
@@ -247,6 +265,7 @@ impl Plan {
     pub fn reference_source(&self) -> Reference {
         match self.reference {
             _ if !self.task.has_reference() => Reference::None,
+            _ if self.task == Task::Grpo && self.beta == 0.0 => Reference::None,
             Reference::Auto if self.method == Method::Full => Reference::Model,
             Reference::Auto => Reference::AdaptersOff,
             other => other,
@@ -390,6 +409,7 @@ impl Plan {
             self.reference = Reference::Auto;
             said.push(("ref", message));
         }
+        said.extend(self.check_grpo_keys());
         if let Some(max) = self.len_max.filter(|m| *m > self.seq_len) {
             self.len_max = None;
             said.push((

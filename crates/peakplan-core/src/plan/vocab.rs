@@ -147,22 +147,35 @@ impl Serialize for Checkpointing {
 keyword_enum!(
     /// The training task: supervised fine-tuning, or a preference objective as TRL's trainers run it. DPO runs
     /// each prompt's chosen and rejected sequences as one doubled batch; KTO runs unpaired completions beside a
-    /// mismatched batch for its KL term; both compare with a reference. (ORPO, SimPO and CPO, which the contract
-    /// names, run in `trl.experimental` with full logits and a Triton log-softmax kernel that no CPU trace shows
-    /// yet: they are refused until they are traced.)
-    Task { Sft = "sft", Dpo = "dpo", Kto = "kto" }
+    /// mismatched batch for its KL term; both compare with a reference. GRPO (`GRPOTrainer`) generates `gens`
+    /// completions of each prompt, then trains on them, comparing with a reference when `beta` > 0. (ORPO, SimPO
+    /// and CPO, which the contract names, run in `trl.experimental` with full logits and a Triton log-softmax
+    /// kernel that no CPU trace shows yet: they are refused until they are traced.)
+    Task { Sft = "sft", Dpo = "dpo", Kto = "kto", Grpo = "grpo" }
 );
 
 impl Task {
-    /// Whether the task compares with a reference model's log-probabilities.
+    /// Whether the task can compare with a reference model's log-probabilities (GRPO only when `beta` > 0:
+    /// [`crate::Plan::reference_source`]).
     pub fn has_reference(self) -> bool {
-        matches!(self, Task::Dpo | Task::Kto)
+        matches!(self, Task::Dpo | Task::Kto | Task::Grpo)
+    }
+    /// Whether the task generates its completions before training on them (online RL).
+    pub fn generates(self) -> bool {
+        self == Task::Grpo
     }
     /// Whether the task runs each prompt's chosen and rejected sequences as one doubled batch.
     pub fn paired(self) -> bool {
         self == Task::Dpo
     }
 }
+
+keyword_enum!(
+    /// Where GRPO's completions are generated: by the policy's own `generate` (transformers, with its key/value
+    /// cache), by a vLLM engine in the training process that takes `vmem` of the GPU for itself from the start
+    /// (`vllm_mode="colocate"`), or by a vLLM server on other GPUs (none of it on these).
+    Generation { Hf = "hf", VllmColocate = "vllm_colocate", VllmServer = "vllm_server" }
+);
 
 keyword_enum!(
     /// Where a preference task's reference log-probabilities come from: `auto` is what TRL does for the plan

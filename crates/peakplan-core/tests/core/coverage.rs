@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use peakplan_core::plan::{
-    Framework, Loss, Method, Plan, Shard, Targets, Task, TokenTraining, KEYS,
+    Framework, Generation, Loss, Method, Plan, Shard, Targets, Task, TokenTraining, KEYS,
 };
 use peakplan_core::{import_config, ModelId, Target};
 
@@ -49,6 +49,13 @@ const NOT_YET: &[(&str, &str)] = &[
     ("quant", "gptq8"),
     ("fw", "webgpu"),
     ("qload", "1"),
+    // GRPO's keys, new with it: its CPU harness is `tools/trace/grpo_step.py`.
+    ("task", "grpo"),
+    ("gens", "*"),
+    ("completion", "*"),
+    ("beta", "0"),
+    ("beta", ">0"),
+    ("gen", "hf"),
 ];
 
 /// The value that stands for a key as a whole in `untraced.csv` (keys with no allocated effect, and keys covered
@@ -114,6 +121,9 @@ fn domain(key: &str) -> Option<Domain> {
         "zero" => listed(&["0", "1", "2", "3"]),
         "dropout" => listed(&["0", ">0"]),
         "r" | "b" | "s" | "chunk" | "vt" | "prompt" => Some(Domain::Distinct),
+        // GRPO: sizes, and whether a reference runs (0 or not).
+        "gens" | "completion" | "vmem" => Some(Domain::Distinct),
+        "beta" => listed(&["0", ">0"]),
         // `auto` is TRL's choice of one of the others; `none` (no pass, no copy) holds what `precomputed` holds.
         "ref" => listed(&["model", "adapters_off", "precomputed"]),
         "gpu" | "embed" | "theme" | "alloc" => Some(Domain::NoEffect),
@@ -166,6 +176,8 @@ fn read_by(key: &str, p: &Plan) -> bool {
         // TRL's preference trainers compute log-probabilities with their own head, whatever the loss.
         "loss" => p.task == Task::Sft,
         "ref" | "prompt" => p.task != Task::Sft,
+        "gens" | "completion" | "beta" | "gen" => p.task == Task::Grpo,
+        "vmem" => p.task == Task::Grpo && p.generation == Generation::VllmColocate,
         // DeepSpeed's own keys, read under DeepSpeed; ZeRO-3's under ZeRO-3 only.
         "ds_sub" | "ds_prefetch" | "ds_live" | "ds_reuse" | "ds_persist" | "zinit" => {
             p.sharding().shard == Shard::Deepspeed && p.zero == 3
@@ -222,6 +234,8 @@ fn classes(key: &str, step: &Step) -> Vec<String> {
             "0"
         }),
         "zinit" => one(if p.zero_init { "1" } else { "0" }),
+        "beta" => one(if p.beta > 0.0 { ">0" } else { "0" }),
+        "completion" => one(&p.completion_tokens().to_string()),
         "prompt" => one(&p.prompt_tokens().to_string()),
         "ga" => one(if p.grad_accumulation > 1 { "2+" } else { "1" }),
         "gpus" => one(match p.gpus {

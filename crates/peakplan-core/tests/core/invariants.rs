@@ -65,6 +65,11 @@ fn values(key: &str) -> BoxedStrategy<String> {
         "lmean" => one_of(&["auto", "1", "100", "5000"]),
         "lsd" => one_of(&["auto", "0", "50"]),
         "lmax" => one_of(&["auto"]),
+        // GRPO: `completion` set would make `s` (tests/core/grpo.rs checks that rule).
+        "gens" => one_of(&["2", "4", "8"]),
+        "completion" => one_of(&["auto"]),
+        "beta" => one_of(&["0", "0.04"]),
+        "vmem" => one_of(&["0.3", "0.9"]),
         other => panic!("plan key {other} has no values to sample"),
     }
 }
@@ -80,6 +85,12 @@ pub(crate) fn any_plan() -> impl Strategy<Value = Plan> {
         if !pairs.iter().any(|p| p == "fw=hf") {
             for p in pairs.iter_mut().filter(|p| p.starts_with("task=")) {
                 *p = "task=sft".into();
+            }
+        }
+        // GRPO trains its round in micro-batches of equal size: `ga` must divide it.
+        if pairs.iter().any(|p| p == "task=grpo") {
+            for p in pairs.iter_mut().filter(|p| p.starts_with("ga=")) {
+                *p = "ga=1".into();
             }
         }
         // Unsloth runs its own losses and no ZeRO; its offloaded checkpointing is its own.

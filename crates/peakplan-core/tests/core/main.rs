@@ -9,6 +9,7 @@ mod coverage;
 mod deepspeed;
 mod events;
 mod golden;
+mod grpo;
 mod import;
 mod invariants;
 mod lengths;
