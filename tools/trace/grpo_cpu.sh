@@ -36,6 +36,11 @@ BETA=0.04 run grpo-full-beta "--full" 0 "$FULL"
 G=8 run grpo-lora-qv-g8 "" 0 "$LORA"
 GA=2 run grpo-lora-qv-ga2 "" 0 "$LORA"
 KV=2 run grpo-lora-qv-kv2 "" 0 "$LORA"
+BETA=0.04 run grpo-full-beta-gc "--full" 1 "$FULL"
+# The generation round as the peak: 32 sequences of 256 prompt tokens through the prefill, trained in four
+# checkpointed micro-batches of 8; and long completions (the cache and each token's sampling grow with them).
+B=4 G=8 P=256 C=16 GA=4 run grpo-lora-qv-prefill "" 1 "$LORA"
+B=2 G=4 P=16 C=192 run grpo-lora-qv-long "" 1 "$LORA"
 
 # The coverage table follows the data (ONLY= leaves the data alone).
 if [[ -z ${ONLY:-} ]]; then "$here/coverage.sh"; fi

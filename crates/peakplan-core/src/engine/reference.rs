@@ -39,10 +39,8 @@ pub(super) fn reference(s: &Setup, r: &Resident) -> Reference {
     }
 }
 
-/// The reference forward at its largest: a decoder layer's MLP or the log-probability head, whichever holds
-/// more. Without gradients a layer keeps nothing: at its MLP the residual and the normalized input are live with
-/// the activation, the up projection and their product (`down(act(gate(x)) * up(x))` frees the gate's output once
-/// the activation has read it). The head holds the final hidden states, the scored positions' copy, the logits
+/// The reference forward at its largest: a decoder layer's MLP ([`no_grad_layer`]) or the log-probability head,
+/// whichever holds more. The head holds the final hidden states, the scored positions' copy, the logits
 /// tile and seven fp32 running statistics per scored position (`ChunkedLogProbFunction.forward`). KTO's
 /// reference runs its KL batch and its completions one after the other, a batch each.
 fn pass(s: &Setup) -> (Count, Count) {

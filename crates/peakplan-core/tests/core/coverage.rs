@@ -39,6 +39,10 @@ const FILES: &[(&str, &str)] = &[
         "pref_cpu.csv",
         "torch 2.15 (CPU), transformers 5.25, peft 0.21.2, trl 1.16.0",
     ),
+    (
+        "grpo_cpu.csv",
+        "torch 2.15 (CPU), transformers 5.24, peft 0.21.2, trl 1.16.0",
+    ),
 ];
 
 /// The values the CPU could trace and nobody has yet: a ratchet. An entry leaves this list (and `untraced.csv`)
@@ -49,13 +53,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("quant", "gptq8"),
     ("fw", "webgpu"),
     ("qload", "1"),
-    // GRPO's keys, new with it: its CPU harness is `tools/trace/grpo_step.py`.
-    ("task", "grpo"),
-    ("gens", "*"),
-    ("completion", "*"),
-    ("beta", "0"),
-    ("beta", ">0"),
-    ("gen", "hf"),
 ];
 
 /// The value that stands for a key as a whole in `untraced.csv` (keys with no allocated effect, and keys covered
@@ -262,7 +259,7 @@ fn steps() -> Vec<Step> {
                 let f: Vec<&str> = line.splitn(4, ',').collect();
                 let arch = import_config(&data(&format!("traced/{}", f[1]))).unwrap();
                 (f[0], family(&arch.model_type), f[3])
-            } else if *file == "pref_cpu.csv" {
+            } else if *file == "pref_cpu.csv" || *file == "grpo_cpu.csv" {
                 // Its TRL release sits before the query.
                 let f: Vec<&str> = line.splitn(11, ',').collect();
                 (f[0], "llama".to_string(), f[10])

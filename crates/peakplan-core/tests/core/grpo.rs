@@ -140,3 +140,17 @@ fn a_colocated_vllm_takes_its_share_of_the_card_and_a_server_generates_elsewhere
     let hf = est(&base);
     assert!(server.peak_allocated_bytes <= hf.peak_allocated_bytes);
 }
+
+#[test]
+fn exports_say_they_cannot_write_a_grpo_run_yet_and_write_the_others() {
+    use peakplan_core::interop::{export_refused, ExportFormat};
+    for f in ExportFormat::ALL {
+        let why = export_refused(&plan("task=grpo"), *f).unwrap_or_default();
+        assert!(
+            why.contains("task=grpo") && why.contains(f.label()),
+            "{why}"
+        );
+        assert_eq!(export_refused(&plan("task=dpo"), *f), None);
+        assert_eq!(export_refused(&plan("b=4"), *f), None);
+    }
+}
