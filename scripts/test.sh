@@ -57,4 +57,5 @@ node tests/e2e/tasks.test.mjs "$dist" || e2e=1
 node tests/e2e/unsloth.test.mjs "$dist" || e2e=1
 node tests/e2e/lengths.test.mjs "$dist" || e2e=1
 node tests/e2e/deepspeed.test.mjs "$dist" || e2e=1
+node tests/e2e/grpo.test.mjs "$dist" || e2e=1
 exit $e2e

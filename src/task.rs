@@ -2,7 +2,7 @@
 //! vocabulary, the reference sources a plan can take, the prompt length's bounds, why a control is off, and the
 //! rules between keys checked after every edit, as the core checks a link.
 
-use peakplan_core::plan::{Checkpointing, Framework, Plan, Reference, Task};
+use peakplan_core::plan::{Checkpointing, Framework, Generation, Plan, Reference, Task};
 use peakplan_core::Diagnostic;
 
 /// A task's words in the selector: its name and what it trains on (a task the core adds must be named here).
@@ -38,6 +38,21 @@ pub fn reference_options() -> Vec<(&'static str, &'static str)> {
                 Reference::None => "none (no reference term)",
             };
             (r.key(), label)
+        })
+        .collect()
+}
+
+/// The generation selector's options, `(key, label)`, in the core's order.
+pub fn generation_options() -> Vec<(&'static str, &'static str)> {
+    Generation::ALL
+        .iter()
+        .map(|g| {
+            let label = match g {
+                Generation::Hf => "the policy's generate (transformers)",
+                Generation::VllmColocate => "vLLM in the training process (colocate)",
+                Generation::VllmServer => "a vLLM server on other GPUs",
+            };
+            (g.key(), label)
         })
         .collect()
 }
@@ -104,6 +119,8 @@ pub fn settle(plan: &mut Plan) -> Vec<Diagnostic> {
     }
     let parsed = Plan::parse_query(&plan.to_query());
     if parsed.diagnostics.is_empty() {
+        // A rule may also derive a key without refusing any: GRPO's `s` is its prompt and completion.
+        plan.seq_len = parsed.plan.seq_len;
         return Vec::new();
     }
     // The link holds every key (a Hub model by its id), so the parsed plan is this one with the keys reset.
@@ -198,5 +215,16 @@ mod tests {
             assert!(settle(&mut p).is_empty());
             assert_eq!(p, before);
         }
+    }
+
+    #[test]
+    fn a_grpo_completion_typed_with_a_prompt_makes_the_sequence_without_a_word() {
+        let mut p = plan("task=grpo&prompt=256&completion=1024");
+        p.completion_max = Some(2048);
+        assert!(settle(&mut p).is_empty());
+        assert_eq!(
+            (p.seq_len, p.prompt_tokens(), p.completion_tokens()),
+            (2304, 256, 2048)
+        );
     }
 }

@@ -187,3 +187,39 @@ pub(crate) fn AutoInput(
         </div>
     }
 }
+
+/// A number key typed into a box (`data-testid="num-KEY"`): whole numbers, or decimals with `step="any"`; a value
+/// the plan does not take is said in the page's banner and the box shows the plan's value again. Off, it says why.
+#[component]
+pub(crate) fn NumberBox(
+    label: &'static str,
+    key: &'static str,
+    /// The input's `step`: `"1"` for whole numbers, `"any"` for decimals.
+    step: &'static str,
+    #[prop(optional, into)] disabled: Option<Signal<Option<&'static str>>>,
+    /// What the key means, shown as a tooltip.
+    #[prop(optional)]
+    hint: Option<&'static str>,
+) -> impl IntoView {
+    let c = ctx();
+    let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
+    let value = Memo::new(move |_| c.plan.with(|p| p.get(key).unwrap_or_default()));
+    let id = format!("num-{key}");
+    view! {
+        <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
+            <label for=id.clone()>{label}</label>
+            <input id=id type="number" min="0" step=step data-testid=format!("num-{key}")
+                prop:value=move || value.get() disabled=move || disabled.get().is_some()
+                on:change=move |ev| {
+                    c.set_text(key, event_target_value(&ev).trim());
+                    if let Some(input) = ev
+                        .target()
+                        .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+                    {
+                        input.set_value(&value.get_untracked());
+                    }
+                }/>
+            {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
+        </div>
+    }
+}

@@ -1,12 +1,14 @@
 //! The training task beside the method: SFT or a preference objective, and for a preference task where its
 //! reference log-probabilities come from and how many of each sequence's tokens are prompt.
 
-use crate::panels::controls::KeySelect;
+use crate::panels::controls::{AutoInput, KeySelect, NumberBox};
 use crate::state::{ctx, memo};
 use crate::task::{
-    reference_options, shows_preference_keys, task_off_reason, task_options, PromptBox,
+    generation_options, reference_options, shows_preference_keys, task_off_reason, task_options,
+    PromptBox,
 };
 use leptos::prelude::*;
+use peakplan_core::plan::{Generation, Task};
 use wasm_bindgen::JsCast;
 
 /// The task selector (`data-testid="task"`), off with its reason outside the HF framework profile; under a
@@ -16,14 +18,46 @@ pub(crate) fn TaskControls() -> impl IntoView {
     let c = ctx();
     let off = memo(move || c.plan.with(task_off_reason));
     let preference = memo(move || c.plan.with(shows_preference_keys));
+    let grpo = memo(move || c.plan.with(|p| p.task == Task::Grpo));
     view! {
         <KeySelect label="Task" key="task" testid="task" options=task_options() disabled=off
-            hint="Supervised fine-tuning, or a preference objective as TRL's DPOTrainer and KTOTrainer run it: a preference task adds its reference and its prompt length here."/>
-        <Show when=move || preference.get()>
+            hint="Supervised fine-tuning, a preference objective as TRL's DPOTrainer and KTOTrainer run it, or GRPO (GRPOTrainer): a preference task adds its reference and its prompt length here, GRPO its generation round."/>
+        <Show when=move || preference.get() && !grpo.get()>
             <KeySelect label="Reference" key="ref" testid="ref" options=reference_options()
                 hint="Where the reference log-probabilities come from: TRL's auto is a second copy of the model under full fine-tuning and the base with its adapters switched off under LoRA; precomputed (precompute_ref_log_probs) scores the dataset once before training."/>
+        </Show>
+        <Show when=move || preference.get()>
             <PromptTokens/>
         </Show>
+        <Show when=move || grpo.get()>
+            <GrpoControls/>
+        </Show>
+    }
+}
+
+/// GRPO's round: completions per prompt, their length, the KL coefficient, and where they are generated.
+#[component]
+fn GrpoControls() -> impl IntoView {
+    let c = ctx();
+    let completion_auto =
+        memo(move || c.plan.with(|p| format!("auto ({})", p.completion_tokens())));
+    let not_colocated = memo(move || {
+        c.plan
+            .with(|p| p.generation != Generation::VllmColocate)
+            .then_some("Applies to vLLM colocated in the training process")
+    });
+    view! {
+        <NumberBox label="Completions per prompt" key="gens" step="1"
+            hint="num_generations: every prompt of the round is answered this many times; the round's b x gens sequences are generated at once and trained in ga micro-batches."/>
+        <AutoInput label="Completion tokens" key="completion" disabled=Signal::derive(|| None)
+            placeholder=completion_auto
+            hint="max_completion_length: set, the sequence is the prompt and the completion (s follows); empty, the completion is what s leaves after the prompt."/>
+        <NumberBox label="KL coefficient (beta)" key="beta" step="any"
+            hint="beta: 0 (TRL's default since 0.19) runs no reference; above 0 each round is scored by the base with its adapters off, or by a second copy of the model under full fine-tuning."/>
+        <KeySelect label="Generation" key="gen" options=generation_options()
+            hint="Where the completions are generated: the policy's own generate (its key/value cache on this GPU), vLLM in the training process (its share of the GPU held from start-up), or a vLLM server on other GPUs."/>
+        <NumberBox label="vLLM's share of the GPU" key="vmem" step="any" disabled=not_colocated
+            hint="gpu_memory_utilization: vLLM takes this fraction of the GPU's total memory for its weights and key/value blocks when it starts, beside training (TRL's default 0.3)."/>
     }
 }
 

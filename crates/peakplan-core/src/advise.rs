@@ -9,6 +9,8 @@ use crate::plan::{
 use crate::{gpu_choice, solve, units};
 use serde::Serialize;
 
+mod grpo;
+
 /// What a change costs, cheapest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -155,6 +157,7 @@ pub fn candidates(plan: &Plan) -> Vec<Change> {
     optimizer_changes(plan, &mut c);
     method_changes(plan, &mut c);
     task_changes(plan, &mut c);
+    grpo::grpo_changes(plan, &mut c);
     capacity_changes(plan, &mut c);
     sharding_changes(plan, &mut c);
     c
@@ -461,7 +464,9 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
             "more communication between GPUs",
         ));
     }
-    if plan.micro_batch > 1 {
+    // GRPO's `b` is the round's prompts and `s` its prompt and completion: its own levers cut them.
+    let grpo = plan.task == Task::Grpo;
+    if plan.micro_batch > 1 && !grpo {
         let b = plan.micro_batch / 2;
         c.push(batch_change(
             plan,
@@ -469,7 +474,7 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
             format!("Halve the micro-batch to {b}"),
         ));
     }
-    if plan.seq_len > 256 {
+    if plan.seq_len > 256 && !grpo {
         let s = plan.seq_len / 2;
         let mut ch = change(
             "s",
@@ -496,10 +501,13 @@ const MIN_PROMPT: u64 = 64;
 /// A preference task's reference: precomputed log-probabilities (TRL's `precompute_ref_log_probs`) leave the
 /// step no reference pass and no second copy of the model.
 fn task_changes(plan: &Plan, c: &mut Vec<Change>) {
-    if matches!(
-        plan.reference_source(),
-        Reference::Model | Reference::AdaptersOff
-    ) {
+    // GRPO scores each round's fresh completions: nothing to precompute (its lever is beta=0).
+    if plan.task != Task::Grpo
+        && matches!(
+            plan.reference_source(),
+            Reference::Model | Reference::AdaptersOff
+        )
+    {
         c.push(change(
             "ref",
             "precomputed",
@@ -514,7 +522,8 @@ fn task_changes(plan: &Plan, c: &mut Vec<Change>) {
 /// A preference task's prompts cut to half: the sequence shrinks by as many tokens and the completions, which
 /// are scored, stay as long.
 fn shorter_prompts(plan: &Plan, c: &mut Vec<Change>) {
-    if !plan.task.has_reference() {
+    // GRPO's prompts are the dataset's (TRL 1.16 cuts none); its completions are its lever.
+    if !plan.task.has_reference() || plan.task == Task::Grpo {
         return;
     }
     let prompt = plan.prompt_tokens();

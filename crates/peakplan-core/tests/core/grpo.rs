@@ -154,3 +154,38 @@ fn exports_say_they_cannot_write_a_grpo_run_yet_and_write_the_others() {
         assert_eq!(export_refused(&plan("b=4"), *f), None);
     }
 }
+
+#[test]
+fn grpo_levers_cut_the_round_and_each_link_parses_clean() {
+    let p = plan(&format!(
+        "{QWEN}&gens=8&prompt=256&completion=1024&beta=0.04&gen=vllm_colocate&vmem=0.3&gc=0"
+    ));
+    let changes = peakplan_core::advise::candidates(&p);
+    let keys: Vec<&str> = changes.iter().map(|c| c.key).collect();
+    for want in ["gens", "ga", "completion", "beta", "gen", "vmem", "gc"] {
+        assert!(keys.contains(&want), "{want} missing from {keys:?}");
+    }
+    // Levers of other tasks that GRPO refuses or that mean something else here.
+    for not in ["ref", "b", "s", "prompt"] {
+        assert!(!keys.contains(&not), "{not} in {keys:?}");
+    }
+    for ch in &changes {
+        let parsed = Plan::parse_query_over(p.clone(), &ch.query());
+        assert!(
+            parsed.diagnostics.is_empty(),
+            "{}: {:?}",
+            ch.query(),
+            parsed.diagnostics
+        );
+    }
+    let completion = changes.iter().find(|c| c.key == "completion").unwrap();
+    let cut = Plan::parse_query_over(p.clone(), &completion.query()).plan;
+    assert_eq!((cut.prompt_tokens(), cut.completion_tokens()), (256, 512));
+    // The advisor keeps the cards that lower the peak: each of these does on a 24 GB card.
+    let arch = peakplan_core::presets::ModelId::all()
+        .find(|m| *m == p.model)
+        .map(|m| m.arch())
+        .unwrap();
+    let advice = peakplan_core::advise::advise(arch, &p, Some(p.gpu.preset().capacity_bytes));
+    assert!(!advice.levers.is_empty());
+}
