@@ -26,6 +26,7 @@ mod axolotl;
 mod bnb;
 mod deepspeed;
 mod fields;
+mod grpo;
 mod hf_config;
 mod import;
 mod names;
@@ -119,11 +120,13 @@ impl ExportFormat {
 /// that preset, so that its plan line imports back to the same model; a Hub model is named by its id.
 #[inline(never)]
 /// Why `format` cannot export `plan`, where it cannot: the caller says so instead of calling [`export`], which
-/// would write the plan's supervised twin. GRPO's runnable script and configs are not written yet.
+/// would write the plan's supervised twin. A GRPO plan's runnable script and DeepSpeed config are written; its
+/// axolotl and torchtune configs are not yet.
 pub fn export_refused(plan: &Plan, format: ExportFormat) -> Option<String> {
-    (plan.task == crate::plan::Task::Grpo).then(|| {
+    let grpo = plan.task == crate::plan::Task::Grpo;
+    (grpo && matches!(format, ExportFormat::Axolotl | ExportFormat::Torchtune)).then(|| {
         format!(
-            "a GRPO plan (task=grpo) cannot be exported as {} yet: the exports write SFT, DPO and KTO runs",
+            "a GRPO plan (task=grpo) cannot be exported as {} yet: export it as a Python script (TRL's GRPOTrainer)",
             format.label()
         )
     })

@@ -16,7 +16,8 @@ use crate::arch::Architecture;
 use crate::engine::{estimate, hf_attention, Estimate};
 use crate::model_type::ModelType;
 use crate::plan::{
-    Alloc, Attn, DType, Framework, GradSync, Loss, Method, Optimizer, Plan, Reference, Task, Wrap,
+    Alloc, Attn, DType, Framework, Generation, GradSync, Loss, Method, Optimizer, Plan, Reference,
+    Task, Wrap,
 };
 use crate::presets::ModelId;
 use crate::profile::Profile;
@@ -409,7 +410,12 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
             (None, None) => arch.model_type.clone(),
         },
         "method" => method_in_words(plan.method),
-        "b" => num(plan.micro_batch),
+        // GRPO's micro-batch is completions (TRL's per_device_train_batch_size): the round's over ga.
+        "b" => num(if plan.task == Task::Grpo {
+            plan.generated_sequences() / plan.grad_accumulation.max(1)
+        } else {
+            plan.micro_batch
+        }),
         "s" => num(plan.seq_len),
         "gpus" => num(plan.gpus),
         "plural" => if plan.gpus > 1 && !split { "s" } else { "" },
@@ -508,8 +514,18 @@ fn task_vars(plan: &Plan) -> Vars<'static> {
         "pref_prompt" => num(plan.prompt_tokens()),
         "pref_completion" => num(plan.completion_tokens()),
         "pref_ref" => reference.key(),
+        "gens" => num(plan.generations),
+        "grpo_prompts" => num(plan.micro_batch),
+        "beta" => plan.beta.to_string(),
+        "gen" => plan.generation.key(),
+        "use_vllm" => if plan.generation == Generation::Hf { "False" } else { "True" },
+        "vllm_mode" => if plan.generation == Generation::VllmServer { "server" } else { "colocate" },
+        "vmem" => plan.vllm_memory.to_string(),
+        "adapter_bool" => if plan.method == Method::Full { "False" } else { "True" },
         ;
-        "pref" => plan.task != Task::Sft,
+        "trl" => plan.task != Task::Sft,
+        "pref" => matches!(plan.task, Task::Dpo | Task::Kto),
+        "grpo" => plan.task == Task::Grpo,
         "pref_kto" => plan.task == Task::Kto,
         // ref=none: TRL 1.16 has no reference-free mode; precomputed log-probabilities keep no reference either
         // (no copy, no pass during the steps), which is what the plan counts.

@@ -101,6 +101,7 @@ const TRAINING_ARGS_NEUTRAL: &[&str] = &[
     "packing_strategy", "dataset_kwargs", "dataset_num_proc", "completion_only_loss", "assistant_only_loss",
     "model_init_kwargs", "chat_template_path", "eos_token", "pad_token", "pad_to_multiple_of", "eval_packing",
     "shuffle_dataset", "truncation_mode", "dataset_batch_size", "num_of_sequences", "chars_per_token", "use_liger",
+    "dataloader_in_order",
 ];
 
 /// The fields [`read`] maps to plan keys.
@@ -108,19 +109,26 @@ const TRAINING_ARGS_NEUTRAL: &[&str] = &[
 const HANDLED: &[&str] = &[
     "gradient_accumulation_steps", "per_device_train_batch_size", "gradient_checkpointing", "bf16", "fp16", "optim",
     "max_seq_length", "max_length", "deepspeed", "fsdp", "use_liger_kernel", "loss_type", "torch_compile",
-    "fsdp_config", "accelerator_config",
+    "fsdp_config", "accelerator_config", "activation_checkpointing",
 ];
 
 #[inline(never)]
 pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
-    // A TRL DPOConfig or KTOConfig: its own fields first, the rest as TrainingArguments.
-    let preference = trl::read(r, map);
-    let map = preference.as_ref().unwrap_or(map);
+    // A TRL GRPOConfig, DPOConfig or KTOConfig: its own fields first, the rest as TrainingArguments.
+    let own = if super::grpo::is_grpo(map) {
+        Some(super::grpo::read(r, map))
+    } else {
+        trl::read(r, map)
+    };
+    let map = own.as_ref().unwrap_or(map);
     if let Some(v) = get(map, "per_device_train_batch_size") {
         r.batch("per_device_train_batch_size", v);
     }
+    // transformers 5.24 renamed it `activation_checkpointing` (the old name an alias; a saved config has both).
     if let Some(v) = get(map, "gradient_checkpointing") {
         r.gc("gradient_checkpointing", v);
+    } else if let Some(v) = get(map, "activation_checkpointing") {
+        r.gc("activation_checkpointing", v);
     }
     let bf16 = r.flag_in(map, "", "bf16");
     let fp16 = r.flag_in(map, "", "fp16");
@@ -177,7 +185,7 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) {
     if let Some(b) = r.flag_in(map, "", "torch_compile") {
         r.fact_bool("compile", b, "torch_compile");
     }
-    if let Some(v) = get(map, "loss_type").filter(|_| preference.is_none()) {
+    if let Some(v) = get(map, "loss_type").filter(|_| own.is_none()) {
         match v.as_str() {
             Some("chunked_nll") => r.fact("loss", "chunked", "loss_type"),
             Some("nll") => r.fact("loss", "standard", "loss_type"),

@@ -17,7 +17,7 @@ enum Kind {
     Cpo,
     /// `ORPOConfig`: `beta` without a loss type or a reference.
     Orpo,
-    /// GRPO and the other online trainers (`num_generations`).
+    /// The online trainers other than GRPO (`num_generations` without GRPO's own fields: `grpo.rs` reads those).
     Online,
 }
 
@@ -80,10 +80,12 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) -> Option<Map<Strin
             let class = match kind {
                 Kind::Cpo => "CPOConfig (CPO or SimPO)",
                 Kind::Orpo => "ORPOConfig",
-                _ => "an online RL config (num_generations: GRPO, RLOO, online DPO)",
+                _ => {
+                    "an online RL config (num_generations without GRPO's fields: RLOO, online DPO)"
+                }
             };
             r.note_fmt(format_args!(
-                "a TRL {class}: that task is not planned yet (task=sft, dpo or kto are); task unchanged, its fields listed as unsupported"
+                "a TRL {class}: that task is not planned yet (task=sft, dpo, kto or grpo are); task unchanged, its fields listed as unsupported"
             ));
             return None;
         }

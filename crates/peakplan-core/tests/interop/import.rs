@@ -507,6 +507,19 @@ fn preference_configs_import_their_task() {
         "task=kto&prompt=512&s=2048&b=4&gc=0&prec=amp_bf16",
         &[],
     );
+    // A GRPOConfig as TRL 1.16 saves it (`to_json_string`): b is the round's prompts (8 completions a
+    // micro-batch x 4 micro-batches a round / 8 per prompt), ga its micro-batches.
+    let grpo = one("trl_grpo_config.json");
+    check(
+        &grpo,
+        "task=grpo&gens=8&completion=1024&beta=0.04&gen=vllm_colocate&vmem=0.3&b=4&ga=4&gc=1&prec=amp_bf16&opt=adamw_torch_fused",
+        &[],
+    );
+    assert!(
+        grpo.notes.iter().any(|n| n.contains("GRPOConfig")),
+        "{:?}",
+        grpo.notes
+    );
     let orpo = one("trl_orpo_config.json");
     check(
         &orpo,

@@ -512,3 +512,48 @@ fn unsloth_plans_export_an_unsloth_script_with_their_prediction() {
     }
     py_compile(&scripts);
 }
+
+/// GRPO plans' scripts: TRL's GRPOTrainer on random prompts with a length reward, the round's batch as TRL counts
+/// it (completions a micro-batch), generation where the plan puts it; each compiles and carries the prediction.
+/// (One ran to its end on CPU, its CUDA calls stubbed, with TRL 1.16: every completion ran its full length.)
+#[test]
+fn python_exports_of_grpo_plans_drive_grpo_trainer() {
+    let mut all = Vec::new();
+    for (q, micro_batch, use_vllm, mode) in [
+        (
+            "model=qwen2.5-1.5b&method=lora&task=grpo&b=2&gens=8&ga=4&prompt=256&completion=1024&beta=0.04",
+            "4",
+            "False",
+            "colocate",
+        ),
+        (
+            "model=llama-3.1-8b&method=qlora&task=grpo&b=1&gens=8&prompt=256&completion=512&gen=vllm_colocate&vmem=0.4",
+            "8",
+            "True",
+            "colocate",
+        ),
+        (
+            "model=qwen2.5-0.5b&method=full&task=grpo&gens=4&prompt=64&completion=128&beta=0.1&gen=vllm_server",
+            "4",
+            "True",
+            "server",
+        ),
+    ] {
+        let (p, src) = exported(q, ExportFormat::Python);
+        let c = |name: &str| konst(q, &src, name);
+        assert_eq!(c("MICRO_BATCH"), micro_batch, "{q}");
+        assert_eq!(c("GENERATIONS"), p.generations.to_string(), "{q}");
+        assert_eq!(c("COMPLETION_TOKENS"), p.completion_tokens().to_string(), "{q}");
+        assert_eq!(c("PROMPT_TOKENS"), p.prompt_tokens().to_string(), "{q}");
+        assert_eq!(c("USE_VLLM"), use_vllm, "{q}");
+        assert_eq!(c("VLLM_MODE"), format!("\"{mode}\""), "{q}");
+        assert_eq!(c("VLLM_GPU_MEMORY_UTILIZATION"), p.vllm_memory.to_string(), "{q}");
+        assert!(src.contains("from trl import GRPOConfig, GRPOTrainer"), "{q}");
+        assert!(src.contains("reward_funcs=length_reward"), "{q}");
+        assert!(!src.contains("\"chosen\""), "{q}");
+        let e = estimate(preset_arch(&p), &p);
+        predicts(q, &src, &e);
+        all.push(src);
+    }
+    py_compile(&all);
+}
