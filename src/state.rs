@@ -260,7 +260,9 @@ impl Ctx {
         self.input_started.set_value(Some(browser::now_ms()));
         let mut said = Vec::new();
         self.plan.update(|p| {
+            let seq_before = p.seq_len;
             change(p);
+            crate::task::follow_sequence(p, seq_before);
             said = crate::task::settle(p);
         });
         let keys = said.iter().map(|d| d.key.clone()).collect();

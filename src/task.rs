@@ -99,6 +99,17 @@ impl PromptBox {
     }
 }
 
+/// Under GRPO with a completion length and a prompt set, `s` is their sum (the core's rule): an edit that moved `s`
+/// (the slider) moves the completion instead, the prompt staying, so that the edit holds rather than snapping back.
+pub fn follow_sequence(plan: &mut Plan, seq_before: u64) {
+    if plan.task != Task::Grpo || plan.seq_len == seq_before || plan.completion_max.is_none() {
+        return;
+    }
+    if let Some(prompt) = plan.prompt_tokens.filter(|&p| p < plan.seq_len) {
+        plan.completion_max = Some(plan.seq_len - prompt);
+    }
+}
+
 /// Whether any key the rules between keys read differs from its default: only then can an edit break one.
 fn may_break_a_rule(plan: &Plan) -> bool {
     plan.task != Task::Sft
@@ -215,6 +226,24 @@ mod tests {
             assert!(settle(&mut p).is_empty());
             assert_eq!(p, before);
         }
+    }
+
+    #[test]
+    fn moving_s_under_grpo_moves_the_completion_and_the_prompt_stays() {
+        let mut p = plan("task=grpo&prompt=256&completion=1024");
+        p.seq_len = 2048;
+        follow_sequence(&mut p, 1280);
+        assert!(settle(&mut p).is_empty());
+        assert_eq!(
+            (p.seq_len, p.prompt_tokens(), p.completion_tokens()),
+            (2048, 256, 1792)
+        );
+        // Below the prompt the rule keeps the sequence: the edit cannot hold.
+        let mut p = plan("task=grpo&prompt=256&completion=1024");
+        p.seq_len = 200;
+        follow_sequence(&mut p, 1280);
+        settle(&mut p);
+        assert_eq!(p.seq_len, 1280);
     }
 
     #[test]

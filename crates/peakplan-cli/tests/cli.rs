@@ -171,6 +171,26 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
             "model=`llama-9b` is not a known preset",
         ),
         (&["estimate", "--query", "foo=1"], "unknown key `foo`"),
+        (
+            &["estimate", "--query", "task=grpo&gens=1"],
+            "gens=1 is out of range; accepted: integers 2 to 4096",
+        ),
+        (
+            &["estimate", "--query", "task=grpo&gen=sglang"],
+            "gen=`sglang` is not accepted; accepted: hf, vllm_colocate, vllm_server",
+        ),
+        (
+            &["estimate", "--query", "task=grpo&vmem=1.5"],
+            "vmem=`1.5` is out of range; accepted: above 0 to 1",
+        ),
+        (
+            &["estimate", "--query", "task=grpo&b=3&gens=2&ga=4"],
+            "ga=4 does not divide the 6 completions",
+        ),
+        (
+            &["export", "--query", "task=grpo", "--format", "axolotl"],
+            "cannot be exported as axolotl YAML yet",
+        ),
         (&["estimate", "--query", "b=2&s"], "has no value"),
         (&["estimate", "--format"], "--format needs a value"),
         (

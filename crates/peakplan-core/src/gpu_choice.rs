@@ -95,6 +95,20 @@ pub fn add_row_limits(arch: &Architecture, plan: &Plan, row: &mut GpuFit) {
     row.limits_known = true;
 }
 
+/// The plan on `gpu` where its figures depend on the card (vLLM colocated takes a share of it), else none.
+fn on_card(plan: &Plan, gpu: &GpuPreset) -> Option<Plan> {
+    if plan.task != crate::plan::Task::Grpo
+        || plan.generation != crate::plan::Generation::VllmColocate
+    {
+        return None;
+    }
+    let id = crate::presets::GpuId::all().find(|x| x.id() == gpu.id)?;
+    Some(Plan {
+        gpu: id,
+        ..plan.clone()
+    })
+}
+
 /// [`gpu_fits`] without the rows' limits, which cost a dozen replays each: a page shows the table at once and
 /// works them out one row at a time ([`add_row_limits`]).
 pub fn gpu_fits_without_limits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
@@ -111,7 +125,11 @@ pub fn gpu_fits_without_limits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> 
         .into_iter()
         .map(|g| {
             let cap = g.capacity_bytes;
-            let device_bytes = device_bytes_on(arch, plan, &unlimited, cap);
+            // vLLM colocated takes its share of each row's card, not of the plan's.
+            let device_bytes = match on_card(plan, g) {
+                Some(row) => device_bytes_on(arch, &row, &estimate_on(arch, &row, u64::MAX), cap),
+                None => device_bytes_on(arch, plan, &unlimited, cap),
+            };
             let fits = device_bytes <= cap;
             // A plan that fits as planned needs no more GPUs than it has.
             let fewest = counts.fewest(cap);

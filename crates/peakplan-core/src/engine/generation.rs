@@ -38,8 +38,12 @@ pub(super) struct Generation {
     /// The round's token ids and attention masks (int64), and the reference's fp32 log-probabilities, kept from the
     /// round through training (TRL buffers the round and trains on views of it).
     pub buffered: Count,
-    /// vLLM's share of the GPU under `gen=vllm_colocate` (its weights and key/value blocks), taken at start-up and
-    /// held through the step.
+    /// vLLM's share of the GPU under `gen=vllm_colocate`, taken at start-up and held through the step: vLLM 0.10
+    /// to 0.12 budget `requested_memory = total_memory x gpu_memory_utilization` (`vllm/v1/worker/gpu_worker.py`)
+    /// and fill what its weights and the profiling run's activation peak leave of it with key/value blocks,
+    /// allocated whole (`gpu_model_runner.py` `_allocate_kv_cache_tensors`). CUDA graphs are captured after, outside
+    /// the budget (0.3 to 2.5 GiB in vLLM's issues), and TRL's sleep mode (`vllm_enable_sleep_mode`, off by
+    /// default) frees weights and blocks between rounds: neither is counted.
     pub vllm: Count,
 }
 

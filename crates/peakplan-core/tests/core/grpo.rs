@@ -174,3 +174,31 @@ fn a_grpo_plan_exports_a_grpo_script_and_refuses_the_configs_it_cannot_write() {
         "a preference dataset in a GRPO script"
     );
 }
+
+#[test]
+fn vllms_share_is_of_each_card_and_matches_what_vllm_logs() {
+    // vLLM's worker log on an 80 GB card at gpu_memory_utilization=0.90 (vllm-project/vllm#11743): "total GPU
+    // memory 79.33GiB x gpu_memory_utilization (0.90) = 71.39GiB" (its total is torch.cuda.mem_get_info's).
+    let h100 =
+        est("model=qwen2.5-1.5b&method=lora&task=grpo&gen=vllm_colocate&vmem=0.9&gpu=h100-80gb");
+    let share_gib = h100.component(Kind::VllmShare) as f64 / (1u64 << 30) as f64;
+    assert!((share_gib / 71.39 - 1.0).abs() < 0.01, "{share_gib} GiB");
+    // The GPU table prices each row with vLLM's share of that row's card.
+    let p =
+        plan("model=qwen2.5-1.5b&method=lora&task=grpo&gen=vllm_colocate&vmem=0.3&gpu=rtx-4090");
+    let arch = p.model.arch();
+    let rows = peakplan_core::gpu_choice::gpu_fits_without_limits(arch, &p);
+    let device = |id: &str| {
+        rows.iter()
+            .find(|r| r.id == id)
+            .map(|r| (r.device_bytes, r.capacity_bytes))
+            .unwrap()
+    };
+    let ((small, small_cap), (big, big_cap)) = (device("rtx-4090"), device("h100-80gb"));
+    let grown = big as f64 - small as f64;
+    let share_grown = 0.3 * (big_cap as f64 - small_cap as f64);
+    assert!(
+        (grown / share_grown - 1.0).abs() < 0.05,
+        "{grown} vs {share_grown}"
+    );
+}
