@@ -41,13 +41,7 @@ pub(crate) fn LogSlider(
     let on_number = move |ev: leptos::ev::Event| {
         let text = event_target_value(&ev);
         c.set_text(key, text.trim());
-        // A refused value leaves the plan as it was, so the box would keep the text the plan did not take.
-        if let Some(input) = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
-        {
-            input.set_value(&value.get_untracked().to_string());
-        }
+        show_plan_value(&ev, &value.get_untracked().to_string());
     };
     let refused = move || {
         c.refused
@@ -212,14 +206,20 @@ pub(crate) fn NumberBox(
                 prop:value=move || value.get() disabled=move || disabled.get().is_some()
                 on:change=move |ev| {
                     c.set_text(key, event_target_value(&ev).trim());
-                    if let Some(input) = ev
-                        .target()
-                        .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
-                    {
-                        input.set_value(&value.get_untracked());
-                    }
+                    show_plan_value(&ev, &value.get_untracked());
                 }/>
             {move || disabled.get().map(|why| view! { <p class="why">{why}</p> })}
         </div>
+    }
+}
+
+/// After a typed value, shows the plan's value in its box again: a refused value leaves the plan as it was, so the
+/// box would keep the text the plan did not take (what was typed is in the banner).
+pub(crate) fn show_plan_value(ev: &leptos::ev::Event, value: &str) {
+    if let Some(input) = ev
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+    {
+        input.set_value(value);
     }
 }

@@ -1,7 +1,7 @@
 //! The training task beside the method: SFT or a preference objective, and for a preference task where its
 //! reference log-probabilities come from and how many of each sequence's tokens are prompt.
 
-use crate::panels::controls::{AutoInput, KeySelect, NumberBox};
+use crate::panels::controls::{show_plan_value, AutoInput, KeySelect, NumberBox};
 use crate::state::{ctx, memo};
 use crate::task::{
     generation_options, reference_options, shows_preference_keys, task_off_reason, task_options,
@@ -9,7 +9,6 @@ use crate::task::{
 };
 use leptos::prelude::*;
 use peakplan_core::plan::{Generation, Task};
-use wasm_bindgen::JsCast;
 
 /// The task selector (`data-testid="task"`), off with its reason outside the HF framework profile; under a
 /// preference task, the reference source (`ref`) and the prompt tokens (`prompt`) below it.
@@ -73,12 +72,7 @@ fn PromptTokens() -> impl IntoView {
     let words = memo(move || c.plan.with(|p| PromptBox::of(p).words(p.seq_len)));
     let on_number = move |ev: leptos::ev::Event| {
         c.set_text("prompt", event_target_value(&ev).trim());
-        if let Some(input) = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
-        {
-            input.set_value(&tokens.get_untracked().to_string());
-        }
+        show_plan_value(&ev, &tokens.get_untracked().to_string());
     };
     let on_auto = move |ev: leptos::ev::Event| {
         let text = if event_target_checked(&ev) {

@@ -53,44 +53,15 @@ a = ap.parse_args()
 assert a.prompt > 0 and a.completion > 0, "PROMPT and COMPLETION must be at least 1"
 assert (a.prompts * a.gens) % a.ga == 0, "PROMPTS * GENS must be a multiple of GA"
 
-import trl.trainer.utils as tu
 from datasets import Dataset
 from peft import LoraConfig
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-# CUDA's path of the fused head (compact: only the labelled positions), computed by the torch tiles.
-tu._use_triton = lambda device: True
+# CUDA's path of TRL's fused head, as in pref_step.py (trl_head.py).
+from trl_head import take_cuda_path
 
-# CUDA's memory of the fused head's tiles (as in pref_step.py): the torch fallback's tile-sized fp32 temporaries are
-# kept under a megabyte by feeding it a few rows (or inner columns) at a time, its arithmetic unchanged.
-import trl.kernels.chunked_logprob as chunked
-
-ROWS, INNER = 1, 4
-_forward_tile, _backward_tile = chunked._forward_tile, chunked._backward_tile
-
-
-def forward_rows(tile, stride, targets, *stats, **kw):
-    # stats: the seven per-token accumulators, then vocab_start and n_cols.
-    per_token, rest = stats[:7], stats[7:]
-    for i in range(0, tile.shape[0], ROWS):
-        j = slice(i, i + ROWS)
-        _forward_tile(tile[j], stride, targets[j], *(t[j] for t in per_token), *rest, **kw)
-
-
-def backward_rows(tile, stride, targets, log_z, entropy, grad_logprobs, grad_entropy, *rest, **kw):
-    for i in range(0, tile.shape[0], ROWS):
-        j = slice(i, i + ROWS)
-        _backward_tile(tile[j], stride, targets[j], log_z[j], entropy[j], grad_logprobs[j], grad_entropy[j],
-                       *rest, **kw)
-
-
-def addmm_inner(acc, a, b):
-    for k in range(0, a.shape[1], INNER):
-        acc.addmm_(a[:, k:k + INNER].float(), b[k:k + INNER].float())
-
-
-chunked._forward_tile, chunked._backward_tile, chunked._addmm_fp32 = forward_rows, backward_rows, addmm_inner
+take_cuda_path()
 
 torch.manual_seed(a.seed)
 # Words w0 .. w{V-1} are the model's V tokens; EOS (also pad and unk) is id V, which the model cannot emit.

@@ -39,48 +39,15 @@ shape_args(ap)
 a = ap.parse_args()
 assert 0 < a.prompt < a.s, "PROMPT must be at least 1 and less than SEQ"
 
-import trl.trainer.utils as tu
 from datasets import Dataset
 from peft import LoraConfig
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-# CUDA's path of the fused head (compact: only the labelled positions), computed by the torch tiles.
-tu._use_triton = lambda device: True
+# CUDA's path of TRL's fused head, its tiles fed to the torch fallback a row at a time (trl_head.py).
+from trl_head import take_cuda_path
 
-# CUDA's memory of the fused head's tiles. There a Triton kernel folds each [tokens, 32768] tile of logits into
-# per-token statistics in place, backward turns the tile into its gradient in place, and the gradient GEMMs
-# accumulate into fp32 with `addmm(out_dtype=float32)`: nothing is allocated but the tile buffer and the fp32
-# accumulators. The torch fallback this CPU runs upcasts whole tiles (several fp32 tile-sized temporaries, and fp32
-# copies of both GEMM operands). The fallback is kept, its arithmetic unchanged, but fed a few rows (or a few
-# inner columns) at a time, so that its temporaries stay under a megabyte and the trace shows CUDA's buffers.
-import trl.kernels.chunked_logprob as chunked
-
-ROWS, INNER = 1, 4
-_forward_tile, _backward_tile = chunked._forward_tile, chunked._backward_tile
-
-
-def forward_rows(tile, stride, targets, *stats, **kw):
-    # stats: the seven per-token accumulators, then vocab_start and n_cols.
-    per_token, rest = stats[:7], stats[7:]
-    for i in range(0, tile.shape[0], ROWS):
-        j = slice(i, i + ROWS)
-        _forward_tile(tile[j], stride, targets[j], *(t[j] for t in per_token), *rest, **kw)
-
-
-def backward_rows(tile, stride, targets, log_z, entropy, grad_logprobs, grad_entropy, *rest, **kw):
-    for i in range(0, tile.shape[0], ROWS):
-        j = slice(i, i + ROWS)
-        _backward_tile(tile[j], stride, targets[j], log_z[j], entropy[j], grad_logprobs[j], grad_entropy[j],
-                       *rest, **kw)
-
-
-def addmm_inner(acc, a, b):
-    for k in range(0, a.shape[1], INNER):
-        acc.addmm_(a[:, k:k + INNER].float(), b[k:k + INNER].float())
-
-
-chunked._forward_tile, chunked._backward_tile, chunked._addmm_fp32 = forward_rows, backward_rows, addmm_inner
+take_cuda_path()
 
 torch.manual_seed(0)
 words = {f"w{i}": i for i in range(a.vocab - 1)}

@@ -756,18 +756,25 @@ impl<'s, 'a> Builder<'s, 'a> {
         // A preference task's reference forward, with what the end of forward holds.
         let reference = &st.reference;
         if reference.pass > 0.0 && !st.setup.plan.task.generates() {
-            let blocks = blocks_of(reference.pass, reference.block);
-            for (i, b) in blocks.iter().enumerate() {
-                self.seq.alloc(tag(Tag::ReferencePass, i as u64), *b);
-            }
-            if last {
-                self.seq.moment(total(&t.phases[Phase::Reference as usize]));
-            }
-            for i in 0..blocks.len() {
-                self.seq.free(tag(Tag::ReferencePass, i as u64));
-            }
+            let moment = last.then(|| total(&t.phases[Phase::Reference as usize]));
+            self.reference_pass(moment);
         }
         self.buffers(false);
+    }
+
+    /// The reference's forward: its blocks made, the timeline's `moment` reached there (where one is), then let go.
+    fn reference_pass(&mut self, moment: Option<Count>) {
+        let reference = &self.st.reference;
+        let blocks = blocks_of(reference.pass, reference.block);
+        for (i, b) in blocks.iter().enumerate() {
+            self.seq.alloc(tag(Tag::ReferencePass, i as u64), *b);
+        }
+        if let Some(m) = moment {
+            self.seq.moment(m);
+        }
+        for i in 0..blocks.len() {
+            self.seq.free(tag(Tag::ReferencePass, i as u64));
+        }
     }
 
     /// The loss's backward and the head's: the loop's held output, the loss's blocks, the logits' gradients and

@@ -4,27 +4,7 @@
 use peakplan_core::plan::{Plan, Reference, Task};
 use peakplan_core::{Kind, Phase};
 
-use crate::util::{est, plan};
-
-/// The diagnostics of `q` as `key: message` lines, and the plan it parsed to.
-fn check(q: &str, expect: &[(&str, &str)]) -> Plan {
-    let parsed = Plan::parse_query(q);
-    let got: Vec<(String, String)> = parsed
-        .diagnostics
-        .iter()
-        .map(|d| (d.key.clone(), d.message.clone()))
-        .collect();
-    assert_eq!(got.len(), expect.len(), "{q}: {got:?}");
-    for ((key, message), (want_key, want_part)) in got.iter().zip(expect) {
-        assert_eq!(key, want_key, "{q}: {message}");
-        assert!(
-            message.contains(want_part),
-            "{q}: {message:?} lacks {want_part:?}"
-        );
-        assert!(!message.contains('\n'), "{q}: one line: {message:?}");
-    }
-    parsed.plan
-}
+use crate::util::{check_diagnostics as check, est, plan};
 
 #[test]
 fn bad_task_keys_get_one_line_each_and_keep_the_rest() {

@@ -295,6 +295,31 @@ fn cpu_traces_of_every_key_match_the_engine() {
     assert_eq!(peaks.len(), 68, "every traced case is replayed");
 }
 
+/// Each row's peak allocated memory, traced and the engine's, by id; and a line for each total at least `bound(id)`
+/// off (relative), with the phase where the engine peaks.
+fn replay_totals(
+    rows: &[LlamaRow],
+    bound: impl Fn(&str) -> f64,
+) -> (BTreeMap<String, (f64, f64)>, Vec<String>) {
+    let mut peaks = BTreeMap::new();
+    let mut failures = Vec::new();
+    for r in rows {
+        let e = est_arch(&r.arch, &r.query);
+        let (traced, predicted) = (r.traced_bytes as f64, e.peak_allocated_bytes as f64);
+        let err = (predicted - traced) / traced;
+        if err.abs() >= bound(&r.id) {
+            failures.push(format!(
+                "{}: traced {traced} B, engine {predicted} B ({:+.2}%), peak at {:?}",
+                r.id,
+                100.0 * err,
+                e.peak_phase
+            ));
+        }
+        peaks.insert(r.id.clone(), (traced, predicted));
+    }
+    (peaks, failures)
+}
+
 #[test]
 fn cpu_traces_of_preference_steps_match_the_engine() {
     // DPO and KTO steps through TRL 1.16's own trainers (`tools/trace/pref_cpu.sh`): the doubled policy batch,
@@ -312,21 +337,7 @@ fn cpu_traces_of_preference_steps_match_the_engine() {
             .map_or(0.01, |(_, b)| *b)
     };
     let rows = preference_rows();
-    let mut peaks = BTreeMap::new();
-    let mut failures = Vec::new();
-    for r in &rows {
-        let e = est_arch(&r.arch, &r.query);
-        let (traced, predicted) = (r.traced_bytes as f64, e.peak_allocated_bytes as f64);
-        let err = (predicted - traced) / traced;
-        if err.abs() >= bound(&r.id) {
-            failures.push(format!(
-                "{}: traced {traced} B, engine {predicted} B ({:+.2}%)",
-                r.id,
-                100.0 * err
-            ));
-        }
-        peaks.insert(r.id.clone(), (traced, predicted));
-    }
+    let (peaks, mut failures) = replay_totals(&rows, bound);
     assert_eq!(rows.len(), 28, "every case of pref_cpu.csv is replayed");
     let mut report = String::new();
     let layer_bound = |case: &str| {
@@ -353,22 +364,7 @@ fn cpu_traces_of_grpo_steps_match_the_engine() {
     // (right), keeps the mask and expands, as the engine counts (0.79 MB a layer over, 5%; the totals within 1%).
     let known_layer = [("grpo-lora-qv-kv2", 0.055)];
     let rows = trl_rows("traced/grpo_cpu.csv");
-    let mut peaks = BTreeMap::new();
-    let mut failures = Vec::new();
-    for r in &rows {
-        let e = est_arch(&r.arch, &r.query);
-        let (traced, predicted) = (r.traced_bytes as f64, e.peak_allocated_bytes as f64);
-        let err = (predicted - traced) / traced;
-        if err.abs() >= 0.01 {
-            failures.push(format!(
-                "{}: traced {traced} B, engine {predicted} B ({:+.2}%), peak at {:?}",
-                r.id,
-                100.0 * err,
-                e.peak_phase
-            ));
-        }
-        peaks.insert(r.id.clone(), (traced, predicted));
-    }
+    let (peaks, mut failures) = replay_totals(&rows, |_| 0.01);
     assert_eq!(rows.len(), 22, "every case of grpo_cpu.csv is replayed");
     let mut report = String::new();
     let layer_bound = |case: &str| {

@@ -42,3 +42,24 @@ pub(crate) fn model_with_params(layers: u64, hidden: u64, inter: u64, vocab: u64
 pub(crate) fn keyword_values(key: &str) -> Option<Vec<&'static str>> {
     keyword_spellings(key).map(<[_]>::to_vec)
 }
+
+/// Parses `q` and checks its diagnostics: one per `(key, part of its message)` of `expect`, in order, each one
+/// line. Returns the plan it parsed to.
+pub(crate) fn check_diagnostics(q: &str, expect: &[(&str, &str)]) -> Plan {
+    let parsed = Plan::parse_query(q);
+    let got: Vec<(String, String)> = parsed
+        .diagnostics
+        .iter()
+        .map(|d| (d.key.clone(), d.message.clone()))
+        .collect();
+    assert_eq!(got.len(), expect.len(), "{q}: {got:?}");
+    for ((key, message), (want_key, want_part)) in got.iter().zip(expect) {
+        assert_eq!(key, want_key, "{q}: {message}");
+        assert!(
+            message.contains(want_part),
+            "{q}: {message:?} lacks {want_part:?}"
+        );
+        assert!(!message.contains('\n'), "{q}: one line: {message:?}");
+    }
+    parsed.plan
+}

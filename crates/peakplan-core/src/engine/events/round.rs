@@ -1,7 +1,7 @@
 //! GRPO's generation round as allocations: the events of [`super::super::generation`]'s moments, in the order
 //! `generate` and the reference's scoring make them.
 
-use super::{blocks_of, bytes, split, tag, total, Builder, Tag};
+use super::{bytes, split, tag, total, Builder, Tag};
 use crate::allocator::Event;
 use crate::engine::count::Count;
 use crate::engine::Phase;
@@ -74,17 +74,9 @@ impl Builder<'_, '_> {
             }
             self.seq.free(tag(Tag::GatheredForGeneration, 0));
         }
-        let reference = &st.reference;
-        if reference.pass > 0.0 {
-            let blocks = blocks_of(reference.pass, reference.block);
+        if st.reference.pass > 0.0 {
             for _ in 0..plan.grad_accumulation.max(1) {
-                for (i, b) in blocks.iter().enumerate() {
-                    self.seq.alloc(tag(Tag::ReferencePass, i as u64), *b);
-                }
-                self.seq.moment(phase);
-                for i in 0..blocks.len() {
-                    self.seq.free(tag(Tag::ReferencePass, i as u64));
-                }
+                self.reference_pass(Some(phase));
             }
         }
         self.buffers(false);
