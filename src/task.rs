@@ -10,6 +10,9 @@ fn task_label(task: Task) -> &'static str {
     match task {
         Task::Sft => "SFT (supervised)",
         Task::Dpo => "DPO (preference pairs)",
+        Task::Orpo => "ORPO (pairs, no reference)",
+        Task::Simpo => "SimPO (pairs, no reference)",
+        Task::Cpo => "CPO (pairs, no reference)",
         Task::Kto => "KTO (unpaired, TRL)",
         Task::Grpo => "GRPO (generates, then trains; TRL)",
     }

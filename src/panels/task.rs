@@ -18,10 +18,15 @@ pub(crate) fn TaskControls() -> impl IntoView {
     let off = memo(move || c.plan.with(task_off_reason));
     let preference = memo(move || c.plan.with(shows_preference_keys));
     let grpo = memo(move || c.plan.with(|p| p.task == Task::Grpo));
+    // ORPO, SimPO and CPO compare with no reference; GRPO's follows beta.
+    let reference = memo(move || {
+        c.plan
+            .with(|p| p.task.has_reference() && p.task != Task::Grpo)
+    });
     view! {
         <KeySelect label="Task" key="task" testid="task" options=task_options() disabled=off
-            hint="Supervised fine-tuning, a preference objective as TRL's DPOTrainer and KTOTrainer run it, or GRPO (GRPOTrainer): a preference task adds its reference and its prompt length here, GRPO its generation round."/>
-        <Show when=move || preference.get() && !grpo.get()>
+            hint="Supervised fine-tuning, a preference objective as TRL's trainers run it (DPO, KTO; ORPO, SimPO and CPO without a reference, over the full logits), or GRPO (GRPOTrainer): a preference task adds its reference and its prompt length here, GRPO its generation round."/>
+        <Show when=move || preference.get() && reference.get()>
             <KeySelect label="Reference" key="ref" testid="ref" options=reference_options()
                 hint="Where the reference log-probabilities come from: TRL's auto is a second copy of the model under full fine-tuning and the base with its adapters switched off under LoRA; precomputed (precompute_ref_log_probs) scores the dataset once before training."/>
         </Show>

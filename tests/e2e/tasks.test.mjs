@@ -1,6 +1,7 @@
 // End-to-end tests of preference tasks on the page (#41 step 3): the task selector beside the method, the reference
 // source and prompt length under a preference task, the reference's components and its pass in the timeline, the
-// advisor's precomputed-reference card, a bad task in a link, and the embed's level-one heading (#43).
+// advisor's precomputed-reference card, a bad task in a link, ORPO and SimPO (no reference, the full logits), and
+// the embed's level-one heading (#43).
 // Usage: node tests/e2e/tasks.test.mjs DIST_DIR   (the site built with --public-url /peakplan/)
 // Prints one line per test and a closing "N passed, N failed" line; screenshots (p41-*.png) go to tests/e2e/out/.
 // The server, the browser, `test` and the helpers are tests/e2e/harness.mjs's.
@@ -18,7 +19,7 @@ await test('a DPO link shows the task selector at dpo, the reference and prompt 
   const task = page.locator('[data-testid="task"]');
   assert(await task.inputValue() === 'dpo', `task: ${await task.inputValue()}`);
   const options = await task.locator('option').evaluateAll(os => os.map(o => o.value));
-  assert(options.join(',') === 'sft,dpo,kto,grpo', `task options: ${options}`);
+  assert(options.join(',') === 'sft,dpo,orpo,simpo,cpo,kto,grpo', `task options: ${options}`);
   // The selector sits beside the method, in the plan's essentials.
   assert(await task.evaluate(e => e.closest('.essentials') !== null), 'the task selector is not among the essentials');
   assert(await page.locator('[data-testid="ref"]').inputValue() === 'auto', 'ref not auto');
@@ -72,6 +73,50 @@ await test('switching the task in the selector moves the URL and the figure', as
   // Back restores the plan the URL held.
   await page.goBack();
   await page.waitForFunction(() => document.querySelector('[data-testid="task"]').value !== 'kto', null, { timeout: 10000 });
+});
+
+await test('ORPO and SimPO from the selector: no reference control or components, the full logits, the prompt box kept', async page => {
+  await page.goto(base + DPO);
+  await ready(page);
+  const dpo = await bytes(page, 'value-peak');
+  await page.selectOption('[data-testid="task"]', 'orpo');
+  await peakChanges(page, dpo);
+  await urlHas(page, 'task', 'orpo');
+  // No reference: its selector goes, and so do its copy and its pass; the prompt box stays (max_prompt_length).
+  assert(await page.locator('[data-testid="ref"]').count() === 0, 'a reference control under ORPO');
+  assert(await page.locator('[data-testid="prompt"]').count() === 1, 'no prompt box under ORPO');
+  for (const key of ['reference_weights', 'reference_pass', 'log_probs']) {
+    assert(await component(page, key).count() === 0, `${key} under ORPO`);
+  }
+  // The doubled batch's full logits are the loss's component, with the formula that says so.
+  assert(Number(await component(page, 'logits').getAttribute('data-bytes')) > 0, 'no logits under ORPO');
+  assert((await component(page, 'logits').innerText()).includes('ORPO'), 'logits formula does not name ORPO');
+  assert(Number(await component(page, 'paired_batch').getAttribute('data-bytes')) > 0, 'no paired batch under ORPO');
+  const timeline = await page.locator('[data-testid="timeline"]').getAttribute('aria-label');
+  assert(!timeline.includes('reference pass'), `timeline: ${timeline}`);
+  // Full fine-tuning: ORPO carries no second copy, so it needs less than DPO's; SimPO skips ORPO's cross-entropy.
+  const orpo = await bytes(page, 'value-peak');
+  assert(orpo < dpo, `ORPO ${orpo} not below DPO ${dpo} (full fine-tuning, a reference copy)`);
+  const orpoLogits = Number(await component(page, 'logits').getAttribute('data-bytes'));
+  await page.selectOption('[data-testid="task"]', 'simpo');
+  await urlHas(page, 'task', 'simpo');
+  await page.waitForFunction(from => Number(document.querySelector('[data-testid="component-logits"]')
+    .getAttribute('data-bytes')) !== from, orpoLogits, { timeout: 10000 });
+  // The step's allocated peak is the optimizer's here, so only the loss's component moves (and the cache's
+  // segments, which are not monotone: SimPO's reserve 30 MB more).
+  const simpoLogits = Number(await component(page, 'logits').getAttribute('data-bytes'));
+  assert(simpoLogits < orpoLogits, `SimPO's logits ${simpoLogits} vs ORPO's ${orpoLogits}`);
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.screenshot({ path: path.join(out, 'p41-simpo-laptop.png') });
+});
+
+await test('a ref in a link beside task=orpo is refused, saying why, and the rest of the plan holds', async page => {
+  await page.goto(base + '?task=orpo&ref=model&method=lora&model=llama-3.2-1b&b=2&s=1024');
+  await ready(page);
+  const msg = await page.locator('[data-testid="url-error"]').innerText();
+  assert(msg.includes('ref=model does not apply to task=orpo'), `banner: ${msg}`);
+  assert(await page.locator('[data-testid="task"]').inputValue() === 'orpo', 'task not orpo');
+  assert(param(page, 'b') === '2' && param(page, 's') === '1024', `keys lost: ${page.url()}`);
 });
 
 await test('ref=precomputed lowers the figure; the reference select and the prompt box write their keys', async page => {
@@ -197,7 +242,7 @@ await test('task=banana in a link lists its problem like other bad keys and keep
   await page.goto(base + '?task=banana&method=full&model=llama-3.2-1b&b=2&s=1024');
   await page.waitForSelector('[data-testid="url-error"]', { timeout: 20000 });
   const msg = await page.locator('[data-testid="url-error"]').innerText();
-  assert(msg.includes('task=`banana` is not accepted; accepted: sft, dpo, kto, grpo'), `banner: ${msg}`);
+  assert(msg.includes('task=`banana` is not accepted; accepted: sft, dpo, orpo, simpo, cpo, kto, grpo'), `banner: ${msg}`);
   await ready(page);
   assert(await page.locator('[data-testid="task"]').inputValue() === 'sft', 'task not back to sft');
   assert(param(page, 'b') === '2' && param(page, 'method') === 'full', `keys lost: ${page.url()}`);

@@ -4,8 +4,8 @@
 # `cpu_traces_of_preference_steps_match_the_engine`). Needs a Python with torch, transformers, peft, datasets and
 # trl (pip install torch transformers peft datasets trl==1.16.0); about ten minutes on two cores. The TRL release
 # is in each row's `source`: how TRL computes log-probabilities moved between releases (COVERAGE.md).
-# ORPO, CPO and SimPO are not traced here: TRL 1.16 runs them in `trl.experimental` with full logits and a Triton
-# log-softmax kernel whose memory a CPU run does not show (its torch fallback upcasts the logits).
+# ORPO, CPO and SimPO run in `trl.experimental` over the model's full logits, scored by a fused Triton log-softmax
+# on CUDA: the harness runs that kernel's CUDA branch with its arithmetic in torch (trl_head.py).
 source "$(dirname "$0")/lib.sh"
 out="$data/pref_cpu.csv"
 trl=$("$py" -c 'import trl; print(trl.__version__)')
@@ -40,6 +40,19 @@ run dpo-lora-qv-p320 dpo "" "$LORA&gc=0"
 run kto-full-p320 kto "--full" "method=full&gc=0"
 S=256 P=64 B=4
 run dpo-lora-all-b4 dpo "$ALLT" "$ALL&gc=0"
+# ORPO (`ORPOTrainer`), CPO (`CPOTrainer`, sigmoid loss, cpo_alpha 1: an NLL term over the chosen half) and SimPO
+# (`CPOTrainer`, loss_type simpo, cpo_alpha 0: no NLL term): no reference, the full logits of the doubled batch.
+S=256 P=128 B=2
+run orpo-lora-qv orpo "" "$LORA&gc=0"
+run orpo-lora-all-gc orpo "$ALLT --gc" "$ALL&gc=1"
+run orpo-full orpo "--full" "method=full&gc=0"
+run cpo-lora-qv cpo "" "$LORA&gc=0"
+run cpo-full-gc cpo "--full --gc" "method=full&gc=1"
+run simpo-lora-qv simpo "" "$LORA&gc=0"
+run simpo-lora-all-gc simpo "$ALLT --gc" "$ALL&gc=1"
+run simpo-full simpo "--full" "method=full&gc=0"
+S=256 P=64 B=4
+run orpo-lora-all-b4 orpo "$ALLT" "$ALL&gc=0"
 
 # The coverage table follows the data (ONLY= leaves the data alone).
 if [[ -z ${ONLY:-} ]]; then "$here/coverage.sh"; fi

@@ -16,7 +16,10 @@ the second measured (memtrace.report). Prints one JSON line.
 The tokenizer is a word-level one over the model's vocabulary (one word, one token), built here: no Hub access.
 TRL's fused LM head scores only completion positions on Triton devices and every position elsewhere; the harness
 makes it take CUDA's path (`_use_triton` answers True, the Triton kernels are never reached: the tiles run in
-torch), so the CPU trace scores what a GPU run scores.
+torch), so the CPU trace scores what a GPU run scores. ORPO and CPO (`trl.experimental`) compute the model's full
+logits and score them with `selective_log_softmax`, whose CUDA branch is a fused Triton kernel: the harness runs
+that branch with the kernel's arithmetic done a row at a time in torch and its allocations CUDA's (trl_head.py),
+where the torch fallback a CPU takes would upcast rows and stack them.
 """
 import argparse
 import tempfile
@@ -44,10 +47,12 @@ from peft import LoraConfig
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-# CUDA's path of TRL's fused head, its tiles fed to the torch fallback a row at a time (trl_head.py).
-from trl_head import take_cuda_path
+# CUDA's path of TRL's fused head, its tiles fed to the torch fallback a row at a time, and CUDA's fused
+# log-softmax kernel for the experimental trainers' full logits (trl_head.py).
+from trl_head import take_cuda_logprob_kernel, take_cuda_path
 
 take_cuda_path()
+take_cuda_logprob_kernel()
 
 torch.manual_seed(0)
 words = {f"w{i}": i for i in range(a.vocab - 1)}

@@ -191,6 +191,14 @@ fn bad_input_exits_2_with_one_line_naming_the_problem() {
             &["export", "--query", "task=grpo", "--format", "axolotl"],
             "cannot be exported as axolotl YAML yet",
         ),
+        (
+            &["export", "--query", "task=cpo", "--format", "axolotl"],
+            "its rl key has no cpo",
+        ),
+        (
+            &["estimate", "--query", "task=simpo&ref=adapters_off"],
+            "ref=adapters_off does not apply to task=simpo, which compares with no reference",
+        ),
         (&["estimate", "--query", "b=2&s"], "has no value"),
         (&["estimate", "--format"], "--format needs a value"),
         (

@@ -517,6 +517,33 @@ fn task_changes(plan: &Plan, c: &mut Vec<Change>) {
              the step",
         ));
     }
+    // ORPO and SimPO train on the same pairs without a reference (kept only where that lowers the peak: they
+    // keep the doubled batch's full logits, which DPO's fused head never builds).
+    if matches!(plan.task, Task::Dpo | Task::Kto) && plan.reference_source() != Reference::None {
+        for (task, title, cost) in [
+            (
+                "simpo",
+                "Train with SimPO instead (no reference model)",
+                "a different objective (TRL's CPOTrainer, loss_type=simpo): no reference copy or pass, but the \
+                 chosen and rejected sequences' full logits are kept",
+            ),
+            (
+                "orpo",
+                "Train with ORPO instead (no reference model)",
+                "a different objective (TRL's ORPOTrainer, an NLL term on the chosen sequences): no reference \
+                 copy or pass, but the full logits are kept",
+            ),
+        ] {
+            let mut ch = change("task", task, title, Cost::Quality, cost);
+            if plan.reference != Reference::Auto {
+                ch.also.push(Setting {
+                    key: "ref",
+                    value: "auto".to_string(),
+                });
+            }
+            c.push(ch);
+        }
+    }
 }
 
 /// A preference task's prompts cut to half: the sequence shrinks by as many tokens and the completions, which

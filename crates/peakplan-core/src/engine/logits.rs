@@ -29,7 +29,7 @@ pub(super) fn logits(s: &Setup) -> Logits {
     // Gemma 2 softcaps the logits before the loss: under transformers (traced on CPU) the tanh output waits for
     // backward beside them. litgpt's chunked head and torchtune's losses are not traced; they stay as they were.
     let softcap = if arch.final_logit_softcap
-        && s.loss == Some(Loss::Standard)
+        && (s.loss == Some(Loss::Standard) || plan.task.full_logits())
         && s.profile.softcap_output_kept
     {
         d.compute * n * v
@@ -87,6 +87,9 @@ pub(super) fn logits(s: &Setup) -> Logits {
 fn loss_memory(s: &Setup) -> (Count, Count, Count) {
     let (plan, d, n, v) = (s.plan, s.d, s.tokens, s.vocab);
     let Some(loss) = s.loss else {
+        if plan.task.full_logits() {
+            return full_logits_head(s);
+        }
         let head = LogProbHead::of(s);
         return (head.kept, head.kept + head.backward, head.tile);
     };
@@ -283,6 +286,30 @@ fn webgpu_chunked_loss(s: &Setup) -> (Count, Count, Count) {
         8.0 * n * h + 8.0 * chunk + 4.0 * n,
         4.0 * chunk,
     )
+}
+
+/// ORPO, CPO and SimPO under TRL 1.x's experimental trainers (`ORPOTrainer`, `CPOTrainer`): the model returns the
+/// 16-bit logits of the whole doubled batch (chosen and rejected, every position), which
+/// `selective_log_softmax` scores with CUDA's fused Triton kernel: it saves the logits and two fp32 statistics
+/// per position, and its backward writes one contiguous gradient of the shifted logits (`[:, :-1]`), which the
+/// slice's backward copies into a zeroed logits-sized one. ORPO and CPO also take a cross-entropy over the
+/// chosen half (`logits[:, :-1].contiguous()`, log-softmaxed in 16-bit and kept); its backward ends in two
+/// slice backwards (the shift, then the chosen half), each a zeroed copy, while the scorer's gradient waits for
+/// them: at the second, the scorer's gradient, the chosen half's and the whole batch's zeroed one, 2.5 x the
+/// logits. Without the cross-entropy (SimPO) the peak is the kernel's backward: the logits and the shifted
+/// gradient. Traced on CPU through both trainers with the kernel's allocations (`tools/trace/pref_step.py`).
+fn full_logits_head(s: &Setup) -> (Count, Count, Count) {
+    let (c, n, v) = (s.d.compute, s.tokens, s.vocab);
+    let logits = c * n * v;
+    let shifted = c * (n - s.sequences) * v;
+    let stats = 2.0 * 4.0 * (n - s.sequences);
+    if s.plan.task.chosen_nll() {
+        let chosen_log_softmax = shifted / 2.0;
+        let backward = (logits + shifted + chosen_log_softmax).max(2.5 * logits);
+        (logits + chosen_log_softmax + stats, backward, logits)
+    } else {
+        (logits + stats, logits + shifted, logits)
+    }
 }
 
 /// Rows and columns of the tiles TRL's fused log-probability head computes its logits in

@@ -296,8 +296,8 @@ fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT
         1.0
     };
     // A preference task's loss is TRL's log-probability head (at its largest in the head's backward, where a
-    // trainable head's fp32 gradient joins it), not logits.
-    let (logits, log_probs) = if st.setup.loss.is_none() {
+    // trainable head's fp32 gradient joins it), not logits; ORPO, CPO and SimPO score the full logits.
+    let (logits, log_probs) = if st.setup.loss.is_none() && !st.setup.plan.task.full_logits() {
         (0.0, l.backward.max(st.timeline.head.logits))
     } else {
         (l.forward.max(l.backward), 0.0)

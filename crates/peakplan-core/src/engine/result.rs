@@ -132,7 +132,7 @@ components! {
     PreviousInputs => "previous_inputs", Activations, "Previous micro-batch's 4-bit inputs",
         "bitsandbytes up to 0.44 kept each 4-bit matmul's input on its autograd node, which backward does not free; litgpt's loop holds the graph until the next forward returns, so those inputs are still there at its end";
     Logits => "logits", Activations, "Logits and loss",
-        "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit; Gemma 2's softcapped logits keep their tanh too), plus what a loop holds through backward; chunked and fused losses bound it, and a cross-entropy kernel keeps only the 16-bit logits";
+        "standard loss: batch x seq x vocab logits in 16-bit, their fp32 upcast and log-softmax (about 10-12 B per logit; Gemma 2's softcapped logits keep their tanh too), plus what a loop holds through backward; chunked and fused losses bound it, and a cross-entropy kernel keeps only the 16-bit logits. ORPO, CPO and SimPO (TRL's experimental trainers) keep the 16-bit logits of the doubled batch for a fused log-softmax; backward holds the logits and their shifted gradient (SimPO), or 2.5 x the logits with ORPO's and CPO's cross-entropy over the chosen half";
     BackwardWork => "backward_work", Other, "Backward working memory",
         "gradients of one layer's activations in flight (hidden and MLP-width), plus one recomputed layer under checkpointing";
     DequantBuffer => "dequant_buffer", Other, "Dequantization buffer",
@@ -156,9 +156,9 @@ components! {
     ReferenceWeights => "reference_weights", Weights, "Reference model weights",
         "a preference task's reference under full fine-tuning (ref=model): a second copy of the model, loaded in the policy's dtype and quantization; none when the reference is the base with its adapters switched off or when its log-probabilities are precomputed";
     ReferencePass => "reference_pass", Activations, "Reference forward",
-        "DPO and KTO run the reference without gradients after the policy's forward, beside everything the policy keeps for backward: at its largest a decoder layer's MLP (residual, normalized input, activation, up projection and their product) or the log-probability head (final hidden states, the scored positions' copy, one logits tile, fp32 statistics)";
+        "DPO and KTO (and GRPO with beta > 0) run the reference without gradients after the policy's forward, beside everything the policy keeps for backward: at its largest a decoder layer's MLP (residual, normalized input, activation, up projection and their product) or the log-probability head (final hidden states, the scored positions' copy, one logits tile, fp32 statistics)";
     PairedBatch => "paired_batch", Activations, "Rejected sequences' activations",
-        "DPO runs each prompt's chosen and rejected sequences as one batch of 2 x b: what the rejected half keeps for backward (its share of the saved activations, scores and checkpoints)";
+        "DPO, ORPO, SimPO and CPO run each prompt's chosen and rejected sequences as one batch of 2 x b: what the rejected half keeps for backward (its share of the saved activations, scores and checkpoints)";
     FusedLoss => "fused_loss", Activations, "Fused loss (chunked, no logits kept)",
         "Unsloth's loss (loss=fused under fw=unsloth) never keeps the logits: the tokens in 4 x round(fp32 logits / 16 GiB) chunks (at least one), each chunk's 16-bit logits and their 16-bit gradient made and dropped in forward, and the hidden states' gradient (batch x seq x hidden) kept for backward, which scales it into a copy";
     ReloadBuffers => "reload_buffers", Activations, "Checkpoint reload buffers",

@@ -319,6 +319,8 @@ fn head_backward(s: &Setup, r: &Resident) -> HeadBackward {
         _ if head_grad == 0.0 => (0.0, 0.0),
         // TRL's log-probability head: its backward accumulates the head's gradient in fp32 beside its own
         // buffers, and returns it in the weights' dtype.
+        // ORPO and CPO's full logits: their gradient, summed, is what the head's matmul reads.
+        None if plan.task.full_logits() => (s.d.compute * n * v, head_grad),
         None => {
             let lp = LogProbHead::of(s);
             (lp.kept + lp.backward + lp.head_grad_fp32, head_grad)

@@ -123,13 +123,20 @@ impl ExportFormat {
 /// would write the plan's supervised twin. A GRPO plan's runnable script and DeepSpeed config are written; its
 /// axolotl and torchtune configs are not yet.
 pub fn export_refused(plan: &Plan, format: ExportFormat) -> Option<String> {
-    let grpo = plan.task == crate::plan::Task::Grpo;
-    (grpo && matches!(format, ExportFormat::Axolotl | ExportFormat::Torchtune)).then(|| {
-        format!(
+    use crate::plan::Task;
+    match (plan.task, format) {
+        (Task::Grpo, ExportFormat::Axolotl | ExportFormat::Torchtune) => Some(format!(
             "a GRPO plan (task=grpo) cannot be exported as {} yet: export it as a Python script (TRL's GRPOTrainer)",
             format.label()
-        )
-    })
+        )),
+        // axolotl's `rl:` names DPO, IPO, KTO, ORPO and SimPO; CPO has no value of its own.
+        (Task::Cpo, ExportFormat::Axolotl) => Some(
+            "a CPO plan (task=cpo) cannot be exported as an axolotl config: its rl key has no cpo (rl: simpo with \
+             cpo_alpha runs CPO-SimPO); export it as a Python script (TRL's CPOTrainer)"
+                .to_string(),
+        ),
+        _ => None,
+    }
 }
 
 pub fn export(plan: &Plan, arch: &Architecture, format: ExportFormat) -> String {
@@ -243,6 +250,7 @@ pub(crate) fn yaml_header(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "pref_ref" => plan.reference_source().key(),
         ;
         "pref" => plan.task != crate::plan::Task::Sft,
+        "pref_simpo" => plan.task == crate::plan::Task::Simpo,
         "custom" => preset.is_none(),
         // Data-parallel processes, one per GPU; a layer split runs one process over all of them.
         "multi" => plan.gpus > 1 && !plan.split_layers,

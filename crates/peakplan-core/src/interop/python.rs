@@ -499,15 +499,21 @@ fn run_vars(plan: &Plan) -> Vars<'static> {
 
 /// A preference task's trainer, its config class, lengths and reference; `TrainingArguments` for SFT.
 fn task_vars(plan: &Plan) -> Vars<'static> {
-    let (config, trainer) = match plan.task {
-        Task::Sft => ("TrainingArguments", ""),
-        Task::Dpo => ("DPOConfig", "DPOTrainer"),
-        Task::Kto => ("KTOConfig", "KTOTrainer"),
-        Task::Grpo => ("GRPOConfig", "GRPOTrainer"),
+    // ORPO and CPO (SimPO as its loss) live in `trl.experimental` from TRL 1.0 on.
+    let (module, config, trainer) = match plan.task {
+        Task::Sft => ("trl", "TrainingArguments", ""),
+        Task::Dpo => ("trl", "DPOConfig", "DPOTrainer"),
+        Task::Orpo => ("trl.experimental.orpo", "ORPOConfig", "ORPOTrainer"),
+        Task::Simpo | Task::Cpo => ("trl.experimental.cpo", "CPOConfig", "CPOTrainer"),
+        Task::Kto => ("trl", "KTOConfig", "KTOTrainer"),
+        Task::Grpo => ("trl", "GRPOConfig", "GRPOTrainer"),
     };
+    let reference_task = matches!(plan.task, Task::Dpo | Task::Kto);
     let reference = plan.reference_source();
     vars!(
         "args_class" => config,
+        "trl_module" => module,
+        "ref_model_arg" => if reference_task { "ref_model=ref_model, " } else { "" },
         "pref_config" => config,
         "pref_trainer" => trainer,
         "pref_task" => plan.task.key(),
@@ -524,7 +530,9 @@ fn task_vars(plan: &Plan) -> Vars<'static> {
         "adapter_bool" => if plan.method == Method::Full { "False" } else { "True" },
         ;
         "trl" => plan.task != Task::Sft,
-        "pref" => matches!(plan.task, Task::Dpo | Task::Kto),
+        "pref" => plan.task != Task::Sft && !plan.task.generates(),
+        "pref_reference" => reference_task,
+        "pref_simpo" => plan.task == Task::Simpo,
         "grpo" => plan.task == Task::Grpo,
         "pref_kto" => plan.task == Task::Kto,
         // ref=none: TRL 1.16 has no reference-free mode; precomputed log-probabilities keep no reference either

@@ -85,7 +85,7 @@ const TRAINING_ARGS_NEUTRAL: &[&str] = &[
     "local_rank", "ddp_backend", "tpu_num_cores", "tpu_metrics_debug", "debug", "dataloader_drop_last",
     "eval_steps", "dataloader_num_workers", "dataloader_prefetch_factor", "past_index", "run_name", "disable_tqdm",
     "remove_unused_columns", "label_names", "load_best_model_at_end", "metric_for_best_model", "greater_is_better",
-    "ignore_data_skip", "label_smoothing_factor", "group_by_length", "length_column_name",
+    "ignore_data_skip", "label_smoothing_factor", "group_by_length", "train_sampling_strategy", "length_column_name",
     "report_to", "ddp_find_unused_parameters", "ddp_bucket_cap_mb", "ddp_broadcast_buffers",
     "dataloader_pin_memory", "dataloader_persistent_workers", "skip_memory_metrics", "use_legacy_prediction_loop",
     "push_to_hub", "resume_from_checkpoint", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo",

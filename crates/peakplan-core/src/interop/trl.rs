@@ -1,6 +1,7 @@
-//! TRL's preference configs: the import of a `DPOConfig` or `KTOConfig` saved as JSON (detected by their own
-//! fields; `CPOConfig`, `ORPOConfig` and the online trainers' configs are said to be unplanned) and of axolotl's
-//! `rl:` key, into the plan's `task`, `prompt` and `ref`.
+//! TRL's preference configs: the import of a `DPOConfig`, `KTOConfig`, `ORPOConfig` or `CPOConfig` (CPO, and
+//! SimPO as its `loss_type="simpo"`) saved as JSON (detected by their own fields; the online trainers' configs
+//! other than GRPO's are said to be unplanned) and of axolotl's `rl:` key, into the plan's `task`, `prompt` and
+//! `ref`.
 //!
 //! A TRL config is `TrainingArguments` with the trainer's fields added: [`super::training_args`] reads the rest.
 
@@ -29,7 +30,7 @@ pub(super) const FIELDS: &[&str] = &[
     "ref_model_init_kwargs", "model_adapter_name", "ref_adapter_name", "label_pad_token_id", "padding_value",
     "generate_during_eval", "is_encoder_decoder", "disable_dropout", "f_divergence_type",
     "f_alpha_divergence_coef", "use_weighting", "ld_alpha", "discopop_tau", "base_model_attribute_name",
-    "tools", "use_logits_to_keep",
+    "tools", "use_logits_to_keep", "cpo_alpha", "simpo_gamma", "alpha",
 ];
 
 /// The preference trainer whose config `map` is, if it is one.
@@ -76,24 +77,22 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) -> Option<Map<Strin
     let (task, class) = match kind {
         Kind::Dpo => ("dpo", "DPOConfig"),
         Kind::Kto => ("kto", "KTOConfig"),
-        Kind::Cpo | Kind::Orpo | Kind::Online => {
-            let class = match kind {
-                Kind::Cpo => "CPOConfig (CPO or SimPO)",
-                Kind::Orpo => "ORPOConfig",
-                _ => {
-                    "an online RL config (num_generations without GRPO's fields: RLOO, online DPO)"
-                }
-            };
-            r.note_fmt(format_args!(
-                "a TRL {class}: that task is not planned yet (task=sft, dpo, kto or grpo are); task unchanged, its fields listed as unsupported"
-            ));
+        Kind::Orpo => ("orpo", "ORPOConfig"),
+        Kind::Cpo => (cpo_task(r, map), "CPOConfig"),
+        Kind::Online => {
+            r.note(
+                "a TRL online RL config (num_generations without GRPO's fields: RLOO, online DPO): that task is not \
+                 planned yet (task=sft, dpo, orpo, simpo, cpo, kto or grpo are); task unchanged, its fields listed as \
+                 unsupported",
+            );
             return None;
         }
     };
-    let field = if get(map, "desirable_weight").is_some() {
-        "desirable_weight"
-    } else {
-        "beta"
+    let field = match kind {
+        Kind::Kto if get(map, "desirable_weight").is_some() => "desirable_weight",
+        Kind::Cpo if get(map, "loss_type").is_some() => "loss_type",
+        Kind::Cpo => "cpo_alpha",
+        _ => "beta",
     };
     r.note_fmt(format_args!("a TRL {class}: task={task}"));
     r.fact("task", task, field);
@@ -122,6 +121,29 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) -> Option<Map<Strin
     Some(without(map, FIELDS))
 }
 
+/// The task a `CPOConfig` plans as: SimPO when it computes no NLL term (`loss_type` `simpo` or `alphapo` with
+/// `cpo_alpha` 0; `alphapo` sets it), CPO otherwise (`cpo_alpha` defaults to 1: CPO-SimPO's NLL term costs what
+/// CPO's does).
+fn cpo_task(r: &mut Reader, map: &Map<String, Value>) -> &'static str {
+    let loss = get_set(map, "loss_type")
+        .and_then(Value::as_str)
+        .unwrap_or("sigmoid");
+    let alpha = get_set(map, "cpo_alpha")
+        .and_then(Value::as_f64)
+        .unwrap_or(1.0);
+    match loss {
+        "alphapo" => "simpo",
+        "simpo" if alpha == 0.0 => "simpo",
+        "simpo" => {
+            r.note_fmt(format_args!(
+                "loss_type simpo with cpo_alpha {alpha} (CPO-SimPO) computes CPO's NLL term: task=cpo"
+            ));
+            "cpo"
+        }
+        _ => "cpo",
+    }
+}
+
 /// `prompt` from a prompt-length field, when it leaves completion tokens in `seq` (the sequence, when known).
 fn read_prompt(r: &mut Reader, field: &str, v: Option<&Value>, seq: Option<u64>) {
     let Some(n) = v.and_then(|v| r.uint(field, v)) else {
@@ -142,13 +164,13 @@ const AXOLOTL_HANDLED: &[&str] = &["rl", "max_prompt_len", "precompute_ref_log_p
 /// The fields of axolotl's preference training read without effect on memory.
 #[rustfmt::skip]
 const AXOLOTL_NEUTRAL: &[&str] = &[
-    "rl_beta", "dpo_use_weighting", "dpo_label_smoothing", "dpo_norm_loss", "dpo_padding_free",
+    "rl_beta", "cpo_alpha", "simpo_gamma", "orpo_alpha", "dpo_use_weighting", "dpo_label_smoothing", "dpo_norm_loss", "dpo_padding_free",
     "dpo_use_logits_to_keep", "dpo_generate_during_eval", "kto_desirable_weight", "kto_undesirable_weight",
     "max_completion_length",
 ];
 
-/// axolotl's `rl:` (`dpo`, `ipo` as DPO's loss, `kto`; the others said to be unplanned), its `max_prompt_len`
-/// and `precompute_ref_log_probs`. Returns `map` without the fields it accounted for (`rl` when it is there,
+/// axolotl's `rl:` (`dpo`, `ipo` as DPO's loss, `kto`, `orpo`, `simpo`; the others said to be unplanned), its
+/// `max_prompt_len` and `precompute_ref_log_probs`. Returns `map` without the fields it accounted for (`rl` when it is there,
 /// and the preference fields when it names a planned task).
 #[inline(never)]
 pub(super) fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) -> Map<String, Value> {
@@ -162,10 +184,18 @@ pub(super) fn read_axolotl(r: &mut Reader, map: &Map<String, Value>) -> Map<Stri
             "dpo"
         }
         "kto" => "kto",
+        "orpo" => "orpo",
+        // axolotl passes `cpo_alpha` to TRL's CPOConfig only when it is set: TRL's 1.0 otherwise, whose NLL term
+        // is CPO's.
+        "simpo" if get_set(map, "cpo_alpha").and_then(Value::as_f64) == Some(0.0) => "simpo",
+        "simpo" => {
+            r.note("rl: simpo without cpo_alpha: 0 keeps TRL's cpo_alpha 1.0 (CPO-SimPO), whose NLL term is CPO's: task=cpo");
+            "cpo"
+        }
         other => {
             r.unsupported_value("rl", other);
             r.note_fmt(format_args!(
-                "rl: {other} is not planned yet (task=sft, dpo or kto are); task unchanged"
+                "rl: {other} is not planned yet (task=sft, dpo, kto, orpo or simpo are); task unchanged"
             ));
             return without(map, &["rl"]);
         }

@@ -146,12 +146,13 @@ impl Serialize for Checkpointing {
 
 keyword_enum!(
     /// The training task: supervised fine-tuning, or a preference objective as TRL's trainers run it. DPO runs
-    /// each prompt's chosen and rejected sequences as one doubled batch; KTO runs unpaired completions beside a
-    /// mismatched batch for its KL term; both compare with a reference. GRPO (`GRPOTrainer`) generates `gens`
-    /// completions of each prompt, then trains on them, comparing with a reference when `beta` > 0. (ORPO, SimPO
-    /// and CPO, which the contract names, run in `trl.experimental` with full logits and a Triton log-softmax
-    /// kernel that no CPU trace shows yet: they are refused until they are traced.)
-    Task { Sft = "sft", Dpo = "dpo", Kto = "kto", Grpo = "grpo" }
+    /// each prompt's chosen and rejected sequences as one doubled batch; ORPO, SimPO and CPO (TRL 1.x's
+    /// `trl.experimental` trainers: `ORPOTrainer`, `CPOTrainer` with `loss_type="simpo"` and `cpo_alpha=0`, and
+    /// `CPOTrainer` as it defaults) do too, without a reference, over the model's full logits; KTO runs unpaired
+    /// completions beside a mismatched batch for its KL term; DPO and KTO compare with a reference. GRPO
+    /// (`GRPOTrainer`) generates `gens` completions of each prompt, then trains on them, comparing with a
+    /// reference when `beta` > 0.
+    Task { Sft = "sft", Dpo = "dpo", Orpo = "orpo", Simpo = "simpo", Cpo = "cpo", Kto = "kto", Grpo = "grpo" }
 );
 
 impl Task {
@@ -166,7 +167,17 @@ impl Task {
     }
     /// Whether the task runs each prompt's chosen and rejected sequences as one doubled batch.
     pub fn paired(self) -> bool {
-        self == Task::Dpo
+        matches!(self, Task::Dpo | Task::Orpo | Task::Simpo | Task::Cpo)
+    }
+    /// Whether the task scores the model's full logits (TRL's experimental ORPO and CPO trainers) rather than
+    /// TRL's fused log-probability head over the completion tokens.
+    pub fn full_logits(self) -> bool {
+        matches!(self, Task::Orpo | Task::Simpo | Task::Cpo)
+    }
+    /// Whether the task adds a cross-entropy (NLL) term over the chosen sequences to its preference loss: ORPO
+    /// always, CPO with its default `cpo_alpha` of 1; SimPO sets `cpo_alpha` to 0.
+    pub fn chosen_nll(self) -> bool {
+        matches!(self, Task::Orpo | Task::Cpo)
     }
 }
 

@@ -290,6 +290,41 @@ fn a_preference_plan_is_offered_precomputed_reference_log_probabilities() {
 }
 
 #[test]
+fn a_dpo_plan_is_offered_orpo_and_simpo_where_no_reference_lowers_the_peak() {
+    // Full fine-tuning: DPO's reference is a second copy of the model; SimPO and ORPO need none.
+    let p = plan("model=llama-3.2-1b&method=full&b=2&s=1024&task=dpo&ref=model&gpu=rtx-4090");
+    let (a, cap) = (preset_arch(&p), p.gpu.preset().capacity_bytes);
+    let before = estimate_on(a, &p, cap);
+    let advice = peakplan_core::advise::advise_without_limits(a, &p, Some(cap));
+    for task in ["simpo", "orpo"] {
+        let card = advice
+            .levers
+            .iter()
+            .find(|c| c.changes[0].key == "task" && c.changes[0].value == task)
+            .unwrap_or_else(|| panic!("no {task} card: {:?}", advice.levers));
+        // The explicit ref=model goes back to auto, which the task accepts, and the card's figure is the plan's.
+        assert_eq!(card.changes[0].query(), format!("task={task}&ref=auto"));
+        let after = estimate_on(a, &plan(&card.query), cap);
+        assert_eq!(after.device_bytes, card.device_bytes, "{task}");
+        assert!(after.device_bytes < before.device_bytes, "{task}");
+        assert_eq!(after.component(Kind::ReferenceWeights), 0, "{task}");
+    }
+    // Where the task has no reference, or already runs without one, there is nothing to offer.
+    for q in [
+        "model=llama-3.2-1b&method=full&task=orpo",
+        "model=llama-3.2-1b&method=full&task=dpo&ref=none",
+        "model=llama-3.2-1b&method=full",
+    ] {
+        assert!(
+            peakplan_core::advise::candidates(&plan(q))
+                .iter()
+                .all(|c| c.key != "task"),
+            "{q}"
+        );
+    }
+}
+
+#[test]
 fn shorter_prompts_shorten_the_sequence_and_keep_the_completions() {
     // DPO at s=1024 with TRL's default half of it as prompt: prompts cut to 256 make sequences of 768, whose
     // 512 completion tokens are as many as before.

@@ -32,7 +32,7 @@ fn values(key: &str) -> BoxedStrategy<String> {
     // A preference task's keys have rules between them (and between `prompt` and `s`): sampled here where any
     // combination holds; their rules have tests of their own.
     match key {
-        "task" => return one_of(&["sft", "dpo", "kto"]),
+        "task" => return one_of(&["sft", "dpo", "orpo", "simpo", "cpo", "kto"]),
         "ref" => return one_of(&["auto", "none"]),
         "prompt" => return one_of(&["auto"]),
         _ => {}

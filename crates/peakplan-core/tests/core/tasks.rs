@@ -12,12 +12,18 @@ fn bad_task_keys_get_one_line_each_and_keep_the_rest() {
         "task=banana&b=4",
         &[(
             "task",
-            "task=`banana` is not accepted; accepted: sft, dpo, kto",
+            "task=`banana` is not accepted; accepted: sft, dpo, orpo, simpo, cpo, kto, grpo",
         )],
     );
     assert_eq!((p.task, p.micro_batch), (Task::Sft, 4));
-    // Tasks TRL runs through kernels no trace shows yet are refused until they are traced.
-    check("task=orpo", &[("task", "accepted: sft, dpo, kto")]);
+    // ORPO, SimPO and CPO compare with no reference.
+    for task in ["orpo", "simpo", "cpo"] {
+        let p = check(
+            &format!("task={task}&ref=model"),
+            &[("ref", &format!("ref=model does not apply to task={task}"))],
+        );
+        assert_eq!((p.task.key(), p.reference), (task, Reference::Auto));
+    }
     // A reference where the task compares with none, adapters to switch off in a full fine-tune.
     check(
         "ref=model",
@@ -112,6 +118,47 @@ fn each_task_adds_what_it_runs() {
     assert_eq!(
         est(&format!("{base}&method=lora&task=kto")).component(Kind::PairedBatch),
         0
+    );
+}
+
+#[test]
+fn orpo_simpo_and_cpo_keep_the_doubled_batchs_full_logits() {
+    let base = "model=llama-3.2-1b&b=2&s=1024&method=lora";
+    let sft = est(base);
+    let logits = |e: &peakplan_core::Estimate| e.component(Kind::Logits);
+    let [orpo, simpo, cpo] = ["orpo", "simpo", "cpo"].map(|t| est(&format!("{base}&task={t}")));
+    for (task, e) in [("orpo", &orpo), ("simpo", &simpo), ("cpo", &cpo)] {
+        // Each needs more than SFT's step but its logits: the chosen and rejected sequences run as one batch,
+        // every logit kept, but in 16-bit, where the Trainer's loss upcasts SFT's to fp32 (12 B a logit at its
+        // peak, 10 B here with the cross-entropy's 2.5 x 16-bit), so the whole step can come out alike.
+        let sft_but_logits = sft.peak_allocated_bytes - logits(&sft);
+        assert!(
+            e.peak_allocated_bytes > sft_but_logits + logits(&sft) / 2,
+            "{task}"
+        );
+        assert!(logits(e) > 0, "{task}");
+        assert_eq!(e.component(Kind::LogProbs), 0, "{task}");
+        // No reference: no second copy, no reference pass.
+        assert_eq!(e.component(Kind::ReferenceWeights), 0, "{task}");
+        assert_eq!(e.phase(Phase::Reference).total(), 0, "{task}");
+        let chosen_half = [
+            Kind::SavedActivations,
+            Kind::AttentionScores,
+            Kind::Checkpoints,
+        ]
+        .iter()
+        .map(|k| e.component(*k))
+        .sum::<u64>();
+        assert_eq!(e.component(Kind::PairedBatch), chosen_half, "{task}");
+    }
+    // ORPO and CPO add a cross-entropy over the chosen half, whose backward holds 2.5 x the logits; SimPO's
+    // peak holds the logits and their shifted gradient.
+    assert_eq!(logits(&orpo), logits(&cpo));
+    assert!(logits(&orpo) > logits(&simpo));
+    // The whole sequence is scored, so the prompt's length changes nothing.
+    assert_eq!(
+        est(&format!("{base}&task=orpo&prompt=100")).peak_allocated_bytes,
+        est(&format!("{base}&task=orpo&prompt=900")).peak_allocated_bytes
     );
 }
 

@@ -322,8 +322,9 @@ fn replay_totals(
 
 #[test]
 fn cpu_traces_of_preference_steps_match_the_engine() {
-    // DPO and KTO steps through TRL 1.16's own trainers (`tools/trace/pref_cpu.sh`): the doubled policy batch,
-    // the reference (adapters switched off, a second copy, or precomputed) and the fused log-probability head,
+    // DPO, KTO, ORPO, CPO and SimPO steps through TRL 1.16's own trainers (`tools/trace/pref_cpu.sh`): the doubled
+    // policy batch, the reference (adapters switched off, a second copy, or precomputed) and the fused
+    // log-probability head, or ORPO's and CPO's full logits through CUDA's fused log-softmax,
     // traced at one and two layers. Each total within 1% and what a layer adds within 0.5%, but for the known
     // gap: all-linear LoRA with fp32 adapters under checkpointing, whose peak here is a recomputed layer's
     // backward (the fused head keeps so little that the supervised step's loss moment is gone): the MLP's
@@ -338,7 +339,7 @@ fn cpu_traces_of_preference_steps_match_the_engine() {
     };
     let rows = preference_rows();
     let (peaks, mut failures) = replay_totals(&rows, bound);
-    assert_eq!(rows.len(), 28, "every case of pref_cpu.csv is replayed");
+    assert_eq!(rows.len(), 46, "every case of pref_cpu.csv is replayed");
     let mut report = String::new();
     let layer_bound = |case: &str| {
         if known.iter().any(|(k, _)| *k == case) {

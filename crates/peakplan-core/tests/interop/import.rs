@@ -520,24 +520,38 @@ fn preference_configs_import_their_task() {
         "{:?}",
         grpo.notes
     );
-    let orpo = one("trl_orpo_config.json");
+    // ORPO and SimPO run TRL's experimental trainers; SimPO is CPOConfig's loss_type simpo with cpo_alpha 0 (saved
+    // by TRL 1.16's `to_json_string` on this CPU machine, which needs use_cpu for bf16: set back to false).
     check(
-        &orpo,
-        "s=1024&b=2",
-        &["beta", "max_prompt_length", "disable_dropout"],
+        &one("trl_orpo_config.json"),
+        "task=orpo&prompt=512&s=1024&b=2",
+        &[],
+    );
+    let simpo = one("trl_simpo_config.json");
+    check(
+        &simpo,
+        "task=simpo&s=2048&b=2&ga=8&gc=1&prec=amp_bf16&opt=adamw_torch_fused",
+        &[],
     );
     assert!(
-        orpo.notes
+        simpo
+            .notes
             .iter()
-            .any(|n| n.contains("ORPOConfig") && n.contains("not planned")),
+            .any(|n| n.contains("CPOConfig: task=simpo")),
         "{:?}",
-        orpo.notes
+        simpo.notes
     );
     check(
         &one("axolotl_dpo.yaml"),
         "model=llama-2-7b&method=lora&r=16&targets=all-linear&task=dpo&prompt=512&s=2048&b=1&gc=1&prec=amp_bf16",
         &[],
     );
+}
+
+/// Short TRL configs and axolotl `rl:` keys: the task each plans as (CPO-SimPO and axolotl's SimPO without
+/// `cpo_alpha: 0` cost what CPO does), and a note for those not planned.
+#[test]
+fn preference_fields_pick_the_task() {
     let cases: &[(&str, &str, &str)] = &[
         // (file, text, the plan's task)
         (
@@ -553,7 +567,23 @@ fn preference_configs_import_their_task() {
         (
             "a.json",
             r#"{"per_device_train_batch_size": 1, "beta": 0.1, "loss_type": "simpo", "cpo_alpha": 0.0}"#,
-            "sft",
+            "simpo",
+        ),
+        // CPO-SimPO (a simpo loss with CPO's NLL term) costs what CPO does; alphapo is SimPO's.
+        (
+            "a.json",
+            r#"{"per_device_train_batch_size": 1, "beta": 0.1, "loss_type": "simpo", "cpo_alpha": 0.5}"#,
+            "cpo",
+        ),
+        (
+            "a.json",
+            r#"{"per_device_train_batch_size": 1, "loss_type": "alphapo", "simpo_gamma": 0.5}"#,
+            "simpo",
+        ),
+        (
+            "a.json",
+            r#"{"per_device_train_batch_size": 1, "beta": 0.1, "loss_type": "sigmoid", "cpo_alpha": 1.0}"#,
+            "cpo",
         ),
         (
             "a.json",
@@ -573,11 +603,22 @@ fn preference_configs_import_their_task() {
         (
             "a.yaml",
             "base_model: meta-llama/Llama-2-7b-hf\nrl: orpo\nmax_prompt_len: 256\n",
-            "sft",
+            "orpo",
         ),
+        // axolotl leaves TRL's cpo_alpha (1.0) unless the config sets it.
         (
             "a.yaml",
             "base_model: meta-llama/Llama-2-7b-hf\nrl: simpo\n",
+            "cpo",
+        ),
+        (
+            "a.yaml",
+            "base_model: meta-llama/Llama-2-7b-hf\nrl: simpo\ncpo_alpha: 0.0\nsimpo_gamma: 0.5\n",
+            "simpo",
+        ),
+        (
+            "a.yaml",
+            "base_model: meta-llama/Llama-2-7b-hf\nrl: grpo\n",
             "sft",
         ),
     ];
@@ -598,7 +639,8 @@ fn preference_configs_import_their_task() {
         free.plan.to_query(),
         plan("task=dpo&ref=none&b=1").to_query()
     );
-    let kto = import_one("a.yaml", cases[5].1);
+    let kto_yaml = cases.iter().find(|c| c.1.contains("rl: kto")).map(|c| c.1);
+    let kto = import_one("a.yaml", kto_yaml.unwrap_or_default());
     assert_eq!(kto.plan.reference.key(), "precomputed");
     // A prompt as long as the sequence leaves no completion: said, and the prompt stays.
     let long = import_one(

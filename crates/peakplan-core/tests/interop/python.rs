@@ -402,7 +402,7 @@ fn python_exports_load_the_planned_hub_revision() {
     py_compile(&scripts);
 }
 
-/// Preference plans: DPO and KTO under LoRA, QLoRA and full fine-tuning, each reference.
+/// Preference plans: DPO and KTO under LoRA, QLoRA and full fine-tuning, each reference; ORPO, SimPO and CPO.
 const PREFERENCE_PLANS: &[&str] = &[
     "model=llama-3.2-1b&method=lora&task=dpo&b=2&s=512&prompt=128",
     "model=llama-3.2-1b&method=full&task=dpo&b=1&s=1024&prec=bf16",
@@ -410,6 +410,9 @@ const PREFERENCE_PLANS: &[&str] = &[
     "model=qwen2.5-0.5b&method=full&task=kto&b=2&s=512&ref=precomputed",
     "model=llama-3.2-1b&method=lora&task=kto&b=4&s=768&prompt=256&ref=model",
     "model=llama-3.2-1b&method=lora&peft=dora&task=dpo&ref=none&b=2&s=256",
+    "model=llama-3.2-1b&method=lora&task=orpo&b=2&s=512&prompt=128",
+    "model=qwen2.5-0.5b&method=full&task=simpo&b=2&s=512&prec=bf16",
+    "model=llama-3.1-8b&method=qlora&task=cpo&b=1&s=1024",
 ];
 
 /// A preference plan's script trains TRL's own trainer on examples of the plan's lengths, with the reference TRL
@@ -420,12 +423,22 @@ fn python_exports_of_preference_tasks_drive_trl() {
     for q in PREFERENCE_PLANS {
         let (p, src) = exported(q, ExportFormat::Python);
         let c = |name: &str| konst(q, &src, name);
-        let (config, trainer) = match p.task.key() {
-            "dpo" => ("DPOConfig", "DPOTrainer"),
-            _ => ("KTOConfig", "KTOTrainer"),
+        let (module, config, trainer) = match p.task.key() {
+            "dpo" => ("trl", "DPOConfig", "DPOTrainer"),
+            "kto" => ("trl", "KTOConfig", "KTOTrainer"),
+            "orpo" => ("trl.experimental.orpo", "ORPOConfig", "ORPOTrainer"),
+            _ => ("trl.experimental.cpo", "CPOConfig", "CPOTrainer"),
         };
         assert!(
-            src.contains(&format!("from trl import {config}, {trainer}")),
+            src.contains(&format!("from {module} import {config}, {trainer}")),
+            "{q}"
+        );
+        // ORPO, SimPO and CPO take no reference; SimPO is CPO's simpo loss without its NLL term.
+        let reference_task = matches!(p.task.key(), "dpo" | "kto");
+        assert_eq!(src.contains("ref_model=ref_model"), reference_task, "{q}");
+        assert_eq!(
+            src.contains("loss_type=\"simpo\"") && src.contains("cpo_alpha=0.0"),
+            p.task.key() == "simpo",
             "{q}"
         );
         assert!(src.contains(&format!("    args = {config}(")), "{q}");
@@ -440,8 +453,12 @@ fn python_exports_of_preference_tasks_drive_trl() {
         );
         let reference = p.reference_source().key();
         assert_eq!(c("REFERENCE"), format!("\"{reference}\""), "{q}");
-        let precompute = matches!(reference, "precomputed" | "none");
-        assert_eq!(c("PRECOMPUTE_REF_LOG_PROBS"), py(precompute), "{q}");
+        if reference_task {
+            let precompute = matches!(reference, "precomputed" | "none");
+            assert_eq!(c("PRECOMPUTE_REF_LOG_PROBS"), py(precompute), "{q}");
+        } else {
+            assert!(!src.contains("precompute_ref_log_probs"), "{q}");
+        }
         // PEFT through the trainer's peft_config, as TRL is driven (no reference adapter copy).
         assert_eq!(
             src.contains("peft_config=LORA"),
@@ -457,7 +474,7 @@ fn python_exports_of_preference_tasks_drive_trl() {
         );
         assert_eq!(
             src.contains("\"rejected\": rejected"),
-            p.task.key() == "dpo",
+            p.task.key() != "kto",
             "{q}"
         );
         assert!(src.contains(" trl datasets"), "{q}");
