@@ -61,6 +61,9 @@ ap.add_argument("--opt", default="adamw_torch",
 ap.add_argument("--ga", type=int, default=1, help="micro-batches accumulated before the optimizer's step")
 ap.add_argument("--compile", action="store_true", help="torch.compile the model (inductor), as the Trainer's "
                 "torch_compile does")
+ap.add_argument("--lens", help="batches of varying length: each step's batch is BATCH rows padded to the next of these "
+                "lengths (comma-separated, taken in turn): its first row that long, the others half as long with the rest "
+                "padding (attention mask 0, labels -100), made at the step's start as a data loader's batch is")
 ap.add_argument("--hold", action="store_true", help="keep the model's output (its logits) until after the "
                 "optimizer's step, as loops that log from it do (fsdp_qlora's train.py, older torchtune recipes)")
 a = ap.parse_args()
@@ -241,9 +244,27 @@ if a.compile:
     model = torch.compile(model)
 ids = torch.randint(0, a.vocab, (a.b, a.s))
 batch = {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)}
+lens = [int(n) for n in a.lens.split(",")] if a.lens else []
+if lens:
+    del ids, batch
+turn = [0]
+
+
+def padded_batch(n):
+    """BATCH rows padded to n tokens: the first row n long, the others about half (right padding, as the collator
+    pads)."""
+    ids = torch.randint(0, a.vocab, (a.b, n))
+    mask = torch.ones_like(ids)
+    mask[1:, max(1, n // 2):] = 0
+    labels = ids.masked_fill(mask == 0, -100)
+    return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
 
 def step():
+    global batch
+    if lens:
+        batch = padded_batch(lens[turn[0] % len(lens)])
+        turn[0] += 1
     for _ in range(a.ga):
         ctx = torch.autocast("cpu", dtype=half) if a.amp else torch.autocast("cpu", enabled=False)
         with ctx:
@@ -257,6 +278,8 @@ def step():
     if a.hold:
         del outputs
     model.zero_grad(set_to_none=True)
+    if lens:
+        del batch
 
 
 report(step)

@@ -163,7 +163,7 @@ def sequence_of(step, path, steps=2):
 def report(step):
     """Prints the peak of a steady step as JSON: one step first, so optimizer states exist as in every later one.
     With DETAIL=1 in the environment, what the peak holds goes to stderr first (`live_at_peak`); with SEQUENCE=path,
-    the allocation sequence of the first two steps goes to path first (`sequence_of`); with SKIP_MATMULS=1, matrix
+    the allocation sequence of the first two steps (SEQUENCE_STEPS steps) goes to path first (`sequence_of`); with SKIP_MATMULS=1, matrix
     products and attention are not computed (`SkipMatmuls`)."""
     import os
     if os.environ.get("SKIP_MATMULS"):
@@ -173,8 +173,8 @@ def report(step):
             with SkipMatmuls():
                 inner()
     if os.environ.get("SEQUENCE"):
-        # The two traced steps leave the optimizer's states made, as the first step would.
-        sequence_of(step, os.environ["SEQUENCE"])
+        # The traced steps (two, or SEQUENCE_STEPS) leave the optimizer's states made, as the first step would.
+        sequence_of(step, os.environ["SEQUENCE"], int(os.environ.get("SEQUENCE_STEPS", 2)))
     else:
         step()
     if __import__("os").environ.get("DETAIL"):

@@ -359,6 +359,8 @@ fn report(arch: &Architecture, plan: &Plan) -> Value {
         "gpu": json!({"id": gpu.id, "name": gpu.name, "capacity_bytes": cap, "fits": e.device_bytes <= cap}),
         "max_micro_batch": solve::max_batch(arch, plan, cap),
         "max_seq_len": solve::max_seq(arch, plan, cap),
+        // Batches of varying length (lens=padded or grouped): each replayed step's batch, in order; null otherwise.
+        "replayed_batches": peakplan_core::replayed_batches(arch, plan),
         "model": {"name": arch.name, "model_type": arch.model_type, "layers": arch.layers, "hidden_size": arch.hidden, "vocab_size": arch.vocab},
         "plan": serde_json::to_value(plan).unwrap_or(Value::Null),
         "query": plan.to_query(),

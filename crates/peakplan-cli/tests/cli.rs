@@ -42,7 +42,27 @@ fn estimate_json_holds_the_contract_keys_with_the_cores_numbers() {
         // The normalized plan parses back to the same plan.
         let query_back = v["query"].as_str().expect("the normalized query");
         assert_eq!(Plan::parse_query(query_back).plan, plan, "{query}");
+        // Fixed-length batches: no replayed batches to list.
+        assert!(v["replayed_batches"].is_null(), "{query}");
     }
+    // Batches of varying length: the steps the replay ran, in order, as the core draws them.
+    let query = "model=llama-2-7b&method=lora&b=4&s=1024&lens=padded&lmean=300&lsd=200";
+    let v = json(&["estimate", "--query", query, "--format", "json"]);
+    let plan = Plan::parse_query(query).plan;
+    let drawn =
+        peakplan_core::replayed_batches(preset_arch(&plan), &plan).expect("varying batches");
+    let listed = v["replayed_batches"].as_array().expect("a list of batches");
+    assert_eq!(listed.len(), drawn.len());
+    for (b, d) in listed.iter().zip(&drawn) {
+        assert_eq!(
+            (b["sequences"].as_u64(), b["len"].as_u64()),
+            (Some(d.sequences), Some(d.len))
+        );
+    }
+    assert!(
+        drawn.iter().any(|d| d.len == 1024),
+        "the longest sequence is in one batch"
+    );
 }
 
 #[test]

@@ -24,7 +24,7 @@ const MAX_DRAWS_PER_BATCH: u64 = 256;
 const MEGABATCH_BATCHES: u64 = 50;
 
 /// One replayed step's batch: `sequences` rows of `len` tokens each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Shape {
     pub sequences: u64,
     pub len: u64,

@@ -133,3 +133,59 @@ fn traced_sequences_replay_as_the_engine() {
     // transient) is further from what the allocator holds for the traced tensors.
     assert!(replay_err < rule_err, "{report}");
 }
+
+#[test]
+fn traced_varying_sequences_replay_as_the_engine() {
+    // Runs whose batches vary in length (`tools/trace/seq_lens_cpu.sh`): padded and grouped, LoRA and full, with
+    // and without checkpointing, at Llama-2-7B's widths. Each trace runs, in order and twice over, the very batch
+    // lengths the engine's replay draws for its plan (`replayed_batches`), each batch made at its step's start,
+    // its rows padded; its replay through the simulator is what CUDA's allocator would reserve for them. The
+    // engine's figures are the plan's estimate: allocated is the longest batch's (a fixed plan of that shape),
+    // reserved the replay of its own sequence for those steps.
+    let rows = llama_rows("traced/sequences_varying.csv");
+    let (mut report, mut failures, mut reserved_err) = (String::new(), Vec::new(), 0.0);
+    for r in &rows {
+        let s = read_sequence(&data(&format!("traced/sequences/{}.csv", r.id)));
+        let p = plan(&r.query);
+        let shapes =
+            peakplan_core::replayed_batches(&r.arch, &p).expect("a plan whose batches vary");
+        assert_eq!(
+            s.steps.len(),
+            2 * shapes.len(),
+            "{}: the replay's steps twice",
+            r.id
+        );
+        let traced = replay_traced(&s);
+        let e = estimate(&r.arch, &p);
+        let (t_alloc, t_res) = (traced.requested_bytes.peak, traced.reserved_bytes.peak);
+        let (alloc, reserved) = (
+            pct(e.peak_allocated_bytes, t_alloc),
+            pct(e.peak_reserved_bytes, t_res),
+        );
+        report += &format!(
+            "{:<32} allocated {t_alloc:>11} engine {alloc:+5.2}% | reserved {t_res:>11} engine {reserved:+5.2}% | cache {:>10} engine {:>10}\n",
+            r.id,
+            t_res - t_alloc,
+            e.peak_reserved_bytes - e.peak_allocated_bytes,
+        );
+        if alloc.abs() >= 1.5 {
+            failures.push(format!("{}: allocated {alloc:+.2}%", r.id));
+        }
+        reserved_err += reserved.abs();
+    }
+    let mean = reserved_err / rows.len() as f64;
+    report += &format!("mean |error| of reserved: {mean:.2}%\n");
+    println!("{report}");
+    assert_eq!(rows.len(), 7, "every traced varying sequence is replayed");
+    assert!(failures.is_empty(), "{failures:?}\n{report}");
+    // Where it stands (December 2026): allocated within 0.41% of every trace; reserved -11.5% to +15.7%, a mean
+    // of 7.8%, where #45 asks for 3%. What the traces show, step by step: a grouped run reserves all it will at
+    // its first (longest) batch, so its error is the fixed-length replay's at 4 x 1,024 tokens (-7% to -12%,
+    // against -2.5% to +2.5% at 1 x 1,024: the loss's forward keeps its log-softmax where the engine's frees
+    // all and reallocates in backward); a padded run's reserve jumps when the longest batch comes after shorter
+    // ones, and under checkpointing the engine's recomputed layer and activation gradients, one block each, ask
+    // for segments no cached block fits (+15.7%; tensor by tensor they overshoot the other way, -10.8%, and the
+    // fixed-length checkpointed traces go from +1.2% to -9.5%). This bound holds the figures where they are
+    // until the loss's and backward's events follow the traces; it is not #45's bar.
+    assert!(mean <= 8.0, "{report}");
+}
