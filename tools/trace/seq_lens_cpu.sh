@@ -5,7 +5,7 @@
 # for that plan (`peakplan estimate --format json`: `replayed_batches`), and hf_step.py runs them in that order,
 # twice over (the replay's first pass and its measured second), each batch `b` rows padded to its length, made at
 # the step's start. Llama-2-7B's widths (seq_cpu.sh's), matrix products skipped (memtrace.SkipMatmuls). Needs the
-# Python of hf_cpu.sh and cargo (for the lengths); about 15 minutes on two cores.
+# Python of hf_cpu.sh and cargo (for the lengths); about 40 minutes on two cores.
 source "$(dirname "$0")/lib.sh"
 out="$data/sequences_varying.csv"
 dir="$data/sequences"
@@ -45,14 +45,14 @@ run() { # id, harness flags, plan keys
     if [[ -n ${ONLY:-} ]]; then echo "$row"; else echo "$row" >>"$out"; fi
   done
 }
-H=4096 I=11008 NH=32 KV=32 V=32000 B=4 S=1024 LAYERS="1 2"
+H=4096 I=11008 NH=32 KV=32 V=32000 B=4 S=1024 LAYERS="1 2 4"
 LORA="attn=sdpa&method=lora&r=16&targets=q,v&dropout=0&adtype=fp32"
 ALL="attn=sdpa&method=lora&r=16&targets=all-linear&dropout=0&adtype=fp32"
 ALLT="--targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 # A dataset of 300 +- 200 tokens, cut at 1,024.
 LENS="lens=padded&lmean=300&lsd=200"
 run var-lora-qv-padded "" "$LORA&gc=0&prec=bf16"
-LAYERS="1"
+LAYERS="1 4"
 run var-lora-qv-padded-gc "--gc" "$LORA&gc=1&prec=bf16"
 run var-full-padded "--full" "attn=sdpa&method=full&gc=0&prec=bf16"
 LENS="lens=grouped&lmean=300&lsd=200"
