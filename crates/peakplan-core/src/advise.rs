@@ -517,9 +517,9 @@ fn task_changes(plan: &Plan, c: &mut Vec<Change>) {
              the step",
         ));
     }
-    // ORPO and SimPO train on the same pairs without a reference (kept only where that lowers the peak: they
-    // keep the doubled batch's full logits, which DPO's fused head never builds).
-    if matches!(plan.task, Task::Dpo | Task::Kto) && plan.reference_source() != Reference::None {
+    // ORPO and SimPO train on DPO's pairs without a reference (kept only where that lowers the peak: they keep
+    // the doubled batch's full logits, which DPO's fused head never builds). KTO's data is unpaired: not offered.
+    if plan.task == Task::Dpo && plan.reference_source() != Reference::None {
         for (task, title, cost) in [
             (
                 "simpo",

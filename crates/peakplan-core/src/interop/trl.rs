@@ -121,9 +121,9 @@ pub(super) fn read(r: &mut Reader, map: &Map<String, Value>) -> Option<Map<Strin
     Some(without(map, FIELDS))
 }
 
-/// The task a `CPOConfig` plans as: SimPO when it computes no NLL term (`loss_type` `simpo` or `alphapo` with
-/// `cpo_alpha` 0; `alphapo` sets it), CPO otherwise (`cpo_alpha` defaults to 1: CPO-SimPO's NLL term costs what
-/// CPO's does).
+/// The task a `CPOConfig` plans as, by memory: SimPO where it computes no NLL term (`cpo_alpha` 0, which
+/// `alphapo` sets; any loss type then costs what SimPO's does, said in a note), CPO otherwise (`cpo_alpha`
+/// defaults to 1: CPO-SimPO's NLL term costs what CPO's does).
 fn cpo_task(r: &mut Reader, map: &Map<String, Value>) -> &'static str {
     let loss = get_set(map, "loss_type")
         .and_then(Value::as_str)
@@ -131,10 +131,15 @@ fn cpo_task(r: &mut Reader, map: &Map<String, Value>) -> &'static str {
     let alpha = get_set(map, "cpo_alpha")
         .and_then(Value::as_f64)
         .unwrap_or(1.0);
-    match loss {
-        "alphapo" => "simpo",
-        "simpo" if alpha == 0.0 => "simpo",
-        "simpo" => {
+    match (loss, alpha == 0.0) {
+        ("alphapo", _) | ("simpo", true) => "simpo",
+        (other, true) => {
+            r.note_fmt(format_args!(
+                "loss_type {other} with cpo_alpha 0 computes no NLL term: planned as task=simpo, whose memory it has"
+            ));
+            "simpo"
+        }
+        ("simpo", false) => {
             r.note_fmt(format_args!(
                 "loss_type simpo with cpo_alpha {alpha} (CPO-SimPO) computes CPO's NLL term: task=cpo"
             ));

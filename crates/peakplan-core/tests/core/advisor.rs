@@ -309,8 +309,10 @@ fn a_dpo_plan_is_offered_orpo_and_simpo_where_no_reference_lowers_the_peak() {
         assert!(after.device_bytes < before.device_bytes, "{task}");
         assert_eq!(after.component(Kind::ReferenceWeights), 0, "{task}");
     }
-    // Where the task has no reference, or already runs without one, there is nothing to offer.
+    // Where the task has no reference, already runs without one, or trains on unpaired data (KTO), there is
+    // nothing to offer.
     for q in [
+        "model=llama-3.2-1b&method=full&task=kto",
         "model=llama-3.2-1b&method=full&task=orpo",
         "model=llama-3.2-1b&method=full&task=dpo&ref=none",
         "model=llama-3.2-1b&method=full",

@@ -585,6 +585,12 @@ fn preference_fields_pick_the_task() {
             r#"{"per_device_train_batch_size": 1, "beta": 0.1, "loss_type": "sigmoid", "cpo_alpha": 1.0}"#,
             "cpo",
         ),
+        // No NLL term whatever the loss: SimPO's memory.
+        (
+            "a.json",
+            r#"{"per_device_train_batch_size": 1, "beta": 0.1, "loss_type": "hinge", "cpo_alpha": 0.0}"#,
+            "simpo",
+        ),
         (
             "a.json",
             r#"{"per_device_train_batch_size": 1, "beta": 0.04, "num_generations": 8, "loss_type": "dapo"}"#,
