@@ -80,6 +80,8 @@ pub struct PromptBox {
     pub tokens: u64,
     pub max: u64,
     pub auto: bool,
+    /// The task scores every position (ORPO, SimPO, CPO: the full logits), so the prompt moves no figure.
+    pub scored_whole: bool,
 }
 
 impl PromptBox {
@@ -88,15 +90,22 @@ impl PromptBox {
             tokens: plan.prompt_tokens(),
             max: plan.seq_len.saturating_sub(1).max(1),
             auto: plan.prompt_tokens.is_none(),
+            scored_whole: plan.task.full_logits(),
         }
     }
 
-    /// The line under the box: prompt and completion tokens of each sequence.
+    /// The line under the box: prompt and completion tokens of each sequence (and, where every position is
+    /// scored, that the split changes no memory).
     pub fn words(&self, seq_len: u64) -> String {
         let completion = seq_len.saturating_sub(self.tokens);
         let auto = if self.auto { " (auto: half of s)" } else { "" };
+        let whole = if self.scored_whole {
+            "; every position is scored, so the split changes no memory"
+        } else {
+            ""
+        };
         format!(
-            "{} prompt + {completion} completion tokens{auto}; at most {}",
+            "{} prompt + {completion} completion tokens{auto}; at most {}{whole}",
             self.tokens, self.max
         )
     }
@@ -190,13 +199,18 @@ mod tests {
             PromptBox {
                 tokens: 512,
                 max: 1023,
-                auto: true
+                auto: true,
+                scored_whole: false
             }
         );
         assert_eq!(
             b.words(1024),
             "512 prompt + 512 completion tokens (auto: half of s); at most 1023"
         );
+        // ORPO scores the full logits: the box says the split moves nothing.
+        assert!(PromptBox::of(&plan("task=orpo&s=1024"))
+            .words(1024)
+            .ends_with("at most 1023; every position is scored, so the split changes no memory"));
         let b = PromptBox::of(&plan("task=dpo&s=1024&prompt=1000"));
         assert_eq!((b.tokens, b.auto), (1000, false));
     }
