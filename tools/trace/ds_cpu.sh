@@ -15,7 +15,7 @@ run() { # id, world, zero stage, harness flags, plan keys
     total=$(total_of fsdp_step.py "$2" "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" \
       --vocab "$V" --ds "$3" $4)
     line="$1-L$layers,$layers,$H,$I,$NH,$KV,$V,0,$total,b=$B&s=$S&loss=standard&fw=hf&attn=sdpa&gpus=$2&zero=$3&shard=deepspeed&gc=0&prec=bf16&$5"
-    if [[ -n ${ONLY:-} ]]; then echo "$line"; else echo "$line" >>"$out"; fi
+    emit "$line"
   done
 }
 LORA="method=lora&r=16&targets=q,v&dropout=0&adtype=bf16"

@@ -14,7 +14,7 @@ run() { # id, world, harness flags, plan keys
     total=$(total_of fsdp_step.py "$2" "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" \
       --vocab "$V" $3)
     line="$1-L$layers,$layers,$H,$I,$NH,$KV,$V,0,$total,b=$B&s=$S&loss=standard&opt=adamw_torch&fw=hf&attn=sdpa&$gpus&$4"
-    if [[ -n ${ONLY:-} ]]; then echo "$line"; else echo "$line" >>"$out"; fi
+    emit "$line"
   done
 }
 # Under pure bf16 the harness casts PEFT's adapters to bf16 (FSDP1 needs one dtype per flat parameter).

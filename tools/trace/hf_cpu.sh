@@ -6,9 +6,6 @@ source "$(dirname "$0")/lib.sh"
 out="$data/hf_cpu.csv"
 # ONLY=REGEX runs the matching cases and prints their rows instead of rewriting the files.
 [[ -z ${ONLY:-} ]] && echo "$llama_header" >"$out"
-emit() { # row, file
-  if [[ -n ${ONLY:-} ]]; then echo "$1"; else echo "$1" >>"$2"; fi
-}
 run() { # id, harness flags, plan keys
   [[ -n ${ONLY:-} && ! $1 =~ $ONLY ]] && return 0
   local tied=0

@@ -11,7 +11,7 @@ run() { # id, harness flags, plan keys
   for layers in $LAYERS; do
     total=$(total_of hf_step.py "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" --vocab "$V" $2)
     row="$1-L$layers,$layers,$H,$I,$NH,$KV,$V,0,$total,b=$B&s=$S&loss=standard&fw=hf&gpus=1&attn=sdpa&gc=0&$3"
-    if [[ -n ${ONLY:-} ]]; then echo "$row"; else echo "$row" >>"$out"; fi
+    emit "$row"
   done
 }
 H=512 I=1376 NH=8 KV=8 V=32000 B=2 S=256 LAYERS="1 2"

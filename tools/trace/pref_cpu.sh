@@ -10,7 +10,6 @@ source "$(dirname "$0")/lib.sh"
 out="$data/pref_cpu.csv"
 trl=$("$py" -c 'import trl; print(trl.__version__)')
 [[ -z ${ONLY:-} ]] && echo "id,layers,hidden,intermediate,heads,kv_heads,vocab,tied,traced_peak_allocated_bytes,source,query" >"$out"
-emit() { if [[ -n ${ONLY:-} ]]; then echo "$1"; else echo "$1" >>"$out"; fi; }
 run() { # id, task, harness flags, plan keys
   [[ -n ${ONLY:-} && ! $1 =~ $ONLY ]] && return 0
   for layers in $LAYERS; do

@@ -16,7 +16,7 @@ run() { # id, harness flags, plan keys
     local id="$1-L$layers"
     total=$(SKIP_MATMULS=1 SEQUENCE="$dir/$id.csv" total_of hf_step.py "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" --vocab "$V" $2)
     row="$id,$layers,$H,$I,$NH,$KV,$V,0,$total,b=$B&s=$S&loss=standard&opt=adamw_torch&fw=hf&gpus=1&gpu=h200-141gb&$3"
-    if [[ -n ${ONLY:-} ]]; then echo "$row"; else echo "$row" >>"$out"; fi
+    emit "$row"
   done
 }
 H=4096 I=11008 NH=32 KV=32 V=32000 B=1 S=1024 LAYERS="1 2 4 8"

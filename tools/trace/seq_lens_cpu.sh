@@ -42,7 +42,7 @@ run() { # id, harness flags, plan keys
     # The row's peak is the sequence's own: the most its live allocations ever add up to.
     total=$(sequence_peak "$dir/$id.csv")
     row="$id,$layers,$H,$I,$NH,$KV,$V,0,$total,$keys"
-    if [[ -n ${ONLY:-} ]]; then echo "$row"; else echo "$row" >>"$out"; fi
+    emit "$row"
   done
 }
 H=4096 I=11008 NH=32 KV=32 V=32000 B=4 S=1024 LAYERS="1 2 4"

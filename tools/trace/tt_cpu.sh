@@ -10,7 +10,7 @@ run() { # id, harness flags, plan keys
   for layers in 1 2 3; do
     total=$(total_of tt_step.py "$layers" 2 256 $2)
     row="$1-L$layers,$layers,512,1376,8,8,32000,0,$total,b=2&s=256&attn=sdpa&opt=adamw_torch&fw=torchtune&gpus=1&gc=0&prec=bf16&compile=0&$3"
-    if [[ -n ${ONLY:-} ]]; then echo "$row"; else echo "$row" >>"$out"; fi
+    emit "$row"
   done
 }
 # Full fine-tuning with the chunked loss peaks at the optimizer step here; optimizer-in-backward (below) peaks in
