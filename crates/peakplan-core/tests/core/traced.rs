@@ -78,6 +78,14 @@ pub(crate) fn family_rows() -> Vec<(String, Architecture, String)> {
 /// What one more layer adds, traced against the engine, for every case traced at one and two layers (`-L1`,
 /// `-L2` rows of `peaks`, id -> (traced, predicted)): a line of `report` each, and a line of `failures` where the
 /// error reaches `bound(case)` or the case lacks its second layer.
+/// The bound a case is held to: its own where `known` lists it (a gap with its reason), else `default`.
+fn bound_for(known: &[(&str, f64)], case: &str, default: f64) -> f64 {
+    known
+        .iter()
+        .find(|(k, _)| *k == case)
+        .map_or(default, |(_, b)| *b)
+}
+
 fn one_layer_increments(
     peaks: &BTreeMap<String, (f64, f64)>,
     bound: impl Fn(&str) -> f64,
@@ -166,12 +174,7 @@ fn cpu_traces_of_real_steps_match_the_engine() {
         ("mixtral4-lora-experts", 0.015),
     ];
     let (mut report, mut failures) = (String::new(), Vec::new());
-    let bound = |family: &str| {
-        known
-            .iter()
-            .find(|(k, _)| *k == family)
-            .map_or(0.005, |(_, b)| *b)
-    };
+    let bound = |family: &str| bound_for(&known, family, 0.005);
     one_layer_increments(&peaks, bound, &mut report, &mut failures);
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
 }
@@ -332,10 +335,11 @@ fn cpu_traces_of_preference_steps_match_the_engine() {
     // that the engine's backward working memory does not count yet (3.6-3.9% low; a layer 1.1% low).
     let known = [("dpo-lora-all-gc", 0.04), ("kto-lora-all-gc", 0.04)];
     let bound = |id: &str| {
-        known
-            .iter()
-            .find(|(k, _)| id.rsplit_once("-L").is_some_and(|(case, _)| case == *k))
-            .map_or(0.01, |(_, b)| *b)
+        bound_for(
+            &known,
+            id.rsplit_once("-L").map_or(id, |(case, _)| case),
+            0.01,
+        )
     };
     let rows = preference_rows();
     let (peaks, mut failures) = replay_totals(&rows, bound);
@@ -368,12 +372,7 @@ fn cpu_traces_of_grpo_steps_match_the_engine() {
     let (peaks, mut failures) = replay_totals(&rows, |_| 0.01);
     assert_eq!(rows.len(), 22, "every case of grpo_cpu.csv is replayed");
     let mut report = String::new();
-    let layer_bound = |case: &str| {
-        known_layer
-            .iter()
-            .find(|(k, _)| *k == case)
-            .map_or(0.005, |(_, b)| *b)
-    };
+    let layer_bound = |case: &str| bound_for(&known_layer, case, 0.005);
     one_layer_increments(&peaks, layer_bound, &mut report, &mut failures);
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
 }
