@@ -508,7 +508,7 @@ fn task_vars(plan: &Plan) -> Vars<'static> {
         Task::Kto => ("trl", "KTOConfig", "KTOTrainer"),
         Task::Grpo => ("trl", "GRPOConfig", "GRPOTrainer"),
     };
-    let reference_task = matches!(plan.task, Task::Dpo | Task::Kto);
+    let reference_task = plan.task.reference_chosen_by_key();
     let reference = plan.reference_source();
     vars!(
         "args_class" => config,

@@ -161,6 +161,11 @@ impl Task {
     pub fn has_reference(self) -> bool {
         matches!(self, Task::Dpo | Task::Kto | Task::Grpo)
     }
+    /// Whether `ref` chooses where the task's reference comes from: DPO's and KTO's (GRPO's follows `beta`;
+    /// ORPO, SimPO and CPO have none).
+    pub fn reference_chosen_by_key(self) -> bool {
+        self.has_reference() && !self.generates()
+    }
     /// Whether the task generates its completions before training on them (online RL).
     pub fn generates(self) -> bool {
         self == Task::Grpo
