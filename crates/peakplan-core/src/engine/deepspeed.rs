@@ -163,13 +163,8 @@ pub(super) struct Zero3Gathered {
 }
 
 /// `layer_bytes` is one decoder layer gathered (in the dtype it computes in), `root_bytes` the bytes of an
-/// embedding or head element, `sharded_weights` this GPU's shard of the weights and adapters.
-pub(super) fn zero3_gathered(
-    s: &Setup,
-    layer_bytes: Count,
-    root_bytes: Count,
-    sharded_weights: Count,
-) -> Zero3Gathered {
+/// embedding or head element.
+pub(super) fn zero3_gathered(s: &Setup, layer_bytes: Count, root_bytes: Count) -> Zero3Gathered {
     let (arch, plan) = (s.arch, s.plan);
     let sizes = plan.deepspeed_sizes(arch);
     let persist = sizes.persistence as Count;
@@ -178,7 +173,7 @@ pub(super) fn zero3_gathered(
     // final norm, the head.
     let mut order: Vec<Module> =
         Vec::with_capacity(2 + arch.layers as usize * (2 * s.linears.len() + 1) + 2);
-    let mut persistent_numel = 0.0;
+    let mut persistent_bytes = 0.0;
     let mut push = |numel: u64, bytes_each: Count, small_parts: u64| {
         let numel = numel as Count;
         if numel == 0.0 {
@@ -186,7 +181,7 @@ pub(super) fn zero3_gathered(
         }
         // A module of several small tensors (a layer's norms) persists tensor by tensor.
         if numel / small_parts.max(1) as Count <= persist {
-            persistent_numel += numel;
+            persistent_bytes += numel * bytes_each;
         } else {
             order.push(Module {
                 numel,
@@ -222,14 +217,13 @@ pub(super) fn zero3_gathered(
         0
     };
     push(arch.lm_head_params() + tied_head, root_bytes, 1);
-    // Each persistent parameter is whole beside its shard: their share of the weights, whole less the shard
-    // (in the shards' own bytes, so that more GPUs never hold more).
-    let total_numel = persistent_numel + order.iter().map(|m| m.numel).sum::<Count>();
+    // A persistent parameter, once gathered, is never released: its whole copy stays beside its partition
+    // (`ds_tensor`, counted in the shards), so what it adds does not shrink with more GPUs.
     // (Offloaded shards wait in CPU memory: what persists there is not modelled.)
-    let persistent = if total_numel > 0.0 && !plan.cpu_offload {
-        persistent_numel / total_numel * sharded_weights * (s.gpus - 1.0)
-    } else {
+    let persistent = if plan.cpu_offload {
         0.0
+    } else {
+        persistent_bytes
     };
 
     // Kept from forward to backward: twice the parameters after the module under the reuse distance.

@@ -30,9 +30,7 @@ use crate::plan::{Method, Shard};
 fn deepspeed_or_ddp(s: &Setup, r: &Resident, layer: Count, accumulating: bool) -> Sharded {
     let d = s.d;
     let gathered = if s.zero >= 3 && d.deepspeed_16bit {
-        // (Buffers such as a causal mask are not sharded: not part of the shards.)
-        let shards = r.base_weights - s.arch.buffer_bytes as Count + r.adapter_weights;
-        let g = zero3_gathered(s, layer, d.weight, shards);
+        let g = zero3_gathered(s, layer, d.weight);
         [
             g.at_loss + g.persistent,
             g.at_loss + g.persistent,
