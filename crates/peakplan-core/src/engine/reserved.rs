@@ -129,10 +129,15 @@ pub(super) fn replayed(
     if replays == Replays::Smallest && paged_states == 0.0 && alloc != Alloc::Emptied {
         let mut smallest = smallest_device(alloc, &events, peak_bytes);
         // Whether a device runs the step is not monotone in its size (where the allocator must release and retry
-        // depends on what it cached): the plan's own card, where it runs the step, bounds what it needs.
-        if smallest > device && !beyond_card {
+        // depends on what it cached): where the plan's own card runs the step, it bounds what the plan needs, and
+        // so does what it reserves there, where a device of that size runs the step too.
+        if peak_bytes > device && !beyond_card {
             if let Ok(Some(on_card)) = replay(alloc, &events, device, false) {
-                smallest = smallest.min(on_card.reserved_bytes.peak);
+                let on_card = on_card.reserved_bytes.peak;
+                if on_card < smallest && runs(alloc, &events, on_card) {
+                    smallest = on_card;
+                }
+                smallest = smallest.min(device);
             }
         }
         return with_reserved(peak, smallest as Count, paged_states);
@@ -163,7 +168,7 @@ fn smallest_device(alloc: Alloc, events: &StepEvents, unlimited: u64) -> u64 {
         Ok(Some(s)) => s.reserved_bytes.peak,
         _ => return unlimited,
     };
-    let runs = |bytes: u64| matches!(replay(alloc, events, bytes, false), Ok(Some(_)));
+    let runs = |bytes: u64| runs(alloc, events, bytes);
     if tight >= unlimited || runs(tight) {
         return tight.min(unlimited);
     }
@@ -180,6 +185,11 @@ fn smallest_device(alloc: Alloc, events: &StepEvents, unlimited: u64) -> u64 {
         }
     }
     holds
+}
+
+/// Whether the step runs on a device of `capacity_bytes`.
+fn runs(alloc: Alloc, events: &StepEvents, capacity_bytes: u64) -> bool {
+    matches!(replay(alloc, events, capacity_bytes, false), Ok(Some(_)))
 }
 
 /// Loading, a first step, and the measured second step, on a device of `capacity_bytes` (releasing the cache

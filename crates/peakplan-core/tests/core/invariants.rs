@@ -223,16 +223,24 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
-    /// What a plan needs is the smallest card its step runs on: never above what the card shows, and a card of
-    /// that size runs it (the allocator frees its cache and retries there).
+    /// What a plan needs is the smallest card its step runs on: a card of that size runs it (the allocator frees
+    /// its cache and retries there), and it is not above what the plan's own card shows unless a card of that
+    /// size runs out.
     #[test]
     fn a_plan_runs_on_the_card_it_needs(p in any_plan()) {
         let arch = preset_arch(&p);
         let (e, needs) = (est(&p), peakplan_core::needs_bytes(arch, &p));
-        prop_assert!(needs <= e.device_bytes, "{}", p.to_query());
-        // Where it is below what the card shows, a replay on a card of that size ran the step (paged states and
-        // an emptied cache leave it at what the card shows: see `engine/reserved.rs`).
-        if needs < e.device_bytes {
+        // Where the allocator frees its cache and retries depends on what it cached, so a larger card can end
+        // lower than a smaller one runs at all (found: gemma-2-2b LoRA split over 24 GPUs with expandable
+        // segments shows 10,626,269,184 B on its 12 GB card; a card that size runs out, and the smallest that
+        // runs the step is 10,653,057,024 B).
+        if needs > e.device_bytes {
+            prop_assert!(!peakplan_core::fits_on(arch, &p, e.device_bytes), "{}: needs {needs} B, shows {} B",
+                p.to_query(), e.device_bytes);
+        }
+        // Where it differs from what the card shows, a replay on a card of that size ran the step (paged states
+        // and an emptied cache leave it at what the card shows: see `engine/reserved.rs`).
+        if needs != e.device_bytes {
             prop_assert!(peakplan_core::fits_on(arch, &p, needs), "{}: {} B", p.to_query(), needs);
         }
     }
