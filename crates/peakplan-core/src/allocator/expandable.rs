@@ -25,7 +25,7 @@ impl Allocator {
         self.segments
             .up_to((addr, u64::MAX, usize::MAX))
             .last()
-            .map_or(addr, |&(base, _, _)| base)
+            .map_or(addr, |(base, _, _)| base)
     }
 
     /// `try_allocate_expandable_block` (line 2296): maps pages until a free block of at
@@ -63,7 +63,7 @@ impl Allocator {
         let unmapped: Vec<usize> = self.pools[kind.index()]
             .unmapped
             .iter()
-            .map(|&(_, _, slot)| slot)
+            .map(|(_, _, slot)| slot)
             .collect();
         for slot in unmapped {
             let start = free_or_unmapped(self, self.slab.blocks[slot].prev).unwrap_or(slot);

@@ -39,7 +39,8 @@ impl Allocator {
         }
         let key = size.max(max_split);
         let pool = &self.pools[kind.index()];
-        if let Some(&(_, _, slot)) = pool.free.from((key, 0, 0)).first() {
+        let first = pool.free.from((key, 0, 0)).next();
+        if let Some((_, _, slot)) = first {
             if !self.releasable(slot) {
                 return false;
             }
@@ -48,7 +49,7 @@ impl Allocator {
         }
         let mut released: u64 = 0;
         while released < key {
-            let Some(&(block_size, _, slot)) = self.pools[kind.index()].free.iter().next_back()
+            let Some((block_size, _, slot)) = self.pools[kind.index()].free.iter().next_back()
             else {
                 break;
             };
@@ -73,7 +74,7 @@ impl Allocator {
         let free: Vec<usize> = self.pools[kind.index()]
             .free
             .iter()
-            .map(|&(_, _, slot)| slot)
+            .map(|(_, _, slot)| slot)
             .collect();
         let mut to_unmap = Vec::new();
         for slot in free {
@@ -111,7 +112,7 @@ impl Allocator {
             s.pools[large]
                 .free
                 .iter()
-                .map(|&(_, _, slot)| slot)
+                .map(|(_, _, slot)| slot)
                 .filter(|&slot| s.releasable(slot))
                 .map(|slot| (slot, age(&s.slab.blocks[slot])))
                 .collect()

@@ -51,7 +51,7 @@ impl Allocator {
 
     /// Forgets the segment based at `base`.
     pub(super) fn remove_segment(&mut self, base: u64) {
-        let found = self.segments.from((base, 0, 0)).first().copied();
+        let found = self.segments.from((base, 0, 0)).next();
         if let Some(key) = found.filter(|k| k.0 == base) {
             self.segments.remove(&key);
         }
@@ -145,21 +145,23 @@ impl Allocator {
             // Searches age the cached blocks only while garbage collection is on, as in the source.
             self.pool(kind).get_free_blocks_call_count += 1;
         }
-        let pool = &self.pools[kind.index()];
-        let mut candidates = pool.free.from((size, 0, 0)).iter();
-        let mut best = *candidates.next()?;
-        if self.slab.blocks[best.2].expandable {
-            // In an expandable segment a block's worth is what it can grow to: a free block before the unmapped
-            // tail counts the tail. Walk on while the next block would grow to less.
-            for next in candidates {
-                if !self.slab.blocks[best.2].expandable
-                    || self.expandable_size(next.2) >= self.expandable_size(best.2)
-                {
-                    break;
+        let best = {
+            let mut candidates = self.pools[kind.index()].free.from((size, 0, 0));
+            let mut best = candidates.next()?;
+            if self.slab.blocks[best.2].expandable {
+                // In an expandable segment a block's worth is what it can grow to: a free block before the
+                // unmapped tail counts the tail. Walk on while the next block would grow to less.
+                for next in candidates {
+                    if !self.slab.blocks[best.2].expandable
+                        || self.expandable_size(next.2) >= self.expandable_size(best.2)
+                    {
+                        break;
+                    }
+                    best = next;
                 }
-                best = *next;
             }
-        }
+            best
+        };
         let block_size = best.0;
         let max_split = self.limits.max_split_bytes;
         if size < max_split && block_size >= max_split {
@@ -229,7 +231,7 @@ impl Allocator {
             return Some(base);
         }
         let mut cursor: u64 = 1 << 21;
-        for &(base, segment_size, _) in self.segments.iter() {
+        for (base, segment_size, _) in self.segments.iter() {
             if base.saturating_sub(cursor) >= size {
                 return Some(cursor);
             }
