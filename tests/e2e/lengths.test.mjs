@@ -63,4 +63,28 @@ await test('a link with varying lengths opens with them, and packed batches are 
   assert(await bytes(page, 'value-peak') === fixed, 'packed differs from fixed');
 });
 
+await test('max_split_size_mb: the box writes msplit and the replay takes it', async page => {
+  // Qwen2.5-7B QLoRA b=2 s=4096 on a 4090: 16 MiB less reserved with max_split_size_mb:128 (core test).
+  const Q = '?model=qwen2.5-7b&method=qlora&b=2&s=4096&gpu=rtx-4090';
+  await page.goto(base + Q + '&msplit=128');
+  await ready(page);
+  const split = await bytes(page, 'value-reserved');
+  assert(await page.locator('[data-testid="num-msplit"]').inputValue() === '128', 'msplit not shown');
+  await page.goto(base + Q);
+  await ready(page);
+  const plain = await bytes(page, 'value-reserved');
+  assert(split < plain, `reserved with msplit=128 ${split}, without ${plain}`);
+  assert(await page.locator('[data-testid="num-msplit"]').getAttribute('placeholder') === 'auto (no limit)', 'placeholder');
+  await type(page, 'msplit', '128');
+  await urlHas(page, 'msplit', '128');
+  await page.waitForFunction(v => Number(document.querySelector('[data-testid="value-reserved"]').getAttribute('data-bytes')) === v,
+    split, { timeout: 10000 });
+  // PyTorch refuses 20 MiB and less: said with the core's words, the plan kept.
+  await type(page, 'msplit', '20');
+  await page.locator('[data-testid="url-error"]').waitFor({ timeout: 5000 });
+  const banner = await page.locator('[data-testid="url-error"]').innerText();
+  assert(banner.includes('msplit=20 is out of range'), `banner: ${banner}`);
+  await urlHas(page, 'msplit', '128');
+});
+
 await finish();

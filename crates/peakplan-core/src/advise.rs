@@ -227,6 +227,18 @@ fn kernel_changes(plan: &Plan, c: &mut Vec<Change>) {
             Cost::Free,
             "freed blocks are reused instead of stranded: reserved memory stays near allocated",
         ));
+        // PyTorch's older advice for fragmentation: often costs memory (a large cached block no longer serves a
+        // smaller request), so the replay decides and the card shows only where it saves.
+        if plan.max_split_mb.is_none() {
+            c.push(change(
+                "msplit",
+                "128",
+                "Set PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128",
+                Cost::Free,
+                "cached blocks of 128 MiB or more are never split for a smaller tensor, and can be released whole \
+                 when the card is full",
+            ));
+        }
     }
     // Dense models gain nothing here, and a change that saves nothing is not listed.
     if plan.method == Method::Qlora && plan.experts_are_parameters() {
@@ -435,6 +447,17 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
     // Batches of varying length: grouped by length, the longest comes first and the allocator's segments are cut
     // for it, so shorter batches reuse them instead of leaving segments of their own (listed only where the
     // replay says it saves).
+    // Packed rows are all `s` tokens: every step alike, so no segment is cut for a batch length that does not
+    // come back (and no padding is trained).
+    if matches!(plan.lengths, Lens::Padded | Lens::Grouped) {
+        c.push(change(
+            "lens",
+            "packed",
+            "Pack sequences into rows of s tokens (packing=True)",
+            Cost::Free,
+            "every batch the same shape; with padding-free attention no sequence attends to its neighbours",
+        ));
+    }
     if plan.lengths == Lens::Padded {
         c.push(change(
             "lens",

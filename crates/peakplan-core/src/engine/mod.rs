@@ -199,7 +199,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
             capacity_bytes,
             replays,
         } => reserved::replayed(
-            plan.allocator,
+            reserved::AllocSettings::of(plan),
             capacity_bytes,
             replays,
             |max_events| {

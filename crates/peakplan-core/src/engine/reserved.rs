@@ -40,6 +40,23 @@ pub(super) struct Reserved {
     pub device: Count,
 }
 
+/// How the plan's caching allocator is set (`PYTORCH_CUDA_ALLOC_CONF` and the training loop's own calls).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) struct AllocSettings {
+    pub alloc: Alloc,
+    /// `max_split_size_mb` in bytes, where set.
+    pub max_split_bytes: Option<u64>,
+}
+
+impl AllocSettings {
+    pub fn of(plan: &crate::plan::Plan) -> AllocSettings {
+        AllocSettings {
+            alloc: plan.allocator,
+            max_split_bytes: plan.max_split_mb.map(|mb| mb.saturating_mul(1 << 20)),
+        }
+    }
+}
+
 /// Which replays find reserved memory.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Replays {
@@ -94,7 +111,7 @@ const UNLIMITED_BYTES: u64 = 1 << 59;
 /// doc); `fallback` (the rule's figures) where no replay can stand for the step: too many events, or middle
 /// micro-batches that never settle. `replays` says which replays run ([`Replays`]).
 pub(super) fn replayed(
-    alloc: Alloc,
+    settings: AllocSettings,
     capacity_bytes: u64,
     replays: Replays,
     events: impl FnOnce(usize) -> Option<StepEvents>,
@@ -102,6 +119,7 @@ pub(super) fn replayed(
     paged_states: Count,
     fallback: Reserved,
 ) -> Reserved {
+    let (alloc, settings) = (settings.alloc, &settings);
     let device = capacity_bytes.saturating_sub(CUDA_CONTEXT_BYTES);
     // A step that allocates more than the card cannot be held by it, whatever the replay.
     let beyond_card = peak > device as Count;
@@ -112,14 +130,14 @@ pub(super) fn replayed(
         return fallback;
     };
     if replays == Replays::CardOnly {
-        let reserved = match replay(alloc, &events, device, false) {
+        let reserved = match replay(settings, &events, device, false) {
             Ok(Some(s)) => s.reserved_bytes.peak,
             Ok(None) => return fallback,
             Err(_) => u64::MAX,
         };
         return with_reserved(peak, reserved as Count, paged_states);
     }
-    let Ok(Some(unlimited)) = replay(alloc, &events, UNLIMITED_BYTES, false) else {
+    let Ok(Some(unlimited)) = replay(settings, &events, UNLIMITED_BYTES, false) else {
         return fallback;
     };
     let peak_bytes = unlimited.reserved_bytes.peak;
@@ -127,14 +145,14 @@ pub(super) fn replayed(
     // leave them theirs, so no card smaller than the one that shows it all is known to hold the step. An emptied
     // cache's figures are the measured step's, after a first step that may have reserved more.
     if replays == Replays::Smallest && paged_states == 0.0 && alloc != Alloc::Emptied {
-        let mut smallest = smallest_device(alloc, &events, peak_bytes);
+        let mut smallest = smallest_device(settings, &events, peak_bytes);
         // Whether a device runs the step is not monotone in its size (where the allocator must release and retry
         // depends on what it cached): where the plan's own card runs the step, it bounds what the plan needs, and
         // so does what it reserves there, where a device of that size runs the step too.
         if peak_bytes > device && !beyond_card {
-            if let Ok(Some(on_card)) = replay(alloc, &events, device, false) {
+            if let Ok(Some(on_card)) = replay(settings, &events, device, false) {
                 let on_card = on_card.reserved_bytes.peak;
-                if on_card < smallest && runs(alloc, &events, on_card) {
+                if on_card < smallest && runs(settings, &events, on_card) {
                     smallest = on_card;
                 }
                 smallest = smallest.min(device);
@@ -147,7 +165,7 @@ pub(super) fn replayed(
     let reserved = if peak_bytes <= device || beyond_card {
         peak_bytes
     } else {
-        match replay(alloc, &events, device, false) {
+        match replay(settings, &events, device, false) {
             Ok(Some(on_card)) => on_card.reserved_bytes.peak,
             Ok(None) => return fallback,
             Err(_) => peak_bytes,
@@ -163,12 +181,12 @@ const MAX_BISECTIONS: u32 = 8;
 /// without limit, which runs it). An allocator that releases its cache before every new segment reserves what the
 /// tightest device would; a replay on a device of that size confirms it, else a bisection between the two finds
 /// the size (at most [`MAX_BISECTIONS`] replays, then the smallest size known to run).
-fn smallest_device(alloc: Alloc, events: &StepEvents, unlimited: u64) -> u64 {
-    let tight = match replay(alloc, events, UNLIMITED_BYTES, true) {
+fn smallest_device(settings: &AllocSettings, events: &StepEvents, unlimited: u64) -> u64 {
+    let tight = match replay(settings, events, UNLIMITED_BYTES, true) {
         Ok(Some(s)) => s.reserved_bytes.peak,
         _ => return unlimited,
     };
-    let runs = |bytes: u64| runs(alloc, events, bytes);
+    let runs = |bytes: u64| runs(settings, events, bytes);
     if tight >= unlimited || runs(tight) {
         return tight.min(unlimited);
     }
@@ -188,20 +206,22 @@ fn smallest_device(alloc: Alloc, events: &StepEvents, unlimited: u64) -> u64 {
 }
 
 /// Whether the step runs on a device of `capacity_bytes`.
-fn runs(alloc: Alloc, events: &StepEvents, capacity_bytes: u64) -> bool {
-    matches!(replay(alloc, events, capacity_bytes, false), Ok(Some(_)))
+fn runs(settings: &AllocSettings, events: &StepEvents, capacity_bytes: u64) -> bool {
+    matches!(replay(settings, events, capacity_bytes, false), Ok(Some(_)))
 }
 
 /// Loading, a first step, and the measured second step, on a device of `capacity_bytes` (releasing the cache
 /// before every new segment where asked); `None` where the middle micro-batches did not settle.
 fn replay(
-    alloc: Alloc,
+    settings: &AllocSettings,
     events: &StepEvents,
     capacity_bytes: u64,
     release_before_growing: bool,
 ) -> Result<Option<Stats>, crate::allocator::OutOfMemory> {
+    let alloc = settings.alloc;
     let config = AllocatorConfig {
         expandable_segments: alloc == Alloc::Expandable,
+        max_split_size_bytes: settings.max_split_bytes,
         release_before_growing,
         ..AllocatorConfig::with_capacity(capacity_bytes)
     };

@@ -125,7 +125,6 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         // The Trainer gives LoRA adapters units of their own; a plan of mixed units says what axolotl cannot.
         "wrap_block" => version == 1 && sh.mixed_units,
         "gsync1" => version > 0 && sh.sync_each_batch,
-        "expandable" => plan.allocator == Alloc::Expandable,
         "emptied" => plan.allocator == Alloc::Emptied,
     );
     render(AXOLOTL, YAML_BOOLS, &[yaml_header(plan, arch), own])

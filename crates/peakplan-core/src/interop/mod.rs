@@ -46,7 +46,7 @@ pub(crate) use names::module_targets;
 
 use crate::arch::Architecture;
 use crate::engine::estimate;
-use crate::plan::Plan;
+use crate::plan::{Alloc, Plan};
 use crate::presets::{self, ModelId};
 use crate::units::method_in_words;
 use template::{vars, Vars};
@@ -248,6 +248,7 @@ pub(crate) fn yaml_header(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "pref_task" => plan.task.key(),
         "pref_prompt" => num(plan.prompt_tokens()),
         "pref_ref" => plan.reference_source().key(),
+        "alloc_conf" => alloc_conf(plan, false),
         ;
         "pref" => plan.task != crate::plan::Task::Sft,
         "pref_simpo" => plan.task == crate::plan::Task::Simpo,
@@ -256,6 +257,21 @@ pub(crate) fn yaml_header(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "multi" => plan.gpus > 1 && !plan.split_layers,
         "split" => plan.gpus > 1 && plan.split_layers,
     )
+}
+
+/// `PYTORCH_CUDA_ALLOC_CONF` as the plan sets it, empty for PyTorch's defaults. `expandable_off` writes
+/// `expandable_segments:False` for a warm cache, where the framework would otherwise turn them on (Unsloth).
+pub(crate) fn alloc_conf(plan: &Plan, expandable_off: bool) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    match plan.allocator {
+        Alloc::Expandable => parts.push("expandable_segments:True".into()),
+        Alloc::Cached if expandable_off => parts.push("expandable_segments:False".into()),
+        _ => {}
+    }
+    if let Some(mb) = plan.max_split_mb {
+        parts.push(format!("max_split_size_mb:{mb}"));
+    }
+    parts.join(",")
 }
 
 /// `\n  - name` for each name (a YAML list under the key written before it).

@@ -427,6 +427,7 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "allocated" => num(e.peak_allocated_bytes),
         "reserved" => num(e.peak_reserved_bytes),
         "device" => num(e.device_bytes),
+        "alloc_conf" => super::alloc_conf(plan, false),
         // transformers refuses SDPA for a model it has no SDPA path for; the prediction is for what it runs.
         "attn_impl" => match hf_attention(arch, plan.attn) {
             Attn::Eager => "eager",
@@ -459,7 +460,6 @@ fn header_vars(plan: &Plan, arch: &Architecture) -> Vars<'static> {
         "oib" => plan.optimizer_in_backward,
         "aoff" => plan.offload_activations,
         "wrap_block" => matches!(launch(plan), Launch::Fsdp(_)) && plan.sharding().mixed_units,
-        "expandable" => plan.allocator == Alloc::Expandable,
         "emptied" => plan.allocator == Alloc::Emptied,
     )
 }

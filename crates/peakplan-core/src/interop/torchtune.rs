@@ -207,7 +207,6 @@ pub(crate) fn export(plan: &Plan, arch: &Architecture) -> String {
         "adafactor" => plan.optimizer == Optimizer::Adafactor,
         "compile" => plan.compile,
         "liger" => plan.liger,
-        "expandable" => plan.allocator == Alloc::Expandable,
         "emptied" => plan.allocator == Alloc::Emptied,
     );
     render(TORCHTUNE, YAML_BOOLS, &[yaml_header(plan, arch), own])

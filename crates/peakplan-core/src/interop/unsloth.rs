@@ -12,7 +12,7 @@ use super::{model_repo, num};
 use crate::arch::Architecture;
 use crate::decimal::parse_f64;
 use crate::engine::estimate;
-use crate::plan::{Alloc, Checkpointing, Loss, Method, Peft, Plan, Precision, Quant};
+use crate::plan::{Checkpointing, Loss, Method, Peft, Plan, Precision, Quant};
 use crate::text::quote;
 use serde_json::{Map, Number, Value};
 
@@ -57,6 +57,7 @@ pub(super) fn script(plan: &Plan, arch: &Architecture) -> String {
                 Checkpointing::Off => "False",
             },
             "optim" => py_str(plan.optimizer.key()),
+            "alloc_conf" => super::alloc_conf(plan, true),
             ;
             "full" => full,
             "load_in_4bit" => qlora && plan.quant != Quant::Int8,
@@ -66,7 +67,6 @@ pub(super) fn script(plan: &Plan, arch: &Architecture) -> String {
             "fp16" => fp16,
             "offload" => e.host_bytes > 0,
             "return_logits" => plan.loss == Loss::Kernel,
-            "cached" => plan.allocator == Alloc::Cached,
         )],
     )
 }

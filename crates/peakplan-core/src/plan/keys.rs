@@ -133,6 +133,7 @@ plan_keys! {
     // Unsloth's default is expandable, so its links write the allocator whatever it is.
     "alloc"   => allocator             = Alloc::Cached,            Word,
                                                                    NonDefaultOr(|p| p.framework == Framework::Unsloth);
+    "msplit"  => max_split_mb          = None,                     UintOrAuto(21, MAX_SPLIT_MB),    NonDefault;
     "task"    => task                  = Task::Sft,                Word,                            NonDefault;
     "ref"     => reference             = Reference::Auto,          Word,                            NonDefault;
     "prompt"  => prompt_tokens         = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;

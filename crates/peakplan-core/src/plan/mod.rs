@@ -119,6 +119,9 @@ pub struct Plan {
     pub split_layers: bool,
     /// The caching allocator's state at the peak step (reserved against allocated).
     pub allocator: Alloc,
+    /// `PYTORCH_CUDA_ALLOC_CONF`'s `max_split_size_mb` (above 20, as PyTorch requires): cached blocks this large
+    /// or larger are never split for a smaller request. `None` is PyTorch's default, no limit.
+    pub max_split_mb: Option<u64>,
     /// The training task (supervised, or a preference objective of TRL's trainers).
     pub task: Task,
     /// Where a preference task's reference log-probabilities come from ([`Plan::reference`] resolves `auto`).

@@ -469,5 +469,8 @@ pub const MAX_GPUS: u64 = 65_536;
 /// Most elements a DeepSpeed size key (`ds_sub`, `ds_rbucket`, …) accepts: 10^15, above any model's parameters
 /// (Lightning's DeepSpeed strategy sets `sub_group_size` to 10^12).
 pub const MAX_DS_ELEMENTS: u64 = 1_000_000_000_000_000;
+/// Largest `max_split_size_mb` accepted: 2^30 MiB (1 PiB), beyond any device, within the allocator's byte
+/// arithmetic.
+pub const MAX_SPLIT_MB: u64 = 1 << 30;
 /// Most trainable token rows (larger than any vocabulary).
 pub const MAX_TOKEN_ROWS: u64 = 16_777_216;

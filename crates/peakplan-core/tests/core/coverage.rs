@@ -123,7 +123,7 @@ fn domain(key: &str) -> Option<Domain> {
         "beta" => listed(&["0", ">0"]),
         // `auto` is TRL's choice of one of the others; `none` (no pass, no copy) holds what `precomputed` holds.
         "ref" => listed(&["model", "adapters_off", "precomputed"]),
-        "gpu" | "embed" | "theme" | "alloc" => Some(Domain::NoEffect),
+        "gpu" | "embed" | "theme" | "alloc" | "msplit" => Some(Domain::NoEffect),
         // DeepSpeed's sizes: covered where traced at two values (`auto` is one); its switches both ways.
         "ds_sub" | "ds_rbucket" | "ds_prefetch" | "ds_live" | "ds_reuse" | "ds_persist" => {
             Some(Domain::Distinct)

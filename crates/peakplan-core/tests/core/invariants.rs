@@ -65,6 +65,7 @@ fn values(key: &str) -> BoxedStrategy<String> {
         "lmean" => one_of(&["auto", "1", "100", "5000"]),
         "lsd" => one_of(&["auto", "0", "50"]),
         "lmax" => one_of(&["auto"]),
+        "msplit" => one_of(&["auto", "21", "128", "1024"]),
         // GRPO: `completion` set would make `s` (tests/core/grpo.rs checks that rule).
         "gens" => one_of(&["2", "4", "8"]),
         "completion" => one_of(&["auto"]),
