@@ -44,11 +44,16 @@ use super::count::Count;
 use super::saved::MAX_TENSORS;
 use super::Phase;
 use super::{runs, split_slice, stages, Runs, Stages};
-use crate::allocator::{Event, Run, TagHash, SMALL_SIZE_BYTES};
+use crate::allocator::{Event, Run, TagHash};
 use crate::arch::Architecture;
 use crate::plan::{Method, Plan};
 
+mod parts;
 mod round;
+
+use parts::{
+    blocks_of, coalesce_small, param_index, proportional, split, tensors_of, MAX_LOSS_BLOCKS,
+};
 
 /// One training step of a plan as allocations and frees.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -107,13 +112,42 @@ pub fn allocation_events(arch: &Architecture, plan: &Plan) -> StepEvents {
     step_events(&st, usize::MAX).unwrap_or_default()
 }
 
+/// The sequence the allocator replay runs for a plan whose batches vary in length: the longest batch's loading,
+/// then one step at each replayed batch ([`super::replayed_batches`]), in order. `None` for fixed lengths.
+pub fn varying_allocation_events(arch: &Architecture, plan: &Plan) -> Option<StepEvents> {
+    match runs(arch, plan) {
+        Runs::Resolved(resolved) => return varying_allocation_events(arch, &resolved),
+        Runs::Split => {
+            let (slice, whole) = split_slice(arch, plan);
+            return varying_allocation_events(&slice, &whole);
+        }
+        Runs::AsPlanned => {}
+    }
+    let shapes = super::lengths::batch_shapes(arch, plan)?;
+    let largest = super::lengths::at_shape(plan, super::lengths::largest(&shapes));
+    let longest = step_events(&stages(arch, &largest), usize::MAX)?;
+    super::lengths::varying_events(arch, &largest, &longest, &shapes, usize::MAX)
+}
+
 /// The allocation sequence of a plan's stages, or `None` if it holds more than `max_events` events (built no
 /// further than that: a model of tens of thousands of layers would take gigabytes).
 pub(super) fn step_events(st: &Stages, max_events: usize) -> Option<StepEvents> {
+    step_events_as(st, max_events, false)
+}
+
+/// [`step_events`] with a full fine-tune's saved tensors apart, as an adapter plan's always are: for the steps
+/// of a run whose batches vary in length, where a layer's tensors of one step land in the segments the
+/// differently sized tensors of earlier steps left (one block a layer would need a segment of its own whenever
+/// a step is longer than any before).
+pub(super) fn step_events_by_tensor(st: &Stages, max_events: usize) -> Option<StepEvents> {
+    step_events_as(st, max_events, true)
+}
+
+fn step_events_as(st: &Stages, max_events: usize, by_tensor: bool) -> Option<StepEvents> {
     if likely_events(st) / 2 > max_events {
         return None;
     }
-    let mut b = Builder::new(st);
+    let mut b = Builder::with_layers(st, st.setup.arch.layers, by_tensor);
     b.seq.max_events = max_events;
     b.setup();
     let setup = std::mem::take(&mut b.seq.events);
@@ -135,7 +169,7 @@ fn likely_events(st: &Stages) -> usize {
         return 0;
     }
     let made = |n: u64| {
-        let mut b = Builder::with_layers(st, n);
+        let mut b = Builder::with_layers(st, n, false);
         b.setup();
         b.step();
         b.seq.made as u64
@@ -215,83 +249,6 @@ fn tag(kind: Tag, index: u64) -> u64 {
 /// A count as whole bytes, as `clamp` makes it (truncated; negative and NaN to 0, saturating at `u64::MAX`).
 fn bytes(v: Count) -> u64 {
     v as u64
-}
-
-/// `total` in `n` parts: the quotient each, the remainder to the last.
-fn split(total: Count, n: u64) -> Vec<u64> {
-    let (t, n) = (bytes(total), n.max(1));
-    let mut parts = vec![t / n; n as usize];
-    if let Some(last) = parts.last_mut() {
-        *last += t % n;
-    }
-    parts
-}
-
-/// A layer's `share` of its saved bytes as its tensors: each of `sizes` (the layer's tensors) scaled to the
-/// share, the last taking the remainder, so the parts sum to the share exactly. The stage counts an even share a
-/// layer, less than a whole one where the first layer's input needs no gradient: the parts keep the tensors'
-/// proportions.
-fn tensors_of(share: u64, sizes: &[Count]) -> Vec<u64> {
-    let whole: Count = sizes.iter().sum();
-    let Some((_, first)) = sizes.split_last().filter(|_| whole > 0.0) else {
-        return vec![share];
-    };
-    let mut parts = Vec::with_capacity(sizes.len());
-    let mut used = 0u64;
-    for &size in first {
-        let part = ((size / whole) * share as Count) as u64;
-        let part = part.min(share - used);
-        parts.push(part);
-        used += part;
-    }
-    parts.push(share - used);
-    coalesce_small(parts)
-}
-
-/// The parts of the small pool's size (1 MiB or less: a norm's statistics, an adapter's rank-wide outputs and
-/// 16-bit weight casts) gathered, after the others, into blocks of at most 1 MiB: the caching allocator keeps
-/// them in 2 MiB segments of their own either way, apart from the large tensors whose placement decides what a
-/// step strands, and each would cost a replay as much as a large tensor.
-fn coalesce_small(mut parts: Vec<u64>) -> Vec<u64> {
-    let small: Vec<u64> = parts
-        .iter()
-        .copied()
-        .filter(|&p| p > 0 && p <= SMALL_SIZE_BYTES)
-        .collect();
-    parts.retain(|&p| p > SMALL_SIZE_BYTES);
-    let mut block = 0;
-    for p in small {
-        if block + p > SMALL_SIZE_BYTES {
-            parts.push(block);
-            block = 0;
-        }
-        block += p;
-    }
-    if block > 0 {
-        parts.push(block);
-    }
-    parts
-}
-
-/// Blocks the loss's memory is cut into at most.
-const MAX_LOSS_BLOCKS: u64 = 256;
-
-/// `total` in blocks of `block` bytes (the loss's largest block), the remainder last; at most
-/// [`MAX_LOSS_BLOCKS`] blocks.
-fn blocks_of(total: Count, block: Count) -> Vec<u64> {
-    let (t, b) = (bytes(total), bytes(block));
-    if t == 0 {
-        return Vec::new();
-    }
-    if b == 0 || b >= t {
-        return vec![t];
-    }
-    let b = b.max(t.div_ceil(MAX_LOSS_BLOCKS - 1));
-    let mut v = vec![b; (t / b) as usize];
-    if t % b > 0 {
-        v.push(t % b);
-    }
-    v
 }
 
 /// The events, and the bytes live after them as the steady-state step sees them.
@@ -374,6 +331,9 @@ struct Builder<'s, 'a> {
     /// slot's share is the same but the last one's, which takes the remainder.
     saved: Vec<u64>,
     saved_last: Vec<u64>,
+    /// Each parameter's share of a layer's gradients, states and temporaries, where they go apart (else empty:
+    /// a block a layer).
+    param_sizes: Vec<Count>,
     scores: Vec<u64>,
     copies: Vec<u64>,
     checkpoints: Vec<u64>,
@@ -384,12 +344,8 @@ fn total(live: &[Count; 5]) -> Count {
 }
 
 impl<'s, 'a> Builder<'s, 'a> {
-    fn new(st: &'s Stages<'a>) -> Self {
-        Builder::with_layers(st, st.setup.arch.layers)
-    }
-
     /// The stages' sequence as if the model had `layers` layers (its totals split among them).
-    fn with_layers(st: &'s Stages<'a>, layers: u64) -> Self {
+    fn with_layers(st: &'s Stages<'a>, layers: u64, full_by_tensor: bool) -> Self {
         let layers = layers.max(1);
         let a = &st.acts;
         let slots = (a.kept_layers as u64).clamp(1, layers);
@@ -406,7 +362,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         // states and temporaries parameter by parameter) its traces replay no closer (a mean of 1.8% against 1.6%)
         // for five times the events; saved tensors apart beside gradients in blocks put PEFT's measured full
         // fine-tune 19% over (2% under as it is).
-        let by_tensor = st.setup.plan.method != Method::Full;
+        let by_tensor = full_by_tensor || st.setup.plan.method != Method::Full;
         let tensors = |share: u64| {
             if by_tensor {
                 tensors_of(share, a.layer.tensors.sizes())
@@ -416,7 +372,22 @@ impl<'s, 'a> Builder<'s, 'a> {
         };
         let shares = split(a.saved_in_layers, slots);
         let (saved, saved_last) = (tensors(shares[0]), tensors(shares[shares.len() - 1]));
+        // Apart, a full fine-tune's gradients, optimizer states and step temporaries go parameter by parameter,
+        // as torch makes them: a layer's linears (each with its bias, its copies as one) and its norms.
+        let param_sizes: Vec<Count> = if full_by_tensor && st.setup.plan.method == Method::Full {
+            let mut sizes: Vec<Count> = st
+                .setup
+                .linears
+                .iter()
+                .map(|l| (l.weight_params() + l.bias_params()) as Count)
+                .collect();
+            sizes.push(st.setup.arch.layer_other_params() as Count);
+            sizes
+        } else {
+            Vec::new()
+        };
         Builder {
+            param_sizes,
             st,
             seq: Seq::default(),
             layers,
@@ -524,7 +495,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             (Tag::MasterWeights, r.master_weights),
         ];
         for (kind, v) in optimizer {
-            for (i, part) in split(v, self.layers).into_iter().enumerate() {
+            for (i, part) in self.by_parameter(v).into_iter().enumerate() {
                 if part > 0 {
                     self.seq.push(Event::AllocOnce {
                         tag: tag(kind, i as u64),
@@ -535,9 +506,58 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
     }
 
+    /// The whole model's `total` of states or temporaries as its blocks: a block a layer, or, apart, one a
+    /// parameter in the model's order (the embedding, each layer's, the final norm and an untied head).
+    fn by_parameter(&self, total: Count) -> Vec<u64> {
+        if self.param_sizes.is_empty() {
+            return split(total, self.layers);
+        }
+        let arch = self.st.setup.arch;
+        let mut sizes = vec![arch.embedding_params() as Count];
+        for _ in 0..self.layers {
+            sizes.extend_from_slice(&self.param_sizes);
+        }
+        sizes.push(arch.final_norm_params() as Count);
+        sizes.push(arch.lm_head_params() as Count);
+        tensors_of(bytes(total), &sizes)
+    }
+
+    /// The layers' gradients (all but the head's) as the blocks each layer's backward makes, last layer first:
+    /// an even share a layer, or, apart, each layer's parameters' with the embedding's and the final norm's
+    /// last, as the embedding's backward ends the pass.
+    fn layer_grad_blocks(&self, total: Count) -> Vec<Vec<u64>> {
+        if self.param_sizes.is_empty() {
+            return split(total, self.layers)
+                .into_iter()
+                .map(|g| vec![g])
+                .collect();
+        }
+        let arch = self.st.setup.arch;
+        let mut sizes = Vec::new();
+        for _ in 0..self.layers {
+            sizes.extend_from_slice(&self.param_sizes);
+        }
+        sizes.push((arch.embedding_params() + arch.final_norm_params()) as Count);
+        let parts = proportional(bytes(total), &sizes);
+        let n = self.param_sizes.len();
+        let mut blocks: Vec<Vec<u64>> = parts
+            .chunks(n)
+            .map(|layer| coalesce_small(layer.to_vec()))
+            .collect();
+        // The embedding's and final norm's share goes with the first layer, whose backward comes last.
+        if blocks.len() as u64 > self.layers {
+            if let Some(rest) = blocks.pop() {
+                if let Some(first) = blocks.first_mut() {
+                    first.extend(rest);
+                }
+            }
+        }
+        blocks
+    }
+
     /// The optimizer step's temporaries (a foreach kernel returns one tensor per parameter), made or let go.
     fn step_temps(&mut self, on: bool) {
-        let temps = split(self.st.resident.optimizer_temps, self.layers);
+        let temps = self.by_parameter(self.st.resident.optimizer_temps);
         for (i, part) in temps.into_iter().enumerate() {
             if on {
                 self.seq.alloc(tag(Tag::OptimizerTemps, i as u64), part);
@@ -853,7 +873,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         } else {
             (r.gradients - head.grad_in_layers).max(0.0)
         };
-        let layer_grads = split(layer_grads, self.layers);
+        let layer_grads = self.layer_grad_blocks(layer_grads);
 
         self.forward(first, last, persistent);
         self.loss_and_head_backward(last);
@@ -894,7 +914,9 @@ impl<'s, 'a> Builder<'s, 'a> {
                 // checkpoints come back into the reload buffers instead).
                 self.kept(slot, true);
             }
-            self.grad(Tag::LayerGrads, j, layer_grads[j as usize]);
+            for (k, &part) in layer_grads[j as usize].iter().enumerate() {
+                self.grad(Tag::LayerGrads, param_index(j, k), part);
+            }
         }
 
         if !last {
@@ -936,7 +958,7 @@ mod tests {
 
     /// The step as it was built before runs: every micro-batch written out in turn.
     fn every_micro_batch(st: &Stages) -> Vec<Event> {
-        let mut b = Builder::new(st);
+        let mut b = Builder::with_layers(st, st.setup.arch.layers, false);
         b.setup();
         b.seq.events.clear();
         b.steady_state();

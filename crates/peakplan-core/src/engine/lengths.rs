@@ -4,7 +4,7 @@
 //! padding-free one row of its sequences' lengths: one accounting engine); what varying lengths change besides is
 //! what the caching allocator keeps between steps.
 
-use super::events::{step_events, StepEvents};
+use super::events::{step_events_by_tensor, StepEvents};
 use super::stages;
 use crate::arch::Architecture;
 use crate::plan::{LengthStats, Lens, Loss, Plan};
@@ -169,7 +169,7 @@ pub(super) fn varying_events(
     let mut steps: Vec<(Shape, StepEvents)> = Vec::with_capacity(distinct.len());
     for shape in distinct {
         let p = at_shape(plan, shape);
-        let events = step_events(&stages(arch, &p), budget)?;
+        let events = step_events_by_tensor(&stages(arch, &p), budget)?;
         budget = budget.checked_sub(events.len())?;
         steps.push((shape, events));
     }

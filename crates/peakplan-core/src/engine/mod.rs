@@ -27,7 +27,7 @@ mod timeline;
 mod trainable;
 mod working;
 
-pub use events::{allocation_events, StepEvents};
+pub use events::{allocation_events, varying_allocation_events, StepEvents};
 pub use lengths::Shape;
 pub use reserved::{CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
 pub use result::{Category, Estimate, Kind, Phase, PhaseMemory};
