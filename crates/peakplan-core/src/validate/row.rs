@@ -469,6 +469,17 @@ fn stated_lengths(text: &str) -> Option<(u64, u64)> {
     (mean >= 1.0).then(|| (mean.round() as u64, sd.round() as u64))
 }
 
+/// A mean length stated as `mean ~N` or `mean N` (whole tokens).
+fn stated_mean(text: &str) -> Option<u64> {
+    let (_, after) = text.split_once("mean")?;
+    let digits: String = after
+        .trim_start_matches([' ', '~', '≈'])
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits.parse().ok().filter(|m| *m >= 1)
+}
+
 /// The batch shape and what the adapter trains: micro-batch, sequence length, rank, virtual tokens, targets.
 fn read_shape(r: &Rec, run: &Run, arch: &Architecture, plan: &mut Plan) -> Result<(), String> {
     plan.micro_batch = match r.uint("micro_batch_size") {
@@ -483,10 +494,20 @@ fn read_shape(r: &Rec, run: &Run, arch: &Architecture, plan: &mut Plan) -> Resul
     };
     // A dataset whose token lengths the row states as mean ± standard deviation (ms-swift's tables), batched
     // without packing: each batch padded to its own longest sequence, cut at the maximum length.
-    if let Some((mean, sd)) = stated_lengths(&r.lower("seq_len_semantics")) {
+    let semantics = r.lower("seq_len_semantics");
+    if let Some((mean, sd)) = stated_lengths(&semantics) {
         plan.lengths = Lens::Padded;
         plan.len_mean = Some(mean);
         plan.len_sd = Some(sd);
+    } else if let Some(mean) = semantics
+        .contains("length-bucketed")
+        .then(|| stated_mean(&semantics))
+        .flatten()
+    {
+        // Batches made from length-sorted buckets, longest first (PEFT's MetaMathQA `BucketIterator`), of a
+        // stated mean length; the deviation unstated is `auto` (half the mean), as the row's notes say.
+        plan.lengths = Lens::Grouped;
+        plan.len_mean = Some(mean.min(plan.seq_len));
     }
     plan.rank = r.uint("lora_rank").unwrap_or(8).max(1);
     if plan.peft.uses_virtual_tokens() {

@@ -72,6 +72,20 @@ fn validation_replays_every_row_and_holds_its_ground() {
     // Pure bf16 full FT with bf16 AdamW states (PEFT's MetaMathQA harness, reserved bytes, its peak step on an
     // emptied cache).
     assert!(err("peft-mmqa-full-finetuning-lr_0.00001").abs() < 5.0);
+    // Its batches come from length-sorted buckets of a stated mean (~210 tokens), cut at 768: read as grouped by
+    // length with that mean (the deviation unstated, `auto`, as the rows' notes say); ms-swift's as padded with the
+    // mean and deviation its table states.
+    let query = |id: &str| {
+        report
+            .rows
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.query.clone())
+            .unwrap()
+    };
+    assert!(query("peft-mmqa-lora-rank32").contains("lens=grouped&lmean=210"));
+    assert!(!query("peft-mmqa-lora-rank32").contains("lsd="));
+    assert!(query("swift-qwen-7b-chat-lora-r8-L2048").contains("lens=padded&lmean=3234&lsd=2548"));
     // The same harness's adapters: fp32 LoRA inputs, trainable norms' 16-bit copies, IA3's fp32 input of `down`,
     // and the key/value cache its kept output holds.
     for id in [
