@@ -16,6 +16,7 @@ mod events;
 mod generation;
 mod lengths;
 mod logits;
+mod picture;
 mod reference;
 mod reserved;
 mod resident;
@@ -29,6 +30,7 @@ mod working;
 
 pub use events::{allocation_events, varying_allocation_events, StepEvents};
 pub use lengths::Shape;
+pub use picture::segments_at_peak;
 pub use reserved::{CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
 pub use result::{Category, Estimate, Kind, Phase, PhaseMemory};
 

@@ -182,3 +182,42 @@ fn max_split_size_reaches_the_allocator_replay_and_is_offered_where_it_saves() {
         bad.diagnostics
     );
 }
+
+#[test]
+fn the_segment_picture_is_the_replay_at_the_step_s_peak() {
+    // The allocator's segments at the moment the measured step's requested bytes peak: what is in use there is
+    // the estimate's peak allocated to the byte, and the segments are what the allocator has reserved by then.
+    for q in [
+        BASE.to_string(),
+        format!("{BASE}&lens=padded&lmean=300&lsd=200"),
+        format!("{BASE}&lens=grouped&lmean=300&lsd=200&alloc=expandable"),
+        "model=llama-3.2-1b&method=full&b=4&s=2048&lens=padded&lmean=600&lsd=400&gpu=rtx-4090"
+            .into(),
+        "model=qwen2.5-7b&method=qlora&b=2&s=4096&gpu=rtx-4090&ga=4&alloc=emptied".into(),
+    ] {
+        let p = plan(&q);
+        let arch = preset_arch(&p);
+        let e = estimate(arch, &p);
+        let segments = peakplan_core::segments_at_peak(arch, &p).expect("a replay");
+        let in_use: u64 = segments
+            .iter()
+            .flat_map(|s| s.blocks.iter())
+            .filter(|b| b.allocated)
+            .map(|b| b.requested_bytes)
+            .sum();
+        let reserved: u64 = segments.iter().map(|s| s.total_bytes).sum();
+        assert_eq!(in_use, e.peak_allocated_bytes, "{q}");
+        assert!(
+            reserved >= in_use && reserved <= e.peak_reserved_bytes,
+            "{q}: {reserved} reserved"
+        );
+        // Each segment's blocks tile it.
+        for s in &segments {
+            assert_eq!(
+                s.blocks.iter().map(|b| b.size_bytes).sum::<u64>(),
+                s.total_bytes,
+                "{q}"
+            );
+        }
+    }
+}
