@@ -6,10 +6,12 @@ use crate::text::{clip, count, quote, Said, MAX_LISTED, MAX_MESSAGE_CHARS};
 use serde::Serialize;
 
 mod codec;
+mod dataset;
 mod deepspeed;
 mod grpo;
 mod keys;
 mod vocab;
+pub use dataset::{DatasetLengths, MAX_DATASET_LENGTHS};
 pub use deepspeed::{DeepSpeedSizes, DS_SUB_GROUP};
 pub use grpo::{DEFAULT_GENERATIONS, DEFAULT_VLLM_MEMORY, MAX_BETA, MAX_GENERATIONS};
 pub use keys::{keyword_spellings, KEYS};

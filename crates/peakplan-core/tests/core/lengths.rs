@@ -221,3 +221,38 @@ fn the_segment_picture_is_the_replay_at_the_step_s_peak() {
         }
     }
 }
+
+#[test]
+fn a_dataset_s_token_lengths_become_the_plan_s_statistics() {
+    use peakplan_core::plan::DatasetLengths;
+    // Any separators, a JSON array's brackets too; mean and population deviation rounded, the longest kept.
+    let d = DatasetLengths::parse("[100, 200,300\n400;500\t600 ]").unwrap();
+    assert_eq!((d.count, d.mean, d.sd, d.max), (6, 350, 171, 600));
+    let mut p = plan(BASE);
+    assert!(!d.apply(&mut p));
+    assert_eq!(p.lengths, Lens::Padded);
+    assert_eq!(
+        (p.len_mean, p.len_sd, p.len_max),
+        (Some(350), Some(171), Some(600))
+    );
+    // Grouped stays grouped; a longest beyond `s` is cut to it (and said).
+    let mut p = plan(&BASE.replace("s=4096", "s=512&lens=grouped"));
+    assert!(d.apply(&mut p));
+    assert_eq!((p.lengths, p.len_max), (Lens::Grouped, Some(512)));
+    // The plan written from it parses back with no diagnostic.
+    assert!(Plan::parse_query(&p.to_query()).diagnostics.is_empty());
+    // Bad input says which entry and why.
+    for (text, says) in [
+        ("", "no lengths found"),
+        (
+            "12, 3x, 4",
+            "entry 2 (`3x`) is not a whole number of tokens",
+        ),
+        ("5 0 7", "entry 2 is 0 tokens; a sequence has 1 to 16777216"),
+        ("-4", "entry 1 (`-4`) is not a whole number of tokens"),
+        ("99999999999", "entry 1 is 99999999999 tokens"),
+    ] {
+        let err = DatasetLengths::parse(text).unwrap_err();
+        assert!(err.starts_with(says), "{text:?}: {err}");
+    }
+}
