@@ -106,9 +106,12 @@ pub fn max_batch(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Optio
 }
 
 /// The longest sequence for which `nvidia-smi` memory stays within `capacity_bytes`, keeping the rest of the plan.
+/// Where batch lengths vary, the longest sequence is the data's longest (`lmax`): a stated one moves with `s`,
+/// since a longer `s` with the data's longest held would change nothing.
 pub fn max_seq(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<u64> {
     largest(arch, MAX_SEQ, capacity_bytes, |s| Plan {
         seq_len: s,
+        len_max: plan.len_max.map(|_| s),
         ..plan.clone()
     })
 }

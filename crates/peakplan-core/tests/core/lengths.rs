@@ -256,3 +256,17 @@ fn a_dataset_s_token_lengths_become_the_plan_s_statistics() {
         assert!(err.starts_with(says), "{text:?}: {err}");
     }
 }
+
+#[test]
+fn the_longest_sequence_of_varying_batches_is_the_data_s_longest() {
+    // With the data's longest stated (as a dataset's lengths set it), a longer `s` alone would change nothing:
+    // the search moves the longest with it, as it moves under `auto`.
+    use peakplan_core::solve::max_seq;
+    let cap = 80 * (1 << 30);
+    let stated = plan(&format!("{BASE}&lens=padded&lmean=729&lsd=941&lmax=4096"));
+    let auto = plan(&format!("{BASE}&lens=padded&lmean=729&lsd=941"));
+    let arch = preset_arch(&stated);
+    let (a, b) = (max_seq(arch, &stated, cap), max_seq(arch, &auto, cap));
+    assert_eq!(a, b);
+    assert!(a.is_some_and(|s| s < 65_536), "{a:?}");
+}
