@@ -11,6 +11,7 @@ use crate::panels::essentials::PlanEssentials;
 use crate::panels::gpu_table::GpuTable;
 use crate::panels::hub::HubWait;
 use crate::panels::results::{ComponentTable, Figures, Verdict};
+use crate::panels::segments::Segments;
 use crate::panels::settings::PlanSettings;
 use crate::panels::share::ShareBar;
 use crate::state::{self, ctx};
@@ -142,6 +143,7 @@ fn Planner() -> impl IntoView {
                 <Advisor/>
                 <GpuTable/>
                 <Figures/>
+                <Segments/>
                 <Timeline/>
                 <crate::gpu::panel::GpuPanel
                     plan=c.plan

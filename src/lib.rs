@@ -11,6 +11,7 @@ pub mod hub;
 pub mod picker;
 pub mod planner;
 pub mod scale;
+pub mod segment_picture;
 pub mod task;
 pub mod timeline;
 

@@ -12,6 +12,7 @@ pub(crate) mod gpu_table;
 pub(crate) mod hub;
 pub(crate) mod interop;
 pub(crate) mod results;
+pub(crate) mod segments;
 pub(crate) mod settings;
 pub(crate) mod share;
 pub(crate) mod task;

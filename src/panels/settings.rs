@@ -8,8 +8,8 @@ use crate::state::ctx;
 use leptos::prelude::*;
 use peakplan_core::import_config;
 use peakplan_core::plan::{
-    Alloc, Attn, DType, Framework, GradSync, Loss, Method, MoeExperts, Optimizer, Peft, Precision,
-    Quant, Shard, Wrap,
+    Alloc, Attn, DType, DatasetLengths, Framework, GradSync, Loss, Method, MoeExperts, Optimizer,
+    Peft, Precision, Quant, Shard, Wrap,
 };
 use peakplan_core::profile::Profile;
 use peakplan_core::units::format_count;
@@ -121,6 +121,7 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             <LengthInput label="Mean length (tokens)" key="lmean" disabled=fixed_lengths/>
             <LengthInput label="Length deviation (tokens)" key="lsd" disabled=fixed_lengths/>
             <LengthInput label="Longest sequence (tokens)" key="lmax" disabled=fixed_lengths/>
+            <DatasetLengthsInput/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
             <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE"), (Loss::Kernel.key(), "kernel (unsloth)")]/>
             <NumberInput label="Loss chunk (tokens)" key="chunk" testid="num-chunk" disabled=not_chunked/>
@@ -288,6 +289,50 @@ fn LengthInput(
         })
     });
     view! { <AutoInput label=label key=key disabled=disabled placeholder=auto/> }
+}
+
+/// Paste a dataset's token lengths: their mean, deviation and longest (cut to `s`) become the plan's batch
+/// lengths, padded per batch unless they already vary. The text stays in the box whatever the outcome.
+#[component]
+fn DatasetLengthsInput() -> impl IntoView {
+    let c = ctx();
+    let text = RwSignal::new(String::new());
+    let said: RwSignal<Option<Result<String, String>>> = RwSignal::new(None);
+    let apply = move |_| match DatasetLengths::parse(&text.get_untracked()) {
+        Ok(d) => {
+            let mut cut = false;
+            c.edit(|p| cut = d.apply(p));
+            let s = c.plan.with_untracked(|p| p.seq_len);
+            let cut = if cut {
+                format!(" (longer sequences are cut to s = {s})")
+            } else {
+                String::new()
+            };
+            said.set(Some(Ok(format!(
+                "{} sequences: mean {}, deviation {}, longest {}{cut}.",
+                format_count(d.count as u64),
+                d.mean,
+                d.sd,
+                d.max
+            ))));
+        }
+        // The plan stays as it was; only the message changes.
+        Err(e) => said.set(Some(Err(e))),
+    };
+    view! {
+        <details class="dataset-lengths">
+            <summary>"Lengths from your dataset"</summary>
+            <textarea rows="3" aria-label="Token lengths" data-testid="dataset-lengths" placeholder="Each sequence's token count: 312, 95, 1840, …"
+                on:input=move |ev| text.set(event_target_value(&ev))></textarea>
+            <div class="row">
+                <button data-testid="dataset-lengths-apply" on:click=apply>"Use these lengths"</button>
+            </div>
+            {move || said.get().map(|r| match r {
+                Ok(line) => view! { <p class="note" data-testid="dataset-lengths-said">{line}</p> }.into_any(),
+                Err(e) => view! { <p class="error" role="alert" data-testid="dataset-lengths-said">{e}</p> }.into_any(),
+            })}
+        </details>
+    }
 }
 
 /// Paste a Hugging Face `config.json` to plan for a model that is not bundled.

@@ -87,4 +87,57 @@ await test('max_split_size_mb: the box writes msplit and the replay takes it', a
   await urlHas(page, 'msplit', '128');
 });
 
+await test('the allocator\'s segments at the peak: in use is the peak allocated figure, the segments what is reserved', async page => {
+  await page.goto(base + PLAN + '&lens=padded&lmean=300&lsd=200');
+  await ready(page);
+  const allocated = await bytes(page, 'value-allocated');
+  const reserved = await bytes(page, 'value-reserved');
+  await page.locator('[data-testid="segments"] summary').click();
+  const summary = page.locator('[data-testid="segments-summary"][data-in-use-bytes]');
+  await summary.waitFor({ timeout: 30000 });
+  const inUse = Number(await summary.getAttribute('data-in-use-bytes'));
+  const held = Number(await summary.getAttribute('data-reserved-bytes'));
+  const free = Number(await summary.getAttribute('data-free-bytes'));
+  assert(inUse === allocated, `in use ${inUse}, peak allocated ${allocated}`);
+  assert(held >= inUse && held <= reserved, `segments hold ${held}, reserved ${reserved}`);
+  assert(free === held - inUse, 'free is not reserved less in use');
+  assert(await page.locator('[data-testid="segments"] .seg').count() > 1, 'no segment bars');
+  assert((await summary.innerText()).includes('cached but free'), 'summary words');
+  // A plan change redraws it for the new plan.
+  await type(page, 'lmean', '600');
+  await urlHas(page, 'lmean', '600');
+  await page.waitForFunction(v => {
+    const s = document.querySelector('[data-testid="segments-summary"][data-in-use-bytes]');
+    return s && Number(s.getAttribute('data-in-use-bytes')) === v;
+  }, await bytes(page, 'value-allocated'), { timeout: 30000 });
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.locator('[data-testid="segments"]').scrollIntoViewIfNeeded();
+  await page.screenshot({ path: path.join(out, 'p45-segments-laptop.png') });
+  const violations = await axeViolations(page);
+  assert(violations.length === 0, violations.join('; '));
+});
+
+await test('a dataset\'s token lengths pasted become the plan\'s statistics; bad input is said and kept', async page => {
+  await page.goto(base + PLAN.replace('s=4096', 's=2048'));
+  await ready(page);
+  await page.locator('details.dataset-lengths summary').click();
+  const box = page.locator('[data-testid="dataset-lengths"]');
+  await box.fill('120, 80, 3x, 400');
+  await page.click('[data-testid="dataset-lengths-apply"]');
+  const said = page.locator('[data-testid="dataset-lengths-said"]');
+  await said.waitFor({ timeout: 5000 });
+  assert((await said.innerText()).includes('entry 3 (`3x`) is not a whole number of tokens'), await said.innerText());
+  assert(await box.inputValue() === '120, 80, 3x, 400', 'the pasted text was lost');
+  await urlHas(page, 'lens', null);
+  // Whole counts: padded batches with their mean, deviation and longest (cut to s).
+  await box.fill('[100, 200, 300, 400, 500, 600, 3000]');
+  await page.click('[data-testid="dataset-lengths-apply"]');
+  await urlHas(page, 'lens', 'padded');
+  await urlHas(page, 'lmean', '729');
+  await urlHas(page, 'lmax', '2048');
+  const line = await said.innerText();
+  assert(line.includes('7 sequences: mean 729') && line.includes('cut to s = 2048'), line);
+  assert(await page.locator('[data-testid="num-lmean"]').inputValue() === '729', 'the mean box');
+});
+
 await finish();
