@@ -41,6 +41,13 @@ pub struct Limits {
 
 impl Limits {
     pub fn new(arch: &Architecture, plan: &Plan) -> Self {
+        Limits::batch_part(arch, plan).with_seq(arch)
+    }
+
+    /// The first of the two searches (a page runs each in a task of its own): the largest micro-batch, and,
+    /// where none fits, the longest sequence at b=1. The longest sequence at the plan's micro-batch is not yet
+    /// worked out ([`Limits::with_seq`]).
+    pub fn batch_part(arch: &Architecture, plan: &Plan) -> Self {
         let capacity_bytes = plan.gpu.preset().capacity_bytes;
         let max_batch = solve::max_batch(arch, plan, capacity_bytes);
         // One more search, and only where the answer is "shorten the sequence": at b=1 it is the longest there is.
@@ -56,9 +63,16 @@ impl Limits {
         Limits {
             plan: plan.clone(),
             max_batch,
-            max_seq: solve::max_seq(arch, plan, capacity_bytes),
+            max_seq: None,
             max_seq_at_one,
         }
+    }
+
+    /// The second search: the longest sequence at the plan's micro-batch.
+    pub fn with_seq(mut self, arch: &Architecture) -> Self {
+        let capacity_bytes = self.plan.gpu.preset().capacity_bytes;
+        self.max_seq = solve::max_seq(arch, &self.plan, capacity_bytes);
+        self
     }
 
     /// The verdict's line on the largest batch and the longest sequence. Each figure names the value it holds the

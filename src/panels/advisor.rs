@@ -5,7 +5,7 @@ use crate::history::changed;
 use crate::planner::{card_limits, suggestion_name};
 use crate::state::{ctx, on_settled_plan, Pieces};
 use leptos::prelude::*;
-use peakplan_core::advise::{add_limits, advise_without_limits, Advice, Suggestion};
+use peakplan_core::advise::{add_limit, advise_without_limits, Advice, Limit, Suggestion};
 use peakplan_core::units::format_bytes;
 use peakplan_core::Plan;
 use std::time::Duration;
@@ -38,12 +38,13 @@ pub fn Advisor() -> impl IntoView {
             // One more than shown, in case the fitting set is also a lever and is listed once.
             let cards = usize::from(a.to_fit.is_some()) + a.levers.len().min(SHOWN_LEVERS + 1);
             advice.set(Some(a));
-            // Each card's largest batch and longest sequence (a dozen replays each) in a piece of its own.
+            // Each card's largest batch, then its longest sequence (a dozen replays each), in pieces of their own.
             let arch = arch.clone();
-            pieces.run("advisor card limits", cards, move |i| {
+            pieces.run("advisor card limits", 2 * cards, move |i| {
+                let limit = if i % 2 == 0 { Limit::Batch } else { Limit::Seq };
                 advice.update(|a| {
-                    if let Some(s) = a.as_mut().and_then(|a| card(a, i)) {
-                        add_limits(&arch, s, cap);
+                    if let Some(s) = a.as_mut().and_then(|a| card(a, i / 2)) {
+                        add_limit(&arch, s, cap, limit);
                     }
                 })
             });

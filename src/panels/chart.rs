@@ -54,11 +54,11 @@ fn repaint(
 /// the link's query written) once the page is idle after its first paint. The browser compiles wasm with a quick
 /// baseline tier first and optimizes a function only once it has run hot, so without this the first drag ran on
 /// baseline code: its moves took 3.5 ms at the median and 11 ms at the 95th percentile, against 2.7 and 7.1 ms once
-/// warm (headless Chromium, 200 moves). About 100 ms of work on a slow machine, in pieces of [`WARM_UP_PER_PIECE`]
-/// lengths (a task each, each scheduling the next), so that a click or a key press is never kept waiting behind it,
+/// warm (headless Chromium, 200 moves). About 100 ms of work on a slow machine, in tasks of about [`WARM_UP_TASK_MS`]
+/// (each scheduling the next, from the length `from` on), so that a click or a key press is never kept waiting behind it,
 /// and none after the reader's first edit; nothing on the page changes. `c` is passed in: a timeout runs outside the component's reactive owner, where the
 /// context cannot be looked up.
-fn warm_up(c: crate::state::Ctx, size: (u32, u32), piece: u64, edits: u64) {
+fn warm_up(c: crate::state::Ctx, size: (u32, u32), from: u64, edits: u64) {
     // A reader who has started dragging warms the code up themselves: the rest would only slow their moves.
     if crate::state::edits() != edits {
         return;
@@ -70,24 +70,31 @@ fn warm_up(c: crate::state::Ctx, size: (u32, u32), piece: u64, edits: u64) {
     let Some(arch) = arch else { return };
     let theme = theme(plan.theme);
     let mut p = plan;
-    for i in piece * WARM_UP_PER_PIECE..(piece + 1) * WARM_UP_PER_PIECE {
+    // Lengths one after another until the task has run its share of time (a plan whose batches vary replays
+    // sixteen steps a method, so one length can take what four of a fixed plan do).
+    let (start, mut i) = (browser::now_ms(), from);
+    while i < WARM_UP_LENGTHS {
         p.seq_len = 64 + (i * 211) % 8192;
         let comp = Computed::new(&arch, &p);
         paint_chart(&canvas, size, &comp.chart, &theme);
         paint_timeline(&canvas, size, &comp.selected, &theme);
         std::hint::black_box(p.to_query());
+        i += 1;
+        if browser::now_ms() - start >= WARM_UP_TASK_MS {
+            break;
+        }
     }
-    if (piece + 1) * WARM_UP_PER_PIECE < WARM_UP_LENGTHS {
+    if i < WARM_UP_LENGTHS {
         set_timeout(
-            move || browser::timed("warm-up", || warm_up(c, size, piece + 1, edits)),
+            move || browser::timed("warm-up", || warm_up(c, size, i, edits)),
             std::time::Duration::ZERO,
         );
     }
 }
 
-/// Sequence lengths the warm-up runs, and how many in one task.
+/// Sequence lengths the warm-up runs, and the time one task runs them for (the last length may run past it).
 const WARM_UP_LENGTHS: u64 = 48;
-const WARM_UP_PER_PIECE: u64 = 4;
+const WARM_UP_TASK_MS: f64 = 8.0;
 
 /// How long after the first paint the warm-up starts: before the deferred panels' work, which waits for the
 /// first paint and its settle time ([`crate::state::on_settled_plan`]).

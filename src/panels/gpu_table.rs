@@ -3,7 +3,8 @@
 use crate::gpu_rows::{summary, table_html, UseGpu};
 use crate::state::{ctx, on_settled_plan, Pieces};
 use leptos::prelude::*;
-use peakplan_core::gpu_choice::{add_row_limits, gpu_fits_without_limits, plan_on_gpus, GpuFit};
+use peakplan_core::advise::Limit;
+use peakplan_core::gpu_choice::{add_row_limit, gpu_fits_without_limits, plan_on_gpus, GpuFit};
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 
@@ -51,15 +52,16 @@ pub fn GpuTable() -> impl IntoView {
             };
             rows.set_value(gpu_fits_without_limits(arch, plan));
             render(plan);
-            // Each row's largest batch and longest sequence (a dozen replays each) in a piece of its own.
+            // Each row's largest batch, then its longest sequence (a dozen replays each), in pieces of their own.
             let (arch, plan) = (arch.clone(), plan.clone());
             pieces.run(
                 "gpu table row limits",
-                rows.with_value(Vec::len),
+                2 * rows.with_value(Vec::len),
                 move |i| {
+                    let limit = if i % 2 == 0 { Limit::Batch } else { Limit::Seq };
                     rows.update_value(|r| {
-                        if let Some(row) = r.get_mut(i) {
-                            add_row_limits(&arch, &plan, row);
+                        if let Some(row) = r.get_mut(i / 2) {
+                            add_row_limit(&arch, &plan, row, limit);
                         }
                     });
                     render(&plan);

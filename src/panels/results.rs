@@ -90,11 +90,28 @@ pub(crate) fn Verdict() -> impl IntoView {
     // The words are worked out in a memo and the elements built once: a slider move changes their texts only.
     // The plan and its limits' words: the advisor's signal type, so no new signal code reaches the wasm.
     let limits: RwSignal<Option<(Plan, String)>> = RwSignal::new(None);
+    // The two searches in tasks of their own: the largest batch first, then the longest sequence, which
+    // completes it (or works out both if the first has not run for this plan).
+    let half = StoredValue::new(None::<Limits>);
     on_settled_plan(
-        "largest batch and longest sequence",
+        "largest batch",
         SETTLE,
         || true,
-        move |arch, plan| limits.set(Some((plan.clone(), Limits::new(arch, plan).words()))),
+        move |arch, plan| {
+            half.set_value(Some(Limits::batch_part(arch, plan)));
+        },
+    );
+    on_settled_plan(
+        "longest sequence",
+        SETTLE,
+        || true,
+        move |arch, plan| {
+            let first = half
+                .get_value()
+                .filter(|l| l.plan == *plan)
+                .unwrap_or_else(|| Limits::batch_part(arch, plan));
+            limits.set(Some((plan.clone(), first.with_seq(arch).words())));
+        },
     );
     // What the plan needs (the smallest card its step runs on: a few replays), once it settles.
     let needs: RwSignal<Option<(Plan, u64)>> = RwSignal::new(None);

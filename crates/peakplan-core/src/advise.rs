@@ -749,9 +749,27 @@ fn suggestion(
 
 /// Works out a suggestion's largest micro-batch and longest sequence on a GPU of `capacity_bytes`.
 pub fn add_limits(arch: &Architecture, s: &mut Suggestion, capacity_bytes: u64) {
-    s.max_batch = solve::max_batch(arch, &s.plan, capacity_bytes);
-    s.max_seq = solve::max_seq(arch, &s.plan, capacity_bytes);
-    s.limits_known = true;
+    add_limit(arch, s, capacity_bytes, Limit::Batch);
+    add_limit(arch, s, capacity_bytes, Limit::Seq);
+}
+
+/// One of a suggestion's two limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    Batch,
+    Seq,
+}
+
+/// [`add_limits`] one search at a time (a page runs each in a task of its own): the limits are known once the
+/// longest sequence is, which is worked out second.
+pub fn add_limit(arch: &Architecture, s: &mut Suggestion, capacity_bytes: u64, limit: Limit) {
+    match limit {
+        Limit::Batch => s.max_batch = solve::max_batch(arch, &s.plan, capacity_bytes),
+        Limit::Seq => {
+            s.max_seq = solve::max_seq(arch, &s.plan, capacity_bytes);
+            s.limits_known = true;
+        }
+    }
 }
 
 /// The ranking key of a change set (highest cost, size, total cost, bytes) and the set.

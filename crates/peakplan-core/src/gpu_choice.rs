@@ -1,7 +1,7 @@
 //! Which GPU to run a plan on: the plan against every bundled GPU, with the largest micro-batch, the longest
 //! sequence and the fewest GPUs of each kind that hold it.
 
-use crate::advise::{self, Change};
+use crate::advise::{self, Change, Limit};
 use crate::arch::Architecture;
 use crate::engine::{
     estimate_on, estimate_rough, fits_on, needs_bytes, needs_on_card, Estimate, CUDA_CONTEXT_BYTES,
@@ -90,9 +90,20 @@ pub fn gpu_fits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
 
 /// Works out a row's largest micro-batch and longest sequence for `plan` on that row's GPU.
 pub fn add_row_limits(arch: &Architecture, plan: &Plan, row: &mut GpuFit) {
-    row.max_batch = solve::max_batch(arch, plan, row.capacity_bytes);
-    row.max_seq = solve::max_seq(arch, plan, row.capacity_bytes);
-    row.limits_known = true;
+    add_row_limit(arch, plan, row, Limit::Batch);
+    add_row_limit(arch, plan, row, Limit::Seq);
+}
+
+/// [`add_row_limits`] one search at a time (a page runs each in a task of its own): the row's limits are known
+/// once the longest sequence is, worked out second.
+pub fn add_row_limit(arch: &Architecture, plan: &Plan, row: &mut GpuFit, limit: Limit) {
+    match limit {
+        Limit::Batch => row.max_batch = solve::max_batch(arch, plan, row.capacity_bytes),
+        Limit::Seq => {
+            row.max_seq = solve::max_seq(arch, plan, row.capacity_bytes);
+            row.limits_known = true;
+        }
+    }
 }
 
 /// The plan on `gpu` where its figures depend on the card (vLLM colocated takes a share of it), else none.
