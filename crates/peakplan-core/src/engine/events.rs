@@ -469,6 +469,10 @@ impl<'s, 'a> Builder<'s, 'a> {
                 .alloc(tag(Tag::LoadTransient, 0), bytes(w.load_transient));
             self.seq.free(tag(Tag::LoadTransient, 0));
         }
+        // Under `zero.Init`, the head made whole before its partition, the last module made.
+        self.seq
+            .alloc(tag(Tag::LoadTransient, 1), bytes(r.constructed_whole));
+        self.seq.free(tag(Tag::LoadTransient, 1));
         // A preference task's reference copy, loaded after the policy.
         self.seq.alloc(
             tag(Tag::ReferenceWeights, 0),

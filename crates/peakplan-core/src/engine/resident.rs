@@ -52,6 +52,10 @@ pub(super) struct Resident {
     pub loaded_whole: Count,
     /// Beside it, the first parameter's partition (the embedding's), made before any whole weight is freed.
     pub first_partition: Count,
+    /// Under `zero.Init`, each module is made whole and partitioned once made (`_post_init_method`), so the last
+    /// one made, an untied head, is whole beside every partition and its own (traced: DeepSpeed's CPU
+    /// accelerator, LoRA under ZeRO-3 `zinit=1`); else 0.
+    pub constructed_whole: Count,
 }
 
 pub(super) fn resident(s: &Setup) -> Resident {
@@ -105,6 +109,16 @@ pub(super) fn resident(s: &Setup) -> Resident {
         } else {
             (0.0, 0.0)
         };
+    let constructed_whole = if s.d.deepspeed_16bit
+        && s.zero >= 3
+        && !whole_first
+        && !plan.cpu_offload
+        && !s.arch.tied_embeddings
+    {
+        s.arch.lm_head_params() as Count * s.d.weight
+    } else {
+        0.0
+    };
     Resident {
         base_weights: weights[0],
         quant_constants: weights[1],
@@ -123,6 +137,7 @@ pub(super) fn resident(s: &Setup) -> Resident {
         quantized_layer_weights,
         loaded_whole,
         first_partition,
+        constructed_whole,
     }
 }
 

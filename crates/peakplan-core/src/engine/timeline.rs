@@ -97,11 +97,22 @@ pub(super) fn timeline(
         0.0,
         r.input_buffers + w.reduce_buckets.resident,
     ];
-    let load = if whole.iter().sum::<Count>() > loaded.iter().sum::<Count>() {
-        whole
-    } else {
-        loaded
-    };
+    // Under `zero.Init`, the model as made, before PEFT or DeepSpeed's optimizer add to it: every partition,
+    // and the last module made whole beside them (the events make it at the end of loading).
+    let constructed = [
+        held.weights - reference.weights,
+        0.0,
+        0.0,
+        0.0,
+        held.other - g.buffered + r.constructed_whole,
+    ];
+    let sum = |v: &[Count; 5]| v.iter().sum::<Count>();
+    let mut load = loaded;
+    for candidate in [whole, constructed] {
+        if sum(&candidate) > sum(&load) {
+            load = candidate;
+        }
+    }
     let fwd = [
         held.weights + sh.gathered[0],
         held.grads + head.fused_grad,

@@ -84,11 +84,12 @@ fn loading_without_zero_init_holds_the_whole_model_beside_the_first_partition() 
         whole.phase(Phase::Load).total(),
         53_952 * 2 + 1_024 + 6_400 + 8_192
     );
-    // With it, the loaded state: the shards (53,952 + 512 B), fp32 Adam states and master weights of the
-    // adapters' share (256 x 12 B) and the bucket.
+    // With it, each module is partitioned once made, so the last made, the untied head (6,400 x 2 B), is whole
+    // beside the shards (53,952 + 512 B) and the bucket: more than the loaded state's fp32 Adam states and master
+    // weights of the adapters' share (256 x 12 B).
     assert_eq!(
         run(&format!("{lora}&zinit=1")).phase(Phase::Load).total(),
-        53_952 + 512 + 256 * 12 + 8_192
+        53_952 + 512 + 8_192 + 6_400 * 2
     );
     // transformers never loads a quantized base under zero.Init: QLoRA loads whole whatever zinit says.
     let qlora = "method=qlora&r=2&targets=q,v&adtype=bf16&zero=3";

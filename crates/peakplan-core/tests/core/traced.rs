@@ -404,8 +404,10 @@ fn cpu_traces_of_deepspeed_steps_match_the_engine() {
     // - ZeRO-3's optimizer step differs from step to step by up to 3% on a CPU (47.1, 46.7, 48.5 MB at one
     //   layer), and ZeRO-2's on 4 processes holds 1.4 MB more than the partition's whole parameters;
     // - loading: under zero.Init each module is made whole, then partitioned, so the last (the head) is whole
-    //   beside every partition; and initialize's optimizer states are not all made before the first step. The
-    //   engine's load phase is the loaded state, or the whole model without zero.Init (traced exactly for LoRA).
+    //   beside every partition (the engine's `constructed_whole`: LoRA at one layer -47.0% -> +0.05%); what a
+    //   layer adds there is 2.3 MB more in the traces than its partition and adapters (as in LoRA's ZeRO-3 steps,
+    //   1.9 MB a layer: not placed yet), and initialize's optimizer states are not all made before the first
+    //   step (full fine-tunes +17% to +19%). Without zero.Init the whole model first (traced exactly for LoRA).
     let known: &[(&str, f64, f64)] = &[
         ("ds2-lora-rbucket60-ov-w2", 0.05, 0.25),
         ("ds3-lora-w2", 0.01, 0.10),
@@ -418,7 +420,7 @@ fn cpu_traces_of_deepspeed_steps_match_the_engine() {
         ("step-ds3-full-w2", 0.055, 0.02),
         ("step-ds3-full-sub-w2", 0.035, 0.01),
         ("step-ds2-full-w4", 0.045, 0.025),
-        ("ds3-lora-load-zinit1-w2", 0.48, 0.39),
+        ("ds3-lora-load-zinit1-w2", 0.035, 0.42),
         ("ds3-full-load-zinit1-w2", 0.19, 0.39),
         ("ds3-full-load-zinit0-w2", 0.055, 0.47),
     ];
@@ -452,5 +454,5 @@ fn cpu_traces_of_deepspeed_steps_match_the_engine() {
     println!("{report}{within} of {} within 1%", peaks.len());
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
     assert!(peaks.len() >= 56, "{} traced rows", peaks.len());
-    assert!(within >= 32, "{within} rows within 1%");
+    assert!(within >= 33, "{within} rows within 1%");
 }
