@@ -10,6 +10,7 @@ mod interop_cmd;
 
 use anyhow::{anyhow, bail, Result};
 use peakplan_chart::{chart_svg, ChartData, SvgMeta, Theme};
+use peakplan_core::plan::DatasetLengths;
 use peakplan_core::text::{clean, quote};
 use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::{
@@ -19,11 +20,11 @@ use peakplan_core::{
 use serde_json::{json, Value};
 use std::io::Write;
 
-const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--format table|json|svg]
-       peakplan advise [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--gpu GPU] [--format table|json]
-       peakplan gpus [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--format table|json]
+const USAGE: &str = "usage: peakplan estimate [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--lengths FILE] [--format table|json|svg]
+       peakplan advise [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--lengths FILE] [--gpu GPU] [--format table|json]
+       peakplan gpus [--query 'QUERY'] [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--lengths FILE] [--format table|json]
        peakplan validate FILE.csv [--row ID | --format table|json]
-       peakplan export --query 'QUERY' [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--format python|axolotl|torchtune|deepspeed]
+       peakplan export --query 'QUERY' [--hf-config FILE | --hf-model ORG/NAME[@REV]] [--lengths FILE] [--format python|axolotl|torchtune|deepspeed]
        peakplan import FILE...
        peakplan presets";
 
@@ -89,6 +90,9 @@ pub(crate) struct PlanArgs {
     pub hf_config: Option<String>,
     /// A Hugging Face Hub id, `ORG/NAME[@REVISION]`.
     pub hf_model: Option<String>,
+    /// A file of a dataset's token lengths, one count per sequence: its mean, deviation and longest become the
+    /// plan's batch lengths.
+    pub lengths: Option<String>,
     /// One of the command's formats (the first unless given).
     pub format: String,
 }
@@ -104,6 +108,7 @@ pub(crate) fn parse_plan_args(
         query: String::new(),
         hf_config: None,
         hf_model: None,
+        lengths: None,
         format: formats.first().copied().unwrap_or_default().into(),
     };
     let (mut query, mut format, mut gpu) = (None, None, None);
@@ -113,6 +118,7 @@ pub(crate) fn parse_plan_args(
             "--query" | "-q" => ("--query", &mut query),
             "--hf-config" => ("--hf-config", &mut a.hf_config),
             "--hf-model" => ("--hf-model", &mut a.hf_model),
+            "--lengths" => ("--lengths", &mut a.lengths),
             "--format" | "-f" => ("--format", &mut format),
             "--gpu" if command == "advise" => ("--gpu", &mut gpu),
             other => bail!("unknown argument {other:?}; usage: {}", usage_line(command)),
@@ -802,5 +808,25 @@ pub(crate) fn plan_and_arch(a: &PlanArgs) -> Result<(Plan, Architecture)> {
         }
         (None, None) => preset_arch(&parsed.plan).clone(),
     };
-    Ok((parsed.plan, arch))
+    let mut plan = parsed.plan;
+    if let Some(path) = &a.lengths {
+        let what = format!("--lengths {}", quote(path));
+        let text = files::read_capped(
+            path,
+            MAX_LENGTHS_BYTES,
+            &what,
+            "give a sample of the lengths",
+        )?;
+        let d = DatasetLengths::parse(&text).map_err(|e| anyhow!("{what}: {e}"))?;
+        if d.apply(&mut plan) {
+            say(&format!(
+                "note: the longest of {what}, {} tokens, is cut to s={} (longer sequences are truncated)",
+                d.max, plan.seq_len
+            ));
+        }
+    }
+    Ok((plan, arch))
 }
+
+/// Most bytes `--lengths` reads: ten million counts of up to eight digits.
+const MAX_LENGTHS_BYTES: u64 = 100 << 20;

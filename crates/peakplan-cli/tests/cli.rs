@@ -86,6 +86,42 @@ fn hf_config_replaces_the_preset_architecture() {
 }
 
 #[test]
+fn lengths_file_makes_a_dataset_s_token_lengths_the_plan_s() {
+    // A dataset's token counts (any separators): their mean, deviation and longest (cut to s) become the plan's
+    // batch lengths, padded per batch, and the numbers are the core's for that plan.
+    let dir = std::env::temp_dir().join(format!("peakplan-lengths-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let (good, bad) = (dir.join("lengths.txt"), dir.join("bad.txt"));
+    std::fs::write(&good, "120 80 400\n3000, 250\n").expect("written");
+    std::fs::write(&bad, "12 x3\n").expect("written");
+    let query = "model=llama-3.1-8b&method=lora&b=8&s=2048";
+    let v = json(&[
+        "estimate",
+        "--query",
+        query,
+        "--lengths",
+        good.to_str().unwrap_or_default(),
+        "--format",
+        "json",
+    ]);
+    let expect =
+        Plan::parse_query(&format!("{query}&lens=padded&lmean=770&lsd=1121&lmax=2048")).plan;
+    assert!(v["query"]
+        .as_str()
+        .unwrap_or_default()
+        .ends_with("&lens=padded&lmean=770&lsd=1121&lmax=2048"));
+    assert_eq!(
+        v["device_bytes"].as_u64(),
+        Some(estimate(preset_arch(&expect), &expect).device_bytes)
+    );
+    check_refused(
+        &["estimate", "--lengths", bad.to_str().unwrap_or_default()],
+        "entry 2 (`x3`) is not a whole number of tokens",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn svg_is_the_chart_with_its_four_categories() {
     let r = peakplan(&[
         "estimate",
