@@ -3,13 +3,10 @@
 //! what the step asks next).
 
 use super::events::{allocation_events, varying_allocation_events, StepEvents};
-use super::reserved::{AllocSettings, CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
-use crate::allocator::{AllocatorConfig, Event, Replay, Segment};
+use super::reserved::{AllocSettings, CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS, UNLIMITED_BYTES};
+use crate::allocator::{Event, Replay, Segment};
 use crate::arch::Architecture;
 use crate::plan::{Alloc, Plan};
-
-/// A device without limit, for a plan its card cannot hold: what it would need.
-const UNLIMITED_BYTES: u64 = 1 << 59;
 
 /// Middle micro-batches replayed at most: their blocks come and go alike, and the peak is the last one's.
 const MIDDLE_MICRO_BATCHES: u64 = 2;
@@ -20,32 +17,34 @@ const MIDDLE_MICRO_BATCHES: u64 = 2;
 /// the step, on a device without limit. `None` where no replay stands for the plan (more than
 /// [`MAX_REPLAYED_EVENTS`] events, or requests beyond the allocator's limit).
 pub fn segments_at_peak(arch: &Architecture, plan: &Plan) -> Option<Vec<Segment>> {
-    let card = plan
-        .gpu
-        .preset()
-        .capacity_bytes
-        .saturating_sub(CUDA_CONTEXT_BYTES);
-    segments_on(arch, plan, card).or_else(|| segments_on(arch, plan, UNLIMITED_BYTES))
-}
-
-fn segments_on(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<Vec<Segment>> {
     let events =
         varying_allocation_events(arch, plan).unwrap_or_else(|| allocation_events(arch, plan));
     if events.len() > MAX_REPLAYED_EVENTS {
         return None;
     }
-    let step = flat(&events);
-    let settings = AllocSettings::of(plan);
-    let config = AllocatorConfig {
-        expandable_segments: settings.alloc == Alloc::Expandable,
-        max_split_size_bytes: settings.max_split_bytes,
-        ..AllocatorConfig::with_capacity(capacity_bytes)
-    };
+    let card = plan
+        .gpu
+        .preset()
+        .capacity_bytes
+        .saturating_sub(CUDA_CONTEXT_BYTES);
+    let (settings, step) = (AllocSettings::of(plan), flat(&events));
+    let on = |capacity_bytes| segments_on(&events, &step, settings, capacity_bytes);
+    on(card).or_else(|| on(UNLIMITED_BYTES))
+}
+
+/// The segments at the peak of `step` (the events written out) replayed on a device of `capacity_bytes`.
+fn segments_on(
+    events: &StepEvents,
+    step: &[Event],
+    settings: AllocSettings,
+    capacity_bytes: u64,
+) -> Option<Vec<Segment>> {
+    let config = settings.config(capacity_bytes, false);
     // Loading and a first step, then the measured one as far as `upto` events.
     let replay_to = |upto: Option<usize>| -> Option<Replay> {
         let mut r = Replay::new(config.clone(), events.setup.len());
         r.run(&events.setup).ok()?;
-        r.run(&step).ok()?;
+        r.run(step).ok()?;
         if settings.alloc == Alloc::Emptied {
             r.allocator.empty_cache();
         }

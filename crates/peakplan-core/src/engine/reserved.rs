@@ -55,6 +55,17 @@ impl AllocSettings {
             max_split_bytes: plan.max_split_mb.map(|mb| mb.saturating_mul(1 << 20)),
         }
     }
+
+    /// The simulator's settings on a device of `capacity_bytes` (releasing the cache before every new segment
+    /// where asked).
+    pub fn config(self, capacity_bytes: u64, release_before_growing: bool) -> AllocatorConfig {
+        AllocatorConfig {
+            expandable_segments: self.alloc == Alloc::Expandable,
+            max_split_size_bytes: self.max_split_bytes,
+            release_before_growing,
+            ..AllocatorConfig::with_capacity(capacity_bytes)
+        }
+    }
 }
 
 /// Which replays find reserved memory.
@@ -104,7 +115,7 @@ fn with_reserved(peak: Count, reserved: Count, paged_states: Count) -> Reserved 
 pub const MAX_REPLAYED_EVENTS: usize = 400_000;
 
 /// A device without limit, below PyTorch's 1 EB request refusal.
-const UNLIMITED_BYTES: u64 = 1 << 59;
+pub(super) const UNLIMITED_BYTES: u64 = 1 << 59;
 
 /// The reserved and device memory of a step by replaying its events (built by `events` only when a replay
 /// runs, at most [`MAX_REPLAYED_EVENTS`] of them, else `None`) on a GPU of `capacity_bytes` (see the module
@@ -119,7 +130,7 @@ pub(super) fn replayed(
     paged_states: Count,
     fallback: Reserved,
 ) -> Reserved {
-    let (alloc, settings) = (settings.alloc, &settings);
+    let alloc = settings.alloc;
     let device = capacity_bytes.saturating_sub(CUDA_CONTEXT_BYTES);
     // A step that allocates more than the card cannot be held by it, whatever the replay.
     let beyond_card = peak > device as Count;
@@ -181,7 +192,7 @@ const MAX_BISECTIONS: u32 = 8;
 /// without limit, which runs it). An allocator that releases its cache before every new segment reserves what the
 /// tightest device would; a replay on a device of that size confirms it, else a bisection between the two finds
 /// the size (at most [`MAX_BISECTIONS`] replays, then the smallest size known to run).
-fn smallest_device(settings: &AllocSettings, events: &StepEvents, unlimited: u64) -> u64 {
+fn smallest_device(settings: AllocSettings, events: &StepEvents, unlimited: u64) -> u64 {
     let tight = match replay(settings, events, UNLIMITED_BYTES, true) {
         Ok(Some(s)) => s.reserved_bytes.peak,
         _ => return unlimited,
@@ -206,25 +217,20 @@ fn smallest_device(settings: &AllocSettings, events: &StepEvents, unlimited: u64
 }
 
 /// Whether the step runs on a device of `capacity_bytes`.
-fn runs(settings: &AllocSettings, events: &StepEvents, capacity_bytes: u64) -> bool {
+fn runs(settings: AllocSettings, events: &StepEvents, capacity_bytes: u64) -> bool {
     matches!(replay(settings, events, capacity_bytes, false), Ok(Some(_)))
 }
 
 /// Loading, a first step, and the measured second step, on a device of `capacity_bytes` (releasing the cache
 /// before every new segment where asked); `None` where the middle micro-batches did not settle.
 fn replay(
-    settings: &AllocSettings,
+    settings: AllocSettings,
     events: &StepEvents,
     capacity_bytes: u64,
     release_before_growing: bool,
 ) -> Result<Option<Stats>, crate::allocator::OutOfMemory> {
     let alloc = settings.alloc;
-    let config = AllocatorConfig {
-        expandable_segments: alloc == Alloc::Expandable,
-        max_split_size_bytes: settings.max_split_bytes,
-        release_before_growing,
-        ..AllocatorConfig::with_capacity(capacity_bytes)
-    };
+    let config = settings.config(capacity_bytes, release_before_growing);
     let mut r = Replay::new(config, events.setup.len());
     r.run(&events.setup)?;
     let step = |r: &mut Replay| -> Result<bool, crate::allocator::OutOfMemory> {
