@@ -5,7 +5,7 @@ use peakplan_core::allocator::Segment;
 use peakplan_core::units::format_bytes;
 
 /// A segment drawn: its size, and its blocks as runs of one state (in use or free) in address order.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Bar {
     pub total_bytes: u64,
     /// (bytes, in use) runs that tile the segment.
@@ -25,34 +25,36 @@ pub struct Picture {
     pub bars: Vec<Bar>,
 }
 
+impl Bar {
+    /// Adds a segment's blocks, a run continuing the bar's last where they are alike.
+    fn add(&mut self, s: &Segment) {
+        self.total_bytes += s.total_bytes;
+        for b in &s.blocks {
+            match self.runs.last_mut() {
+                Some((bytes, used)) if *used == b.allocated => *bytes += b.size_bytes,
+                _ => self.runs.push((b.size_bytes, b.allocated)),
+            }
+        }
+    }
+}
+
 impl Picture {
     pub fn of(segments: &[Segment]) -> Picture {
-        let mut bars = Vec::new();
-        let mut small = Bar {
-            total_bytes: 0,
-            runs: Vec::new(),
-        };
-        let (mut reserved, mut in_use) = (0, 0);
+        let reserved: u64 = segments.iter().map(|s| s.total_bytes).sum();
+        let in_use: u64 = segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.allocated)
+            .map(|b| b.requested_bytes)
+            .sum();
+        let (mut bars, mut small) = (Vec::new(), Bar::default());
         for s in segments {
-            reserved += s.total_bytes;
-            let bar = if s.is_large {
-                bars.push(Bar {
-                    total_bytes: 0,
-                    runs: Vec::new(),
-                });
-                bars.last_mut().unwrap_or(&mut small)
+            if s.is_large {
+                let mut bar = Bar::default();
+                bar.add(s);
+                bars.push(bar);
             } else {
-                &mut small
-            };
-            bar.total_bytes += s.total_bytes;
-            for b in &s.blocks {
-                if b.allocated {
-                    in_use += b.requested_bytes;
-                }
-                match bar.runs.last_mut() {
-                    Some((bytes, used)) if *used == b.allocated => *bytes += b.size_bytes,
-                    _ => bar.runs.push((b.size_bytes, b.allocated)),
-                }
+                small.add(s);
             }
         }
         if small.total_bytes > 0 {
