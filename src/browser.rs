@@ -396,3 +396,10 @@ pub fn open_details(id: &str) {
 pub fn abort_controller() -> Option<web_sys::AbortController> {
     web_sys::AbortController::new().ok()
 }
+
+/// Whether a `<details>` element is open after its `toggle` event `ev`.
+pub fn details_open(ev: &web_sys::Event) -> bool {
+    ev.target()
+        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        .is_some_and(|d| d.has_attribute("open"))
+}

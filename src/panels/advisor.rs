@@ -5,7 +5,8 @@ use crate::history::changed;
 use crate::planner::{card_limits, suggestion_name};
 use crate::state::{ctx, on_settled_plan, Pieces};
 use leptos::prelude::*;
-use peakplan_core::advise::{add_limit, advise_without_limits, Advice, Limit, Suggestion};
+use peakplan_core::advise::{add_limit, advise_without_limits, Advice, Suggestion};
+use peakplan_core::solve::Limit;
 use peakplan_core::units::format_bytes;
 use peakplan_core::Plan;
 use std::time::Duration;
@@ -41,7 +42,7 @@ pub fn Advisor() -> impl IntoView {
             // Each card's largest batch, then its longest sequence (a dozen replays each), in pieces of their own.
             let arch = arch.clone();
             pieces.run("advisor card limits", 2 * cards, move |i| {
-                let limit = if i % 2 == 0 { Limit::Batch } else { Limit::Seq };
+                let limit = Limit::BOTH[i % 2];
                 advice.update(|a| {
                     if let Some(s) = a.as_mut().and_then(|a| card(a, i / 2)) {
                         add_limit(&arch, s, cap, limit);

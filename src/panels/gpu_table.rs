@@ -3,8 +3,8 @@
 use crate::gpu_rows::{summary, table_html, UseGpu};
 use crate::state::{ctx, on_settled_plan, Pieces};
 use leptos::prelude::*;
-use peakplan_core::advise::Limit;
 use peakplan_core::gpu_choice::{add_row_limit, gpu_fits_without_limits, plan_on_gpus, GpuFit};
+use peakplan_core::solve::Limit;
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 
@@ -58,7 +58,7 @@ pub fn GpuTable() -> impl IntoView {
                 "gpu table row limits",
                 2 * rows.with_value(Vec::len),
                 move |i| {
-                    let limit = if i % 2 == 0 { Limit::Batch } else { Limit::Seq };
+                    let limit = Limit::BOTH[i % 2];
                     rows.update_value(|r| {
                         if let Some(row) = r.get_mut(i / 2) {
                             add_row_limit(&arch, &plan, row, limit);
@@ -83,13 +83,7 @@ pub fn GpuTable() -> impl IntoView {
         });
     };
     view! {
-        <details class="gpu-table" data-testid="gpu-table" on:toggle=move |ev| {
-            let now_open = ev
-                .target()
-                .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-                .is_some_and(|d| d.has_attribute("open"));
-            open.set(now_open);
-        }>
+        <details class="gpu-table" data-testid="gpu-table" on:toggle=move |ev| open.set(crate::browser::details_open(&ev))>
             <summary data-testid="gpu-table-summary">{line}</summary>
             <div class="scroller" on:click=on_click inner_html=move || {
                 table.get().unwrap_or_else(|| r#"<p class="why">Working out every GPU…</p>"#.to_string())

@@ -8,7 +8,6 @@ use leptos::prelude::*;
 use peakplan_core::units::format_bytes;
 use peakplan_core::{segments_at_peak, Plan};
 use std::time::Duration;
-use wasm_bindgen::JsCast;
 
 /// The picture, behind a disclosure: worked out when opened, then whenever the plan settles while open.
 #[component]
@@ -71,13 +70,7 @@ pub fn Segments() -> impl IntoView {
     }
     };
     view! {
-        <details class="segments" data-testid="segments" on:toggle=move |ev| {
-            let now_open = ev
-                .target()
-                .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-                .is_some_and(|d| d.has_attribute("open"));
-            open.set(now_open);
-        }>
+        <details class="segments" data-testid="segments" on:toggle=move |ev| open.set(crate::browser::details_open(&ev))>
             <summary>"The allocator's segments at the peak"</summary>
             {body}
         </details>

@@ -6,6 +6,7 @@ use crate::plan::{
     Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Plan, Reference,
     Shard, Task, TokenTraining, DS_SUB_GROUP, MAX_GRAD_ACCUMULATION,
 };
+use crate::solve::Limit;
 use crate::{gpu_choice, solve, units};
 use serde::Serialize;
 
@@ -749,15 +750,9 @@ fn suggestion(
 
 /// Works out a suggestion's largest micro-batch and longest sequence on a GPU of `capacity_bytes`.
 pub fn add_limits(arch: &Architecture, s: &mut Suggestion, capacity_bytes: u64) {
-    add_limit(arch, s, capacity_bytes, Limit::Batch);
-    add_limit(arch, s, capacity_bytes, Limit::Seq);
-}
-
-/// One of a suggestion's two limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Limit {
-    Batch,
-    Seq,
+    for limit in Limit::BOTH {
+        add_limit(arch, s, capacity_bytes, limit);
+    }
 }
 
 /// [`add_limits`] one search at a time (a page runs each in a task of its own): the limits are known once the

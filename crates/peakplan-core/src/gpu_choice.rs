@@ -1,7 +1,7 @@
 //! Which GPU to run a plan on: the plan against every bundled GPU, with the largest micro-batch, the longest
 //! sequence and the fewest GPUs of each kind that hold it.
 
-use crate::advise::{self, Change, Limit};
+use crate::advise::{self, Change};
 use crate::arch::Architecture;
 use crate::engine::{
     estimate_on, estimate_rough, fits_on, needs_bytes, needs_on_card, Estimate, CUDA_CONTEXT_BYTES,
@@ -9,6 +9,7 @@ use crate::engine::{
 use crate::plan::Plan;
 use crate::presets::{GpuPreset, GPUS};
 use crate::solve;
+use crate::solve::Limit;
 use crate::units::{self, format_bytes};
 use serde::Serialize;
 
@@ -90,8 +91,9 @@ pub fn gpu_fits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
 
 /// Works out a row's largest micro-batch and longest sequence for `plan` on that row's GPU.
 pub fn add_row_limits(arch: &Architecture, plan: &Plan, row: &mut GpuFit) {
-    add_row_limit(arch, plan, row, Limit::Batch);
-    add_row_limit(arch, plan, row, Limit::Seq);
+    for limit in Limit::BOTH {
+        add_row_limit(arch, plan, row, limit);
+    }
 }
 
 /// [`add_row_limits`] one search at a time (a page runs each in a task of its own): the row's limits are known

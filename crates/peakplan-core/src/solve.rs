@@ -97,6 +97,18 @@ fn largest(
     (good >= 1).then_some(good)
 }
 
+/// One of the two inverse answers, which a page works out in tasks of their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    Batch,
+    Seq,
+}
+
+impl Limit {
+    /// Both, in the order they are worked out: the longest sequence completes a plan's limits.
+    pub const BOTH: [Limit; 2] = [Limit::Batch, Limit::Seq];
+}
+
 /// The largest micro-batch for which `nvidia-smi` memory stays within `capacity_bytes`, keeping the rest of the plan.
 pub fn max_batch(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<u64> {
     largest(arch, MAX_BATCH, capacity_bytes, |b| Plan {
