@@ -51,6 +51,10 @@ run ds3-lora-zinit0-w2 2 3 "$FUSED --zinit 0" "$LORA&$OPT&zinit=0"
 # forward to backward, the rest is released after use (the default, 10^9, keeps all of so small a model). Beside
 # it: live parameters below what stays (no prefetch), a prefetch bucket of 3M elements (about a layer), and a
 # persistence threshold between the adapters (8,192 elements) and the layers' weights (262,144 and up).
+# A module released after its forward is gathered again by the prefetcher for its backward a few modules later
+# (the coordinator's gathers and releases, logged): the engine replays that. The largest of a case's four steps may
+# hold one more vocab x hidden all-gather buffer that a reference cycle keeps until Python's collector runs (the
+# step ends with it allocated): the core test holds those rows to the steady step.
 REUSE="--ds-reuse 34000000"
 run ds3-full-reuse-w2 2 3 "--full $FUSED $REUSE" "method=full&$OPT&ds_reuse=34000000"
 run ds3-full-reuse-live-w2 2 3 "--full $FUSED $REUSE --ds-live 2000000" "method=full&$OPT&ds_reuse=34000000&ds_live=2000000"

@@ -2,10 +2,13 @@
 //! CPU traces of its steps on 2 and 4 processes (`tools/trace/ds_cpu.sh`): the gradient reduce buckets, and the
 //! sub-groups ZeRO-3's optimizer steps its partition in.
 
+use super::coordinator::{self, Event, Gathered, Limits, Moment, Param, Trace};
 use super::count::{ceil_div, Count};
 use super::setup::adapted;
 use super::setup::Setup;
+use crate::arch::{Linear, LinearInput};
 use crate::plan::{Method, Peft, Shard};
+use std::cell::RefCell;
 
 /// DeepSpeed's reduce buckets: with `contiguous_gradients` each gradient is copied into a flat bucket of
 /// `reduce_bucket_size` elements in the 16-bit dtype, reduced when full. ZeRO-1 and 2 make the bucket when backward's first
@@ -136,27 +139,20 @@ pub(super) fn largest_sub_group(s: &Setup, trainable: Count, partition: Count) -
     Count::max(largest, open).min(partition)
 }
 
-/// One module ZeRO-3 fetches: its own parameters' elements and their bytes gathered.
-#[derive(Clone, Copy)]
-struct Module {
-    numel: Count,
-    bytes: Count,
-}
-
-/// What ZeRO-3 holds gathered at the moments the timeline weighs, from its parameter coordinator
-/// (`partitioned_param_coordinator.py`): each module with parameters of its own is gathered when it runs and
-/// released after, unless it runs again within `stage3_max_reuse_distance` elements of parameters fetched in
-/// between (`__params_to_release`): walking forward then backward, a module is kept from its forward to its
-/// backward when twice the parameters after it are under that distance (the last layers and the head of a
-/// large model; the whole of a small one). Parameters of at most `stage3_param_persistence_threshold` elements
-/// are never released (norms, small adapters). Beside them, the next modules not yet gathered are prefetched up
-/// to `stage3_prefetch_bucket_size` elements, and never past `stage3_max_live_parameters` gathered.
+/// What ZeRO-3 holds gathered at the moments the timeline weighs: its parameter coordinator replayed over the
+/// step's module trace ([`coordinator`]). Modules are gathered when they run and prefetched ahead of it, in the
+/// trace's order, `stage3_prefetch_bucket_size` elements at a fetch within `stage3_max_live_parameters`; a module
+/// is released after it runs unless it runs again within `stage3_max_reuse_distance` elements or the prefetcher
+/// has walked past its next use. Parameters of at most `stage3_param_persistence_threshold` elements are never
+/// released (norms, small adapters).
 pub(super) struct Zero3Gathered {
-    /// At the end of forward and in the loss's and head's backward.
+    /// At the end of forward.
+    pub at_forward: Count,
+    /// In the loss's backward (the root modules' backward has begun).
     pub at_loss: Count,
-    /// In the last layer's backward (the head has been released).
+    /// In the last layer's backward.
     pub in_layers: Count,
-    /// At the end of backward (the embedding's).
+    /// At the end of backward.
     pub at_end: Count,
     /// Persistent parameters' whole copies, beyond their shards: gathered at every moment.
     pub persistent: Count,
@@ -165,101 +161,323 @@ pub(super) struct Zero3Gathered {
 /// `layer_bytes` is one decoder layer gathered (in the dtype it computes in), `root_bytes` the bytes of an
 /// embedding or head element.
 pub(super) fn zero3_gathered(s: &Setup, layer_bytes: Count, root_bytes: Count) -> Zero3Gathered {
-    let (arch, plan) = (s.arch, s.plan);
-    let sizes = plan.deepspeed_sizes(arch);
+    let sizes = s.plan.deepspeed_sizes(s.arch);
+    let limits = Limits {
+        prefetch_bucket: sizes.prefetch_bucket as Count,
+        max_live: sizes.max_live as Count,
+        max_reuse: sizes.max_reuse as Count,
+    };
     let persist = sizes.persistence as Count;
-    let per_param = layer_bytes / (arch.layer_params() as Count).max(1.0);
-    // Forward order: the embedding, each layer's norms (one module here) and linears with their adapters, the
-    // final norm, the head.
-    let mut order: Vec<Module> =
-        Vec::with_capacity(2 + arch.layers as usize * (2 * s.linears.len() + 1) + 2);
-    let mut persistent_bytes = 0.0;
-    let mut push = |numel: u64, bytes_each: Count, small_parts: u64| {
-        let numel = numel as Count;
-        if numel == 0.0 {
-            return;
-        }
-        // A module of several small tensors (a layer's norms) persists tensor by tensor.
-        if numel / small_parts.max(1) as Count <= persist {
-            persistent_bytes += numel * bytes_each;
-        } else {
-            order.push(Module {
-                numel,
-                bytes: numel * bytes_each,
-            });
-        }
-    };
-    let low_rank = matches!(
-        plan.peft,
-        Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa
-    );
-    push(arch.embedding_params(), root_bytes, 1);
-    for _ in 0..arch.layers {
-        push(
-            arch.layer_other_params(),
-            per_param,
-            arch.norms_per_layer.max(1),
-        );
-        for l in s.linears.iter() {
-            push(l.weight_params() + l.bias_params(), per_param, 1);
-            // LoRA's A and B are modules of their own (other adapters' tensors are small and not walked).
-            if adapted(plan, l) && low_rank {
-                push(plan.rank * l.in_features * l.copies, s.d.adapter, 1);
-                push(plan.rank * l.out_features * l.copies, s.d.adapter, 1);
-            }
-        }
-    }
-    push(arch.final_norm_params(), root_bytes, 1);
-    // A tied head is the embedding's weight, fetched again for the head (unless it persists, counted once).
-    let tied_head = if arch.tied_embeddings && (arch.vocab * arch.hidden) as Count > persist {
-        arch.vocab * arch.hidden
-    } else {
-        0
-    };
-    push(arch.lm_head_params() + tied_head, root_bytes, 1);
+    let key = trace_key(s, layer_bytes, root_bytes, persist, limits);
+    let cached = LAST_TRACE.with_borrow(|last| {
+        last.iter()
+            .find(|(k, _, _)| *k == key)
+            .map(|&(_, g, p)| (g, p))
+    });
+    let (g, persistent_bytes) = cached.unwrap_or_else(|| {
+        let mut t = TraceBuilder {
+            trace: Trace::default(),
+            persist,
+            persistent_bytes: 0.0,
+        };
+        t.model(s, layer_bytes, root_bytes);
+        let answer = (coordinator::replay(&t.trace, limits), t.persistent_bytes);
+        LAST_TRACE.with_borrow_mut(|last| {
+            last.truncate(TRACES_KEPT - 1);
+            last.insert(0, (key, answer.0, answer.1));
+        });
+        answer
+    });
     // A persistent parameter, once gathered, is never released: its whole copy stays beside its partition
     // (`ds_tensor`, counted in the shards), so what it adds does not shrink with more GPUs.
     // (Offloaded shards wait in CPU memory: what persists there is not modelled.)
-    let persistent = if plan.cpu_offload {
+    let persistent = if s.plan.cpu_offload {
         0.0
     } else {
         persistent_bytes
     };
-
-    // Kept from forward to backward: twice the parameters after the module under the reuse distance.
-    let mut after = 0.0;
-    let mut kept = vec![false; order.len()];
-    let (mut kept_bytes, mut kept_numel) = (0.0, 0.0);
-    for (i, m) in order.iter().enumerate().rev() {
-        if 2.0 * after < sizes.max_reuse as Count {
-            kept[i] = true;
-            kept_bytes += m.bytes;
-            kept_numel += m.numel;
-        }
-        after += m.numel;
-    }
-    // Prefetched at the head's backward: the next modules backward runs that are not gathered.
-    let limit = (sizes.max_live as Count - kept_numel).min(sizes.prefetch_bucket as Count);
-    let (mut prefetched_numel, mut prefetched) = (0.0, 0.0);
-    for (i, m) in order.iter().enumerate().rev() {
-        if prefetched_numel >= limit {
-            break;
-        }
-        if !kept[i] {
-            prefetched_numel += m.numel;
-            prefetched += m.bytes;
-        }
-    }
-    let head_numel = (arch.lm_head_params() + tied_head) as Count;
-    let head = order
-        .last()
-        .filter(|m| m.numel == head_numel)
-        .map_or(0.0, |m| m.bytes);
-    let embedding = order.first().map_or(0.0, |m| m.bytes);
     Zero3Gathered {
-        at_loss: kept_bytes + prefetched,
-        in_layers: kept_bytes - head + prefetched,
-        at_end: embedding,
+        at_forward: g.forward,
+        at_loss: g.loss,
+        in_layers: g.layers,
+        at_end: g.end,
         persistent,
+    }
+}
+
+/// Module traces' answers kept: the page estimates three methods at once, beside the plan an advisor card makes.
+const TRACES_KEPT: usize = 4;
+
+thread_local! {
+    /// The latest module traces' answers and their keys, newest first: a search (the largest batch, the longest
+    /// sequence) and the GPU table change the batch, the sequence, the GPU or their count, none of which the
+    /// trace reads, so their estimates replay it once (a 70B LoRA trace is about 13,000 events).
+    static LAST_TRACE: RefCell<Vec<(Vec<u64>, Gathered, Count)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Everything [`TraceBuilder`] and the replay read, exactly: the key of [`LAST_TRACE`].
+fn trace_key(
+    s: &Setup,
+    layer_bytes: Count,
+    root_bytes: Count,
+    persist: Count,
+    l: Limits,
+) -> Vec<u64> {
+    let (arch, plan) = (s.arch, s.plan);
+    let mut key = vec![
+        layer_bytes.to_bits(),
+        root_bytes.to_bits(),
+        persist.to_bits(),
+        s.d.adapter.to_bits(),
+        l.prefetch_bucket.to_bits(),
+        l.max_live.to_bits(),
+        l.max_reuse.to_bits(),
+        plan.method as u64,
+        plan.peft as u64,
+        if plan.method == Method::Full {
+            0
+        } else {
+            plan.rank
+        },
+        arch.layers,
+        arch.layer_params(),
+        arch.layer_other_params(),
+        arch.norms_per_layer,
+        arch.embedding_params(),
+        arch.final_norm_params(),
+        arch.lm_head_params(),
+        u64::from(arch.tied_embeddings),
+    ];
+    for l in s.linears.iter() {
+        key.extend([
+            l.weight_params() + l.bias_params(),
+            l.in_features,
+            l.out_features,
+            l.copies,
+            u64::from(adapted(plan, l)),
+            l.input as u64,
+        ]);
+    }
+    key
+}
+
+/// How backward meets a hooked module: not at all (nothing of its output needs a gradient), fetched (its
+/// pre-backward hook) but released only with the leftovers (its inputs need no gradient, so its post-backward
+/// hook never runs), or fetched and released.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backward {
+    Skipped,
+    Fetched,
+    Released,
+}
+
+impl Backward {
+    /// A module whose output needs a gradient when `output`, and whose input does when `input`.
+    fn of(output: bool, input: bool) -> Backward {
+        match (output, input) {
+            (false, _) => Backward::Skipped,
+            (true, false) => Backward::Fetched,
+            (true, true) => Backward::Released,
+        }
+    }
+}
+
+/// A module DeepSpeed hooks (containers too: each fetch prefetches), in the model's tree.
+struct Node {
+    id: usize,
+    children: Vec<Node>,
+    backward: Backward,
+}
+
+/// Builds the module trace of a Hugging Face causal LM (PEFT's two wrappers around it for adapters): its tree,
+/// then forward's events, then backward's in reverse, as the coordinator's log shows them.
+struct TraceBuilder {
+    trace: Trace,
+    persist: Count,
+    persistent_bytes: Count,
+}
+
+impl TraceBuilder {
+    /// A parameter of `numel` elements (made of `parts` equal tensors), or `None` where it persists.
+    fn param(&mut self, numel: u64, bytes_each: Count, parts: u64) -> Option<usize> {
+        let numel = numel as Count;
+        if numel == 0.0 {
+            return None;
+        }
+        if numel / parts.max(1) as Count <= self.persist {
+            self.persistent_bytes += numel * bytes_each;
+            return None;
+        }
+        self.trace.params.push(Param {
+            numel,
+            bytes: numel * bytes_each,
+        });
+        Some(self.trace.params.len() - 1)
+    }
+
+    fn node(&mut self, param: Option<usize>, children: Vec<Node>, backward: Backward) -> Node {
+        self.trace.modules.push(param);
+        Node {
+            id: self.trace.modules.len() - 1,
+            children,
+            backward,
+        }
+    }
+
+    fn model(&mut self, s: &Setup, layer_bytes: Count, root_bytes: Count) {
+        let (arch, plan) = (s.arch, s.plan);
+        let full = plan.method == Method::Full;
+        let per_param = layer_bytes / (arch.layer_params() as Count).max(1.0);
+        let embedding = self.param(arch.embedding_params(), root_bytes, 1);
+        let embed = self.node(embedding, vec![], Backward::of(full, false));
+        let rotary = self.node(None, vec![], Backward::Skipped);
+        let mut children = vec![embed, rotary];
+        // Whether the residual stream entering a layer needs a gradient: from the embedding on in a full
+        // fine-tune, from the first layer with a trainable module on otherwise.
+        let mut grad = full;
+        for _ in 0..arch.layers {
+            let (layer, out) = self.layer(s, per_param, grad);
+            children.push(layer);
+            grad = out;
+        }
+        let norm = self.param(arch.final_norm_params(), root_bytes, 1);
+        children.push(self.node(norm, vec![], Backward::of(grad, grad)));
+        let model = self.node(None, children, Backward::of(grad, false));
+        // A tied head is the embedding's own parameter, fetched again.
+        let head_param = if arch.tied_embeddings && arch.lm_head_params() == 0 {
+            embedding
+        } else {
+            self.param(arch.lm_head_params(), root_bytes, 1)
+        };
+        let head = self.node(head_param, vec![], Backward::of(grad, grad));
+        // The root (PEFT's model and its LoRA model around the causal LM for adapters): fetched first in
+        // backward, never released there (their input is the token ids).
+        let wrappers = if full { 1 } else { 3 };
+        let roots: Vec<usize> = (0..wrappers)
+            .map(|_| self.node(None, vec![], Backward::Fetched).id)
+            .collect();
+        let ev = &mut self.trace.events;
+        // Forward and backward fetch and release each module at most once, and the layers' moments follow the
+        // last layer's fetches.
+        ev.reserve(5 * self.trace.modules.len() + 8);
+        ev.extend(roots.iter().map(|&r| Event::Fetch(r)));
+        forward(&model, ev);
+        forward(&head, ev);
+        ev.extend(roots.iter().rev().map(|&r| Event::Release(r)));
+        ev.push(Event::Mark(Moment::Forward));
+        ev.extend(roots.iter().map(|&r| Event::Fetch(r)));
+        ev.push(Event::Mark(Moment::Loss));
+        backward(&head, ev, false);
+        // The last layer's moments are the layers' backward.
+        let last = model.children.len().saturating_sub(2);
+        if model.backward != Backward::Skipped {
+            ev.push(Event::Fetch(model.id));
+        }
+        for (i, c) in model.children.iter().enumerate().rev() {
+            backward(c, ev, i == last && arch.layers > 0);
+        }
+        ev.push(Event::Mark(Moment::End));
+    }
+
+    /// One decoder layer: its norms, the attention's and the MLP's linears (LoRA's wrapped in PEFT's module:
+    /// the base layer, dropout, A and B), each container a module of its own. Returns the layer and whether
+    /// its output needs a gradient.
+    fn layer(&mut self, s: &Setup, per_param: Count, grad_in: bool) -> (Node, bool) {
+        let (arch, plan) = (s.arch, s.plan);
+        let full = plan.method == Method::Full;
+        let norms = self.param(
+            arch.layer_other_params(),
+            per_param,
+            arch.norms_per_layer.max(1),
+        );
+        let norm = self.node(norms, vec![], Backward::of(grad_in || full, grad_in));
+        let (mut attention, mut mlp) = (Vec::new(), Vec::new());
+        let (mut attn_grad, mut inner_grad) = (false, false);
+        for l in s.linears.iter() {
+            let input = match l.input {
+                LinearInput::AttnNorm => grad_in,
+                LinearInput::AttnOut => grad_in || attn_grad,
+                LinearInput::MlpNorm => grad_in || attn_grad,
+                LinearInput::MlpInner | LinearInput::SharedInner => {
+                    grad_in || attn_grad || inner_grad
+                }
+            };
+            let (node, out) = self.linear(s, l, per_param, input);
+            match l.input {
+                LinearInput::AttnNorm | LinearInput::AttnOut => {
+                    attn_grad |= out;
+                    attention.push(node);
+                }
+                LinearInput::MlpNorm => {
+                    inner_grad |= out;
+                    mlp.push(node);
+                    if mlp.len() == 1 {
+                        let act = self.node(None, vec![], Backward::of(out, input));
+                        mlp.push(act);
+                    }
+                }
+                LinearInput::MlpInner | LinearInput::SharedInner => {
+                    inner_grad |= out;
+                    mlp.push(node);
+                }
+            }
+        }
+        let attention = self.node(None, attention, Backward::of(attn_grad, grad_in));
+        let mlp_in = grad_in || attn_grad;
+        let out = mlp_in || inner_grad;
+        let mlp = self.node(None, mlp, Backward::of(inner_grad, mlp_in));
+        let layer = self.node(None, vec![norm, attention, mlp], Backward::of(out, grad_in));
+        (layer, out)
+    }
+
+    /// A linear module (and PEFT's LoRA wrapper around it), and whether its output needs a gradient.
+    fn linear(&mut self, s: &Setup, l: &Linear, per_param: Count, input: bool) -> (Node, bool) {
+        let plan = s.plan;
+        let full = plan.method == Method::Full;
+        let weight = self.param(l.weight_params() + l.bias_params(), per_param, 1);
+        let low_rank = matches!(
+            plan.peft,
+            Peft::Lora | Peft::Rslora | Peft::Dora | Peft::Lorafa
+        );
+        if !(adapted(plan, l) && low_rank) || full {
+            let out = input || full || adapted(plan, l);
+            return (self.node(weight, vec![], Backward::of(out, input)), out);
+        }
+        let base = self.node(weight, vec![], Backward::of(input, input));
+        let dropout = self.node(None, vec![], Backward::of(input, input));
+        let a = self.param(plan.rank * l.in_features * l.copies, s.d.adapter, 1);
+        let a = self.node(a, vec![], Backward::of(true, input));
+        let b = self.param(plan.rank * l.out_features * l.copies, s.d.adapter, 1);
+        let b = self.node(b, vec![], Backward::Released);
+        (
+            self.node(None, vec![base, dropout, a, b], Backward::of(true, input)),
+            true,
+        )
+    }
+}
+
+/// A module's forward: its fetch, its children's forward, its release.
+fn forward(n: &Node, ev: &mut Vec<Event>) {
+    ev.push(Event::Fetch(n.id));
+    for c in &n.children {
+        forward(c, ev);
+    }
+    ev.push(Event::Release(n.id));
+}
+
+/// A module's backward: its fetch, its children's backward in reverse, its release where its post-backward hook
+/// runs; `mark` records the layers' moment after each fetch inside.
+fn backward(n: &Node, ev: &mut Vec<Event>, mark: bool) {
+    if n.backward != Backward::Skipped {
+        ev.push(Event::Fetch(n.id));
+        if mark {
+            ev.push(Event::Mark(Moment::Layers));
+        }
+    }
+    for c in n.children.iter().rev() {
+        backward(c, ev, mark);
+    }
+    if n.backward == Backward::Released {
+        ev.push(Event::Release(n.id));
     }
 }

@@ -10,6 +10,7 @@
 //! instead of wrapping.
 
 mod activations;
+mod coordinator;
 mod count;
 mod deepspeed;
 mod events;

