@@ -11,7 +11,7 @@ use super::saved::{
 use super::setup::{
     a_shared_with_gate, bnb_saves_input, key_positions, parametrized, parametrized_gate_up,
 };
-use super::setup::{positions, Setup};
+use super::setup::{positions, zero3_linear, Setup};
 use crate::arch::{Norm, Target};
 use crate::plan::{Attn, Loss, Method, Plan, TokenTraining};
 
@@ -83,7 +83,9 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
     let head_trainable = plan.method == Method::Full
         || plan.targets.contains(Target::LmHead)
         || plan.tokens == TokenTraining::All;
-    let head_input = if head_trainable {
+    // A frozen head keeps its input too under ZeRO-3's linear, where a gradient reaches it (traced: LoRA, the
+    // final norm's output).
+    let head_input = if head_trainable || (zero3_linear(s) && plan.method != Method::Full) {
         s.d.residual * n * h
     } else {
         0.0

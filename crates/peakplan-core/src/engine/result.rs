@@ -120,7 +120,7 @@ components! {
     MasterWeights => "master_weights", Optimizer, "fp32 master weights",
         "4 B per trainable parameter, kept by mixed precision beside the 16-bit working copy";
     SavedActivations => "saved_activations", Activations, "Saved activations",
-        "tensors each layer keeps for backward (per token: norm inputs in fp32, adapted-layer inputs, q/k/v, attention output, MLP intermediates) x layers";
+        "tensors each layer keeps for backward (per token: norm inputs in fp32, adapted-layer inputs (under DeepSpeed ZeRO-3 every linear's that a gradient passes through: its linear keeps the input, frozen or not), q/k/v, attention output, MLP intermediates) x layers";
     AttentionScores => "attention_scores", Activations, "Attention scores",
         "eager attention keeps heads x batch x seq^2 softmax output in fp32 plus its 16-bit copy, per layer (gpt-oss: one 16-bit softmax over the keys and its sink); SDPA and flash keep none";
     Checkpoints => "checkpoints", Activations, "Checkpointed layer inputs",

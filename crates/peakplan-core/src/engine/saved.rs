@@ -4,7 +4,8 @@
 
 use super::count::Count;
 use super::setup::{
-    adapted, bnb_saves_input, key_positions, parametrized, prefix_tokens, quantizes, Dtypes, Setup,
+    adapted, bnb_saves_input, key_positions, parametrized, prefix_tokens, quantizes, zero3_linear,
+    Dtypes, Setup,
 };
 use super::trainable::oft_blocks;
 use crate::arch::{Architecture, Linear, LinearInput, Mlp, Norm, QkNorm};
@@ -97,6 +98,8 @@ struct Layer<'a> {
     fused: bool,
     /// The first layer of a plan whose embedding output needs no gradient (see [`first_layer_input_frozen`]).
     input_frozen: bool,
+    /// DeepSpeed ZeRO-3's linear keeps its input ([`zero3_linear`]).
+    zero3_linear: bool,
 }
 
 impl Layer<'_> {
@@ -172,6 +175,7 @@ pub(super) fn layer_saved(s: &Setup, plan: &Plan, input_frozen: bool) -> LayerSa
         full: plan.method == Method::Full || d.frozen_grads,
         fused: plan.compile || plan.liger,
         input_frozen,
+        zero3_linear: zero3_linear(s),
     };
     if unsloth_kernels(s, plan) {
         return unsloth_layer(&layer);
@@ -413,6 +417,18 @@ fn linear_group(l: &Layer, g: &[LinearInput], kept: &mut Kept) -> [bool; 2] {
             let qkv_dropout =
                 (litgpt_qkv && m.input == LinearInput::AttnNorm).then_some(&mut qkv_dropout_kept);
             adapter_saved(l, m, input, qkv_dropout, &mut shared_saved[routed], kept);
+        }
+        // A frozen linear in the graph keeps its input under ZeRO-3's linear, where autograd's would keep only
+        // its weight (traced: a LoRA layer on q and v keeps the MLP's two inputs more, 1,933,312 B at hidden 512;
+        // o_proj's is the attention output, kept already). bitsandbytes' linears do not call `F.linear`.
+        let bnb_linear = plan.method == Method::Qlora && quantizes(m, plan);
+        let frozen = !l.full && !parametrized(plan, m) && !bnb_linear;
+        if l.zero3_linear && frozen && l.input_needs_grad(m.input) {
+            if d.residual == d.compute || attn_out_kept {
+                shared_saved[routed] = true;
+            } else {
+                kept.add(d.compute * rows * w);
+            }
         }
         if bnb_saves_input(plan) && quantizes(m, plan) {
             // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the

@@ -422,21 +422,17 @@ fn cpu_traces_of_deepspeed_steps_match_the_engine() {
     // The known gaps, each held to its bound (total, one layer) so that it cannot grow unseen:
     // - a LoRA step's reduce buckets are made at its first gradient, in the last layer's attention after its MLP's
     //   backward; the engine makes them after the head's backward (visible with 120 MB buckets only);
-    // - LoRA under ZeRO-3 holds about 1.9 MB a layer more than the engine counts (a layer's gathered weights are
-    //   6.3 MB): not placed yet;
     // - ZeRO-3's optimizer step differs from step to step by up to 3% on a CPU (47.1, 46.7, 48.5 MB at one
     //   layer), and ZeRO-2's on 4 processes holds 1.4 MB more than the partition's whole parameters;
     // - loading: under zero.Init each module is made whole, then partitioned, so the last (the head) is whole
     //   beside every partition (the engine's `constructed_whole`: LoRA at one layer -47.0% -> +0.05%); what a
-    //   layer adds there is 2.3 MB more in the traces than its partition and adapters (as in LoRA's ZeRO-3 steps,
-    //   1.9 MB a layer: not placed yet), and initialize's optimizer states are not all made before the first
-    //   step (full fine-tunes +17% to +19%). Without zero.Init the whole model first (traced exactly for LoRA).
+    //   layer adds there is 2.3 MB more in the traces than its partition and adapters (not placed yet), and
+    //   initialize's optimizer states are not all made before the first step (full fine-tunes +17% to +19%).
+    //   Without zero.Init the whole model first (traced exactly for LoRA).
+    // (LoRA's ZeRO-3 steps held 1.9 MB a layer more than the engine counted: ZeRO-3's linear keeps the inputs of
+    // frozen linears, the MLP's two here, and the head's; counted now, they are within 0.03%.)
     let known: &[(&str, f64, f64)] = &[
         ("ds2-lora-rbucket60-ov-w2", 0.05, 0.25),
-        ("ds3-lora-w2", 0.016, 0.10),
-        ("ds3-lora-zinit0-w2", 0.016, 0.10),
-        ("ds3-lora-reuse-w2", 0.016, 0.10),
-        ("ds3-lora-reuse-persist-w2", 0.016, 0.10),
         ("step-ds3-full-w2", 0.055, 0.02),
         ("step-ds3-full-sub-w2", 0.035, 0.01),
         ("step-ds2-full-w4", 0.045, 0.025),
@@ -474,5 +470,5 @@ fn cpu_traces_of_deepspeed_steps_match_the_engine() {
     println!("{report}{within} of {} within 1%", peaks.len());
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
     assert!(peaks.len() >= 56, "{} traced rows", peaks.len());
-    assert!(within >= 39, "{within} rows within 1%");
+    assert!(within >= 43, "{within} rows within 1%");
 }
