@@ -37,13 +37,13 @@ pub fn DeepSpeedSettings() -> impl IntoView {
             options=vec![("auto", "auto (on)"), ("1", "on"), ("0", "off (no buckets)")] disabled=not_deepspeed/>
         <SizeInput label="Prefetch bucket (elements)" key="ds_prefetch" disabled=not_zero3
             auto=|s| s.prefetch_bucket
-            hint="stage3_prefetch_bucket_size: ZeRO-3 gathers the next modules' parameters ahead, up to this many."/>
+            hint="stage3_prefetch_bucket_size: at every module's fetch ZeRO-3 gathers the next parameters of the step's trace not yet gathered, up to this many (at least one, however large); 0 turns prefetching off."/>
         <SizeInput label="Live parameters (elements)" key="ds_live" disabled=not_zero3
             auto=|s| s.max_live
             hint="stage3_max_live_parameters: ZeRO-3 prefetches only while fewer parameters than this are gathered."/>
         <SizeInput label="Reuse distance (elements)" key="ds_reuse" disabled=not_zero3
             auto=|s| s.max_reuse
-            hint="stage3_max_reuse_distance: a module used again within this many fetched parameters (its backward, after the layers after it) stays gathered from forward to backward."/>
+            hint="stage3_max_reuse_distance: a module used again within this many fetched parameters stays gathered from forward to backward; one released earlier is usually prefetched back for its backward, so on a small model this saves little."/>
         <SizeInput label="Persistence threshold (elements)" key="ds_persist" disabled=not_zero3
             auto=|s| s.persistence
             hint="stage3_param_persistence_threshold: smaller parameters stay whole on every GPU."/>

@@ -308,9 +308,12 @@ def worker(rank, a, port, out):
     again = peak_of(step)
     out[rank] = result["total"] + (hidden if a.ddp else 0)
     if a.ds:
-        # ZeRO-3 with a frozen embedding gathers it on some steps and not others (LoRA at two layers: 303 and
-        # 336 MB, the ranks out of step): a run's peak is the largest of four.
-        out[rank] = max([result["total"], again["total"]] + [peak_of(step)["total"] for _ in range(2)])
+        # DeepSpeed's steps differ on some steps by a buffer it has released that a reference cycle keeps until
+        # Python's collector runs (a gathered embedding at LoRA's two layers: 303 and 336 MB; the step ends with
+        # it still allocated, and `peak_of`'s `gc.collect()` frees it before the next): when the collector runs
+        # is the interpreter's, not DeepSpeed's, so the step recorded is the smallest of four, what DeepSpeed
+        # allocates once the collector has run.
+        out[rank] = min([result["total"], again["total"]] + [peak_of(step)["total"] for _ in range(2)])
     if again["total"] != result["total"]:
         print(f"rank {rank}: steps differ, {result['total']} then {again['total']}", file=sys.stderr)
     dist.barrier()

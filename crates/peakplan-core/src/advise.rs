@@ -4,7 +4,7 @@ use crate::arch::Architecture;
 use crate::engine::{estimate, estimate_on, estimate_rough};
 use crate::plan::{
     Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Plan, Reference,
-    Shard, Task, TokenTraining, DS_SUB_GROUP, MAX_GRAD_ACCUMULATION,
+    Shard, Task, TokenTraining, DS_MAX_LIVE, DS_SUB_GROUP, MAX_GRAD_ACCUMULATION,
 };
 use crate::solve::Limit;
 use crate::{gpu_choice, solve, units};
@@ -651,6 +651,18 @@ fn deepspeed_changes(plan: &Plan, c: &mut Vec<Change>) {
                  gets its shard, never the whole model",
             ));
         }
+        // The prefetcher gathers the step's next parameters at every module's fetch until this many are live:
+        // on a large model ZeRO-3 holds about that many gathered (`engine/coordinator.rs`).
+        if plan.ds_max_live.unwrap_or(DS_MAX_LIVE) > FEWER_LIVE {
+            c.push(change(
+                "ds_live",
+                FEWER_LIVE.to_string(),
+                "Gather at most 10^8 parameters ahead (stage3_max_live_parameters)",
+                Cost::Speed,
+                "ZeRO-3's prefetcher stops once this many parameters are gathered: less held in 16-bit, \
+                 less communication overlapped with compute",
+            ));
+        }
         let sub = plan.ds_sub_group.unwrap_or(DS_SUB_GROUP);
         if sub > SMALL_SUB_GROUP {
             c.push(change(
@@ -684,6 +696,9 @@ fn deepspeed_changes(plan: &Plan, c: &mut Vec<Change>) {
         }
     }
 }
+
+/// The live-parameter limit the advisor offers ZeRO-3 plans (`ds_live`): DeepSpeed's default is ten times larger.
+const FEWER_LIVE: u64 = 100_000_000;
 
 /// The sub-group the advisor offers ZeRO-3 plans (`ds_sub`): DeepSpeed's default is ten times larger.
 const SMALL_SUB_GROUP: u64 = 100_000_000;

@@ -12,7 +12,7 @@ mod grpo;
 mod keys;
 mod vocab;
 pub use dataset::{DatasetLengths, MAX_DATASET_LENGTHS};
-pub use deepspeed::{DeepSpeedSizes, DS_SUB_GROUP};
+pub use deepspeed::{DeepSpeedSizes, DS_MAX_LIVE, DS_SUB_GROUP};
 pub use grpo::{DEFAULT_GENERATIONS, DEFAULT_VLLM_MEMORY, MAX_BETA, MAX_GENERATIONS};
 pub use keys::{keyword_spellings, KEYS};
 pub use vocab::*;
