@@ -12,17 +12,15 @@ out="$data/ds_cpu.csv"
 run() { # id, world, zero stage, harness flags, plan keys
   [[ -n ${ONLY:-} && ! $1 =~ $ONLY ]] && return 0
   for layers in 1 2; do
-    total=$(total_of fsdp_step.py "$2" "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" \
-      --vocab "$V" --ds "$3" $4)
     # Loading is measured once a process, and a process's load may hold a buffer a reference cycle keeps until
     # Python's collector runs (32 MB apart between runs at one layer): the smallest of three processes.
-    if [[ $4 == *--load* ]]; then
-      for _ in 1 2; do
-        again=$(total_of fsdp_step.py "$2" "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" \
-          --vocab "$V" --ds "$3" $4)
-        ((again < total)) && total=$again
-      done
-    fi
+    if [[ $4 == *--load* ]]; then runs=3; else runs=1; fi
+    total=
+    for ((i = 0; i < runs; i++)); do
+      t=$(total_of fsdp_step.py "$2" "$layers" "$B" "$S" --hidden "$H" --inter "$I" --heads "$NH" --kv "$KV" \
+        --vocab "$V" --ds "$3" $4)
+      if [[ -z $total ]] || ((t < total)); then total=$t; fi
+    done
     line="$1-L$layers,$layers,$H,$I,$NH,$KV,$V,0,$total,b=$B&s=$S&loss=standard&fw=hf&attn=sdpa&gpus=$2&zero=$3&shard=deepspeed&gc=0&prec=bf16&$5"
     emit "$line"
   done

@@ -85,7 +85,7 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
         || plan.tokens == TokenTraining::All;
     // A frozen head keeps its input too under ZeRO-3's linear, where a gradient reaches it (traced: LoRA, the
     // final norm's output).
-    let head_input = if head_trainable || (zero3_linear(s) && plan.method != Method::Full) {
+    let head_input = if head_trainable || zero3_linear(s) {
         s.d.residual * n * h
     } else {
         0.0

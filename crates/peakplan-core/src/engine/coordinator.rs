@@ -268,9 +268,14 @@ mod tests {
         }
     }
 
+    /// Replays [`three`]'s trace under `limits` and checks the bytes at each moment: forward, loss, layers, end.
+    fn check(limits: Limits, expect: [Count; 4]) {
+        let g = replay(&three([100.0, 10.0, 100.0]), limits);
+        assert_eq!([g.forward, g.loss, g.layers, g.end], expect, "{g:?}");
+    }
+
     #[test]
     fn a_far_reuse_is_released_then_prefetched_back_for_backward() {
-        let t = three([100.0, 10.0, 100.0]);
         // Everything within the distance: the prefetcher gathers one parameter ahead of each fetch, and nothing
         // is released before its backward.
         let all = Limits {
@@ -278,29 +283,18 @@ mod tests {
             max_live: 1e9,
             max_reuse: 1e9,
         };
-        let g = replay(&t, all);
-        assert_eq!(
-            (g.forward, g.loss, g.layers, g.end),
-            (420.0, 420.0, 220.0, 200.0),
-            "{g:?}"
-        );
+        check(all, [420.0, 420.0, 220.0, 200.0]);
         // A distance of 150: the embedding (next used 220 elements on) and the layer (200) are released after
         // their forward; the head's fetch prefetches the layer back, and the root's backward fetch the embedding.
         let short = Limits {
             max_reuse: 150.0,
             ..all
         };
-        let g = replay(&t, short);
-        assert_eq!(
-            (g.forward, g.loss, g.layers, g.end),
-            (220.0, 420.0, 220.0, 200.0),
-            "{g:?}"
-        );
+        check(short, [220.0, 420.0, 220.0, 200.0]);
     }
 
     #[test]
     fn the_live_cap_stops_prefetching_but_not_fetching() {
-        let t = three([100.0, 10.0, 100.0]);
         // Nothing reused within a distance of 0; a prefetch takes one parameter however large while the live
         // elements are under the cap, none once they are over it.
         let capped = Limits {
@@ -308,11 +302,6 @@ mod tests {
             max_live: 50.0,
             max_reuse: 0.0,
         };
-        let g = replay(&t, capped);
-        assert_eq!(
-            (g.forward, g.loss, g.layers, g.end),
-            (0.0, 200.0, 220.0, 200.0),
-            "{g:?}"
-        );
+        check(capped, [0.0, 200.0, 220.0, 200.0]);
     }
 }

@@ -146,14 +146,8 @@ pub(super) fn largest_sub_group(s: &Setup, trainable: Count, partition: Count) -
 /// has walked past its next use. Parameters of at most `stage3_param_persistence_threshold` elements are never
 /// released (norms, small adapters).
 pub(super) struct Zero3Gathered {
-    /// At the end of forward.
-    pub at_forward: Count,
-    /// In the loss's backward (the root modules' backward has begun).
-    pub at_loss: Count,
-    /// In the last layer's backward.
-    pub in_layers: Count,
-    /// At the end of backward.
-    pub at_end: Count,
+    /// What the coordinator holds at the end of forward, the loss, the last layer's backward and the end.
+    pub moments: Gathered,
     /// Persistent parameters' whole copies, beyond their shards: gathered at every moment.
     pub persistent: Count,
 }
@@ -197,10 +191,7 @@ pub(super) fn zero3_gathered(s: &Setup, layer_bytes: Count, root_bytes: Count) -
         persistent_bytes
     };
     Zero3Gathered {
-        at_forward: g.forward,
-        at_loss: g.loss,
-        in_layers: g.layers,
-        at_end: g.end,
+        moments: g,
         persistent,
     }
 }
@@ -287,6 +278,8 @@ struct Node {
     id: usize,
     children: Vec<Node>,
     backward: Backward,
+    /// The last decoder layer: its backward's fetches are the layers' moments.
+    last_layer: bool,
 }
 
 /// Builds the module trace of a Hugging Face causal LM (PEFT's two wrappers around it for adapters): its tree,
@@ -321,6 +314,7 @@ impl TraceBuilder {
             id: self.trace.modules.len() - 1,
             children,
             backward,
+            last_layer: false,
         }
     }
 
@@ -335,8 +329,9 @@ impl TraceBuilder {
         // Whether the residual stream entering a layer needs a gradient: from the embedding on in a full
         // fine-tune, from the first layer with a trainable module on otherwise.
         let mut grad = full;
-        for _ in 0..arch.layers {
-            let (layer, out) = self.layer(s, per_param, grad);
+        for i in 0..arch.layers {
+            let (mut layer, out) = self.layer(s, per_param, grad);
+            layer.last_layer = i + 1 == arch.layers;
             children.push(layer);
             grad = out;
         }
@@ -368,14 +363,7 @@ impl TraceBuilder {
         ev.extend(roots.iter().map(|&r| Event::Fetch(r)));
         ev.push(Event::Mark(Moment::Loss));
         backward(&head, ev, false);
-        // The last layer's moments are the layers' backward.
-        let last = model.children.len().saturating_sub(2);
-        if model.backward != Backward::Skipped {
-            ev.push(Event::Fetch(model.id));
-        }
-        for (i, c) in model.children.iter().enumerate().rev() {
-            backward(c, ev, i == last && arch.layers > 0);
-        }
+        backward(&model, ev, false);
         ev.push(Event::Mark(Moment::End));
     }
 
@@ -466,8 +454,9 @@ fn forward(n: &Node, ev: &mut Vec<Event>) {
 }
 
 /// A module's backward: its fetch, its children's backward in reverse, its release where its post-backward hook
-/// runs; `mark` records the layers' moment after each fetch inside.
+/// runs; inside the last layer (`mark`), the layers' moment after each fetch.
 fn backward(n: &Node, ev: &mut Vec<Event>, mark: bool) {
+    let mark = mark || n.last_layer;
     if n.backward != Backward::Skipped {
         ev.push(Event::Fetch(n.id));
         if mark {

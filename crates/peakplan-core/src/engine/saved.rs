@@ -404,13 +404,19 @@ fn linear_group(l: &Layer, g: &[LinearInput], kept: &mut Kept) -> [bool; 2] {
         let routed = usize::from(m.copies > 1);
         let rows = rows_by_kind[routed];
         let input = Input { rows, w };
-        if l.full || parametrized(plan, m) {
-            if d.residual == d.compute || attn_out_kept {
-                shared_saved[routed] = true;
-            } else {
-                // Autocast casts the fp32 input separately for each module and keeps each 16-bit copy.
-                kept.add(d.compute * rows * w);
-            }
+        // A frozen linear in the graph keeps its input under ZeRO-3's linear, where autograd's would keep only
+        // its weight (traced: a LoRA layer on q and v keeps the MLP's two inputs more, 1,933,312 B at hidden 512;
+        // o_proj's is the attention output, kept already). bitsandbytes' linears do not call `F.linear`.
+        let bnb_linear = plan.method == Method::Qlora && quantizes(m, plan);
+        let zero3_kept = l.zero3_linear && !bnb_linear && l.input_needs_grad(m.input);
+        let in_compute = d.residual == d.compute || attn_out_kept;
+        if l.full || parametrized(plan, m) || zero3_kept {
+            keep_input(
+                in_compute,
+                d.compute * rows * w,
+                &mut shared_saved[routed],
+                kept,
+            );
         }
         // A LoRA adapter keeps what it needs beside its base linear's input (which a mixed FSDP1 unit keeps too).
         if adapted(plan, m) && !parametrized(plan, m) {
@@ -418,26 +424,15 @@ fn linear_group(l: &Layer, g: &[LinearInput], kept: &mut Kept) -> [bool; 2] {
                 (litgpt_qkv && m.input == LinearInput::AttnNorm).then_some(&mut qkv_dropout_kept);
             adapter_saved(l, m, input, qkv_dropout, &mut shared_saved[routed], kept);
         }
-        // A frozen linear in the graph keeps its input under ZeRO-3's linear, where autograd's would keep only
-        // its weight (traced: a LoRA layer on q and v keeps the MLP's two inputs more, 1,933,312 B at hidden 512;
-        // o_proj's is the attention output, kept already). bitsandbytes' linears do not call `F.linear`.
-        let bnb_linear = plan.method == Method::Qlora && quantizes(m, plan);
-        let frozen = !l.full && !parametrized(plan, m) && !bnb_linear;
-        if l.zero3_linear && frozen && l.input_needs_grad(m.input) {
-            if d.residual == d.compute || attn_out_kept {
-                shared_saved[routed] = true;
-            } else {
-                kept.add(d.compute * rows * w);
-            }
-        }
         if bnb_saves_input(plan) && quantizes(m, plan) {
             // Older bitsandbytes MatMul4Bit kept its (compute-dtype) input A for backward even though the
-            // frozen weight needs no gradient: shared when the stream is already in the compute dtype.
-            if d.residual == d.compute || attn_out_kept {
-                shared_saved[routed] = true;
-            } else {
-                kept.add(d.compute * rows * w);
-            }
+            // frozen weight needs no gradient.
+            keep_input(
+                in_compute,
+                d.compute * rows * w,
+                &mut shared_saved[routed],
+                kept,
+            );
             // Its MatMul8bitLt kept the input's transposed int8 copy (`CAt`) beside it.
             if plan.quant == Quant::Int8 {
                 kept.add(rows * w);
@@ -452,6 +447,17 @@ fn linear_group(l: &Layer, g: &[LinearInput], kept: &mut Kept) -> [bool; 2] {
         }
     }
     shared_saved
+}
+
+/// A linear keeping its input: the stream's own tensor, shared by the linears reading it, where that is already
+/// in the compute dtype (or is the kept attention output); else the compute-dtype copy autocast casts for each
+/// module, `copy_bytes`.
+fn keep_input(in_compute: bool, copy_bytes: Count, shared: &mut bool, kept: &mut Kept) {
+    if in_compute {
+        *shared = true;
+    } else {
+        kept.add(copy_bytes);
+    }
 }
 
 /// The input one linear reads: its rows (tokens, or routed copies) and width.

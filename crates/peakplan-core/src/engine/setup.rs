@@ -255,8 +255,6 @@ impl Setup<'_> {
     }
 }
 
-/// Whether a quantized base (bitsandbytes, GPTQ: both replace `nn.Linear` modules) quantizes this linear. MoE
-/// experts stored as 3D parameters, as transformers 5 stores them, stay in the weight dtype.
 /// DeepSpeed ZeRO-3 runs every `nn.Linear` through its memory-efficient linear (`zero3_linear_wrap`, which
 /// `memory_efficient_linear`, on by default, installs in place of `F.linear` once DeepSpeed converts the model's
 /// parameters): its autograd function keeps its input whatever needs a gradient, so a frozen linear in the graph
@@ -265,6 +263,8 @@ pub(super) fn zero3_linear(s: &Setup) -> bool {
     s.sharding.shard == Shard::Deepspeed && s.zero >= 3
 }
 
+/// Whether a quantized base (bitsandbytes, GPTQ: both replace `nn.Linear` modules) quantizes this linear. MoE
+/// experts stored as 3D parameters, as transformers 5 stores them, stay in the weight dtype.
 pub(super) fn quantizes(l: &Linear, plan: &Plan) -> bool {
     l.copies == 1 || !plan.experts_are_parameters()
 }

@@ -31,12 +31,8 @@ fn deepspeed_or_ddp(s: &Setup, r: &Resident, layer: Count, accumulating: bool) -
     let d = s.d;
     let gathered = if s.zero >= 3 && d.deepspeed_16bit {
         let g = zero3_gathered(s, layer, d.weight);
-        [
-            g.at_forward + g.persistent,
-            g.at_loss + g.persistent,
-            g.in_layers + g.persistent,
-            g.at_end + g.persistent,
-        ]
+        let m = g.moments;
+        [m.forward, m.loss, m.layers, m.end].map(|bytes| bytes + g.persistent)
     } else if s.zero >= 3 {
         [2.0 * layer; 4]
     } else {
