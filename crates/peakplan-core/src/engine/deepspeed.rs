@@ -139,6 +139,44 @@ pub(super) fn largest_sub_group(s: &Setup, trainable: Count, partition: Count) -
     Count::max(largest, open).min(partition)
 }
 
+/// What DeepSpeed's `initialize` makes beside the partitions and master weights it keeps, at its two largest
+/// moments. It makes no optimizer states (AdamW makes them at its first step; DeepSpeed builds Adagrad's only):
+/// `initialize_optimizer_states` points each fp32 partition's gradient at an fp32 buffer, the largest sub-group's
+/// under ZeRO-3 (one buffer narrowed for each), every group's partition under ZeRO-1 and 2, and drops it; ZeRO-3 then
+/// makes its kept 16-bit gradient partitions and gathers each trainable parameter whole, one at a time, to hook its
+/// gradient (`create_reduce_and_remove_grad_hooks`). Traced: loading a full fine-tune under ZeRO-3 peaks with the
+/// fp32 buffer, with `zero.Init` or without (179,658,373 B at one layer: the 16-bit and fp32 partitions and the
+/// buffer, to 133 B). Offloaded, the buffers are on the CPU.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Initialize {
+    /// The fp32 gradient buffer `initialize_optimizer_states` makes and drops.
+    pub fp32_grads: Count,
+    /// ZeRO-3's largest trainable parameter, gathered whole beside the kept gradient partitions.
+    pub hook_gather: Count,
+}
+
+pub(super) fn initialize(s: &Setup, trainable: Count, largest_tensor: Count) -> Initialize {
+    if !s.d.deepspeed_16bit || s.zero == 0 {
+        return Initialize::default();
+    }
+    let partition = s.shard_optimizer(trainable);
+    let fp32_grads = if s.plan.cpu_offload {
+        0.0
+    } else if s.zero >= 3 {
+        4.0 * largest_sub_group(s, trainable, partition)
+    } else {
+        4.0 * partition
+    };
+    Initialize {
+        fp32_grads,
+        hook_gather: if s.zero >= 3 {
+            s.d.weight * largest_tensor
+        } else {
+            0.0
+        },
+    }
+}
+
 /// What ZeRO-3 holds gathered at the moments the timeline weighs: its parameter coordinator replayed over the
 /// step's module trace ([`coordinator`]). Modules are gathered when they run and prefetched ahead of it, in the
 /// trace's order, `stage3_prefetch_bucket_size` elements at a fetch within `stage3_max_live_parameters`; a module

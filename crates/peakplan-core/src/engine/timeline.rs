@@ -81,13 +81,17 @@ pub(super) fn timeline(
         reload: a.reload_buffers,
     };
     let head = head_backward(s, r);
-    let loaded = [
-        held.weights,
-        0.0,
-        held.optimizer,
-        0.0,
-        held.other - g.buffered + w.load_transient,
-    ];
+    let loaded = if s.d.deepspeed_16bit {
+        deepspeed_initialized(s, r, w, &held, g)
+    } else {
+        [
+            held.weights,
+            0.0,
+            held.optimizer,
+            0.0,
+            held.other - g.buffered + w.load_transient,
+        ]
+    };
     // Loading peaks either with the model loaded whole before DeepSpeed partitions it (ZeRO-3 without
     // `zero.Init`) or once loaded.
     let whole = [
@@ -183,6 +187,39 @@ pub(super) fn timeline(
         peak_phase,
         peak,
     }
+}
+
+/// Loading under DeepSpeed, its largest moment: the model as loaded, before `initialize`, then `initialize`'s two
+/// largest moments ([`super::deepspeed::initialize`]): its fp32 gradient buffer beside the partitions and master
+/// weights (before ZeRO-3's reduce bucket), and ZeRO-3's hook gathers beside its kept gradient partitions.
+fn deepspeed_initialized(
+    s: &Setup,
+    r: &Resident,
+    w: &Working,
+    held: &Held,
+    g: &Generation,
+) -> Live {
+    let init = super::deepspeed::initialize(s, r.trainable, r.largest_tensor);
+    let other = held.other - g.buffered;
+    let loaded = [held.weights, 0.0, 0.0, 0.0, other + w.load_transient];
+    let fp32_grads = [
+        held.weights,
+        init.fp32_grads,
+        r.master_weights,
+        0.0,
+        other - w.reduce_buckets.resident,
+    ];
+    let hooked = [
+        held.weights + init.hook_gather,
+        if s.zero >= 3 { held.grads } else { 0.0 },
+        r.master_weights,
+        0.0,
+        other,
+    ];
+    let sum = |v: &Live| v.iter().sum::<Count>();
+    [loaded, fp32_grads, hooked]
+        .into_iter()
+        .fold([0.0; 5], |a, b| if sum(&b) > sum(&a) { b } else { a })
 }
 
 /// Backward's moments, in order: the loss's backward, the head's, the layers', the end; the largest is the phase.

@@ -100,6 +100,38 @@ fn loading_without_zero_init_holds_the_whole_model_beside_the_first_partition() 
 }
 
 #[test]
+fn initialize_makes_no_adam_states_but_an_fp32_gradient_buffer_for_a_moment() {
+    // A full fine-tune's share is 26,976 elements: its bf16 partition (2 B each) and fp32 master weights (4 B). AdamW
+    // makes its states at the first step; initialize points the fp32 partition's gradient at an fp32 buffer (the
+    // largest sub-group, here the share: 4 B each) and drops it before the reduce bucket and the kept gradient
+    // partitions are made. Loaded with zero.Init or without, that moment is the peak of loading.
+    let fp32_grads = 2 * 26_976 + 4 * 26_976 + 4 * 26_976;
+    for zinit in [0, 1] {
+        let e = run(&format!("method=full&zero=3&zinit={zinit}"));
+        let load = e.phase(Phase::Load);
+        assert_eq!(
+            (load.total(), load.optimizer, load.gradients),
+            (fp32_grads, 4 * 26_976, 4 * 26_976),
+            "zinit={zinit}"
+        );
+    }
+    // Sub-groups of 10,000 elements bound the buffer to the largest (12,288 elements: see above); then the moment
+    // that gathers each parameter to hook its gradient is the larger: the largest whole, an MLP projection (8,192 x
+    // 2 B), beside the kept 16-bit gradient partitions and the reduce bucket (8,192 B).
+    let sub = run("method=full&zero=3&ds_sub=10000");
+    assert_eq!(
+        sub.phase(Phase::Load).total(),
+        2 * 26_976 + 2 * 8_192 + 2 * 26_976 + 4 * 26_976 + 8_192
+    );
+    // ZeRO-2 steps its whole partition: the buffer is the share's, beside the whole 16-bit model it keeps.
+    let z2 = run("method=full&zero=2");
+    assert_eq!(
+        z2.phase(Phase::Load).total(),
+        2 * 53_952 + 4 * 26_976 + 4 * 26_976
+    );
+}
+
+#[test]
 fn the_advisor_offers_deepspeed_s_levers_where_they_lower_the_peak() {
     let levers = |q: &str| {
         let p = Plan::parse_query(q).plan;
