@@ -67,28 +67,42 @@ STAGED_IN = ("c10d::_allgather_base_", "gloo:all_gather")
 
 def allocations(prof):
     """The CPU allocation events' sizes in time order (frees negative), less what a collective stages."""
+    return [size for _, size, _, _ in unstaged(sorted(cpu_events(prof)))]
+
+
+def cpu_events(prof):
+    """Every CPU allocation and free the profile recorded, in the tree's order: (start ns, bytes, address, the op
+    that made it, whether a collective staged it)."""
     events = []
 
-    def walk(node, staged):
+    def walk(node, op, staged):
         if node.tag == _EventType.Allocation and str(node.extra_fields.device) == "cpu":
-            events.append((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr, staged))
-        staged = staged or node.name in STAGED_IN
+            events.append((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr, op, staged))
+            return
         for child in node.children:
-            walk(child, staged)
+            walk(child, node.name, staged or node.name in STAGED_IN)
 
     for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root, False)
-    events.sort()
-    # A staged block may be freed outside the collective (by the worker that completes it): matched by address.
-    sizes, staged_live = [], set()
-    for _, size, ptr, staged in events:
-        if staged and size > 0:
-            staged_live.add(ptr)
-        elif size < 0 and ptr in staged_live:
+        walk(root, "?", False)
+    return events
+
+
+def unstaged(events):
+    """`events` in time order without what a collective staged: (start ns, bytes, address, op). A staged block may
+    be freed outside the collective (by the worker that completes it), so its free is matched by address; an
+    address a later block reuses is that block's."""
+    out, staged_live = [], set()
+    for t, size, ptr, op, staged in events:
+        if size > 0:
+            if staged:
+                staged_live.add(ptr)
+                continue
             staged_live.discard(ptr)
-        else:
-            sizes.append(size)
-    return sizes
+        elif ptr in staged_live:
+            staged_live.discard(ptr)
+            continue
+        out.append((t, size, ptr, op))
+    return out
 
 
 class SkipMatmuls:
@@ -214,17 +228,7 @@ def live_at_peak(step, top=int(__import__("os").environ.get("TOP", 25))):
     gc.collect()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
-    events = []
-
-    def walk(node, op):
-        if node.tag == _EventType.Allocation and str(node.extra_fields.device) == "cpu":
-            events.append((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr, op))
-        for child in node.children:
-            walk(child, node.name if node.tag != _EventType.Allocation else op)
-
-    for root in prof.profiler.kineto_results.experimental_event_tree():
-        walk(root, "?")
-    events.sort()
+    events = unstaged(sorted(cpu_events(prof)))
     # Frees of blocks made before the step (what the step releases of the base) show as negative rows.
     live, current, peak, at_peak, freed, at_freed, peak_op = {}, 0, 0, {}, [], [], "?"
     for _, size, ptr, op in events:

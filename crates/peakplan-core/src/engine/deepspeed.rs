@@ -146,34 +146,46 @@ pub(super) fn largest_sub_group(s: &Setup, trainable: Count, partition: Count) -
 /// makes its kept 16-bit gradient partitions and gathers each trainable parameter whole, one at a time, to hook its
 /// gradient (`create_reduce_and_remove_grad_hooks`). Traced: loading a full fine-tune under ZeRO-3 peaks with the
 /// fp32 buffer, with `zero.Init` or without (179,658,373 B at one layer: the 16-bit and fp32 partitions and the
-/// buffer, to 133 B). Offloaded, the buffers are on the CPU.
+/// buffer, to 133 B). Offloaded, the buffer and the gradient partitions are on the CPU (`self.device`).
+///
+/// Not counted: ZeRO-1 and 2 flatten each parameter group on the GPU beside its parameters only where the card
+/// has room for the copy, else on the CPU (`flatten_on_accelerator`), so that copy never decides whether a plan
+/// fits.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Initialize {
     /// The fp32 gradient buffer `initialize_optimizer_states` makes and drops.
-    pub fp32_grads: Count,
+    pub fp32_grad_bytes: Count,
     /// ZeRO-3's largest trainable parameter, gathered whole beside the kept gradient partitions.
-    pub hook_gather: Count,
+    pub hook_gather_bytes: Count,
 }
 
+/// [`Initialize`] for `trainable` elements whose largest tensor has `largest_tensor` elements.
 pub(super) fn initialize(s: &Setup, trainable: Count, largest_tensor: Count) -> Initialize {
     if !s.d.deepspeed_16bit || s.zero == 0 {
         return Initialize::default();
     }
-    let partition = s.shard_optimizer(trainable);
-    let fp32_grads = if s.plan.cpu_offload {
-        0.0
-    } else if s.zero >= 3 {
-        4.0 * largest_sub_group(s, trainable, partition)
-    } else {
-        4.0 * partition
-    };
     Initialize {
-        fp32_grads,
-        hook_gather: if s.zero >= 3 {
+        fp32_grad_bytes: if s.plan.cpu_offload {
+            0.0
+        } else {
+            4.0 * stepped_at_once(s, trainable)
+        },
+        hook_gather_bytes: if s.zero >= 3 {
             s.d.weight * largest_tensor
         } else {
             0.0
         },
+    }
+}
+
+/// Elements of this GPU's share of `trainable` that DeepSpeed's optimizer handles at once: ZeRO-3 a sub-group
+/// ([`largest_sub_group`]), ZeRO-1 and 2 the whole partition.
+pub(super) fn stepped_at_once(s: &Setup, trainable: Count) -> Count {
+    let partition = s.shard_optimizer(trainable);
+    if s.zero >= 3 {
+        largest_sub_group(s, trainable, partition)
+    } else {
+        partition
     }
 }
 

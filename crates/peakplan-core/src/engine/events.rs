@@ -26,10 +26,8 @@
 //! ([`Event::AllocOnce`]), and kept. The engine's phases describe a step that finds them: every moment but the
 //! load one counts them, so a replay equals the engine from the second step on (a lone first step peaks lower
 //! unless its peak is the optimizer step). The engine's load moment also counts them beside the load transient,
-//! which no replay holds at once: a plan whose peak is that moment replays lower by the optimizer's memory. Under
-//! DeepSpeed it counts `initialize`'s moments instead (master weights and an fp32 gradient buffer, no states:
-//! [`super::deepspeed::initialize`]), which the replay does not make either; they stay below the step's peak, whose
-//! states take twice the buffer.
+//! which no replay holds at once: a plan whose peak is that moment replays lower by the optimizer's memory. (Under
+//! DeepSpeed, `initialize`'s fp32 buffer instead, not replayed either: below the step's states or 6 B copies.)
 //!
 //! # Where a replay exceeds the engine
 //!

@@ -333,13 +333,7 @@ fn optimizer(
     // (`flatten(...).to(fp32)`: both live at once); ZeRO-3 a sub-group at a time.
     let temps = temps
         + if s.d.deepspeed_16bit {
-            let partition = s.shard_optimizer(trainable);
-            let stepped = if s.zero >= 3 {
-                super::deepspeed::largest_sub_group(s, trainable, partition)
-            } else {
-                partition
-            };
-            (4.0 + s.d.weight) * stepped
+            (4.0 + s.d.weight) * super::deepspeed::stepped_at_once(s, trainable)
         } else {
             0.0
         };

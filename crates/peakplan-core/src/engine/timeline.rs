@@ -81,19 +81,21 @@ pub(super) fn timeline(
         reload: a.reload_buffers,
     };
     let head = head_backward(s, r);
+    // Loading peaks once loaded, or (under DeepSpeed) at one of `initialize`'s moments, or with the model loaded
+    // whole before DeepSpeed partitions it (ZeRO-3 without `zero.Init`), or as made under `zero.Init`: the model
+    // as made, before PEFT or DeepSpeed's optimizer add to it, every partition and the last module made whole
+    // beside them (the events make it at the end of loading).
     let loaded = if s.d.deepspeed_16bit {
         deepspeed_initialized(s, r, w, &held, g)
     } else {
-        [
+        [[
             held.weights,
             0.0,
             held.optimizer,
             0.0,
             held.other - g.buffered + w.load_transient,
-        ]
+        ]; 3]
     };
-    // Loading peaks either with the model loaded whole before DeepSpeed partitions it (ZeRO-3 without
-    // `zero.Init`) or once loaded.
     let whole = [
         r.loaded_whole + r.first_partition,
         0.0,
@@ -101,8 +103,6 @@ pub(super) fn timeline(
         0.0,
         r.input_buffers + w.reduce_buckets.resident,
     ];
-    // Under `zero.Init`, the model as made, before PEFT or DeepSpeed's optimizer add to it: every partition,
-    // and the last module made whole beside them (the events make it at the end of loading).
     let constructed = [
         held.weights - reference.weights,
         0.0,
@@ -111,10 +111,10 @@ pub(super) fn timeline(
         held.other - g.buffered + r.constructed_whole,
     ];
     let sum = |v: &[Count; 5]| v.iter().sum::<Count>();
-    let mut load = loaded;
-    for candidate in [whole, constructed] {
-        if sum(&candidate) > sum(&load) {
-            load = candidate;
+    let mut load = loaded[0];
+    for candidate in loaded[1..].iter().chain([&whole, &constructed]) {
+        if sum(candidate) > sum(&load) {
+            load = *candidate;
         }
     }
     let fwd = [
@@ -189,37 +189,41 @@ pub(super) fn timeline(
     }
 }
 
-/// Loading under DeepSpeed, its largest moment: the model as loaded, before `initialize`, then `initialize`'s two
-/// largest moments ([`super::deepspeed::initialize`]): its fp32 gradient buffer beside the partitions and master
-/// weights (before ZeRO-3's reduce bucket), and ZeRO-3's hook gathers beside its kept gradient partitions.
+/// Loading under DeepSpeed, three moments: the model as loaded (with ZeRO-3's reduce bucket, made with the optimizer
+/// and kept), then `initialize`'s two largest ([`super::deepspeed::initialize`]): its fp32 gradient buffer beside the
+/// partitions and master weights (before ZeRO-3's reduce bucket), and ZeRO-3's hook gathers beside its kept
+/// 16-bit gradient partitions (on the CPU when offloaded).
 fn deepspeed_initialized(
     s: &Setup,
     r: &Resident,
     w: &Working,
     held: &Held,
     g: &Generation,
-) -> Live {
+) -> [Live; 3] {
     let init = super::deepspeed::initialize(s, r.trainable, r.largest_tensor);
     let other = held.other - g.buffered;
-    let loaded = [held.weights, 0.0, 0.0, 0.0, other + w.load_transient];
-    let fp32_grads = [
-        held.weights,
-        init.fp32_grads,
-        r.master_weights,
-        0.0,
-        other - w.reduce_buckets.resident,
-    ];
-    let hooked = [
-        held.weights + init.hook_gather,
-        if s.zero >= 3 { held.grads } else { 0.0 },
-        r.master_weights,
-        0.0,
-        other,
-    ];
-    let sum = |v: &Live| v.iter().sum::<Count>();
-    [loaded, fp32_grads, hooked]
-        .into_iter()
-        .fold([0.0; 5], |a, b| if sum(&b) > sum(&a) { b } else { a })
+    let kept_grads = if s.zero >= 3 && !s.plan.cpu_offload {
+        held.grads
+    } else {
+        0.0
+    };
+    [
+        [held.weights, 0.0, 0.0, 0.0, other + w.load_transient],
+        [
+            held.weights,
+            init.fp32_grad_bytes,
+            r.master_weights,
+            0.0,
+            other - w.reduce_buckets.resident,
+        ],
+        [
+            held.weights + init.hook_gather_bytes,
+            kept_grads,
+            r.master_weights,
+            0.0,
+            other,
+        ],
+    ]
 }
 
 /// Backward's moments, in order: the loss's backward, the head's, the layers', the end; the largest is the phase.

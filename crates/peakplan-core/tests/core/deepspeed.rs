@@ -123,11 +123,27 @@ fn initialize_makes_no_adam_states_but_an_fp32_gradient_buffer_for_a_moment() {
         sub.phase(Phase::Load).total(),
         2 * 26_976 + 2 * 8_192 + 2 * 26_976 + 4 * 26_976 + 8_192
     );
-    // ZeRO-2 steps its whole partition: the buffer is the share's, beside the whole 16-bit model it keeps.
-    let z2 = run("method=full&zero=2");
+    // ZeRO-1 and 2 step their whole partition: the buffer is the share's, beside the whole 16-bit model they keep.
+    for zero in [1, 2] {
+        assert_eq!(
+            run(&format!("method=full&zero={zero}"))
+                .phase(Phase::Load)
+                .total(),
+            2 * 53_952 + 4 * 26_976 + 4 * 26_976,
+            "zero={zero}"
+        );
+    }
+    // Offloaded, the buffer, the master weights and the kept gradient partitions are on the CPU: loading holds
+    // what stays on the GPU, an MLP projection gathered whole to hook its gradient and the reduce bucket.
+    let offloaded = run("method=full&zero=3&cpuoff=1");
+    let load = offloaded.phase(Phase::Load);
     assert_eq!(
-        z2.phase(Phase::Load).total(),
-        2 * 53_952 + 4 * 26_976 + 4 * 26_976
+        (load.total(), load.gradients, load.optimizer),
+        (
+            offloaded.component(Kind::BaseWeights) + 2 * 8_192 + 8_192,
+            0,
+            0
+        )
     );
 }
 
