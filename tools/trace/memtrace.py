@@ -173,21 +173,11 @@ def sequence_of(step, path, steps=2):
     for _ in range(steps):
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             step()
-        events = []
-
-        def walk(node):
-            if node.tag == _EventType.Allocation and str(node.extra_fields.device) == "cpu":
-                events.append((node.start_time_ns, node.extra_fields.alloc_size, node.extra_fields.ptr))
-            for child in node.children:
-                walk(child)
-
-        for root in prof.profiler.kineto_results.experimental_event_tree():
-            walk(root)
         # Sorted by time alone: a free and the allocation that reuses its address can share a timestamp, and the
         # profiler lists them in order.
-        events.sort(key=lambda e: e[0])
+        events = unstaged(sorted(cpu_events(prof), key=lambda e: e[0]))
         lines.append("step")
-        for _, size, ptr in events:
+        for _, size, ptr, _ in events:
             if size > 0:
                 tags[ptr] = next_tag
                 lines.append(f"a,{next_tag},{size}")

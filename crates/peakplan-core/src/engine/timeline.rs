@@ -85,16 +85,19 @@ pub(super) fn timeline(
     // whole before DeepSpeed partitions it (ZeRO-3 without `zero.Init`), or as made under `zero.Init`: the model
     // as made, before PEFT or DeepSpeed's optimizer add to it, every partition and the last module made whole
     // beside them (the events make it at the end of loading).
-    let loaded = if s.d.deepspeed_16bit {
-        deepspeed_initialized(s, r, w, &held, g)
-    } else {
-        [[
-            held.weights,
-            0.0,
-            held.optimizer,
-            0.0,
-            held.other - g.buffered + w.load_transient,
-        ]; 3]
+    let plain = [[
+        held.weights,
+        0.0,
+        held.optimizer,
+        0.0,
+        held.other - g.buffered + w.load_transient,
+    ]];
+    let initialized =
+        s.d.deepspeed_16bit
+            .then(|| deepspeed_initialized(s, r, w, &held, g));
+    let loaded: &[Live] = match &initialized {
+        Some(moments) => moments,
+        None => &plain,
     };
     let whole = [
         r.loaded_whole + r.first_partition,
@@ -110,13 +113,7 @@ pub(super) fn timeline(
         0.0,
         held.other - g.buffered + r.constructed_whole,
     ];
-    let sum = |v: &[Count; 5]| v.iter().sum::<Count>();
-    let mut load = loaded[0];
-    for candidate in loaded[1..].iter().chain([&whole, &constructed]) {
-        if sum(candidate) > sum(&load) {
-            load = *candidate;
-        }
-    }
+    let load = largest(loaded.iter().chain([&whole, &constructed]));
     let fwd = [
         held.weights + sh.gathered[0],
         held.grads + head.fused_grad,
@@ -187,6 +184,18 @@ pub(super) fn timeline(
         peak_phase,
         peak,
     }
+}
+
+/// The moment that holds the most; the first of equals.
+fn largest<'a>(moments: impl IntoIterator<Item = &'a Live>) -> Live {
+    let total = |m: &Live| m.iter().sum::<Count>();
+    moments
+        .into_iter()
+        .fold(None, |best: Option<Live>, m| match best {
+            Some(b) if total(&b) >= total(m) => Some(b),
+            _ => Some(*m),
+        })
+        .unwrap_or([0.0; 5])
 }
 
 /// Loading under DeepSpeed, three moments: the model as loaded (with ZeRO-3's reduce bucket, made with the optimizer
@@ -307,12 +316,7 @@ fn backward(
                 + step_temps_in_bwd,
         ],
     ];
-    let mut bwd = moments[0];
-    for m in &moments[1..] {
-        if m.iter().sum::<Count>() > bwd.iter().sum::<Count>() {
-            bwd = *m;
-        }
-    }
+    let bwd = largest(&moments);
     (bwd, moments, step_in_bwd, step_temps_in_bwd)
 }
 
