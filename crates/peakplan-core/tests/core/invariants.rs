@@ -185,8 +185,9 @@ proptest! {
         // ZeRO-3 under DeepSpeed keeps a module gathered from forward to backward only while the parameters
         // fetched in between stay under its reuse distance, and its prefetcher gathers parameter by parameter
         // within its bucket: larger adapters can push one past the distance, released early, or change what a
-        // prefetch takes.
-        if plan.gpus > 1 && plan.zero == 3 && plan.sharding().shard == Shard::Deepspeed {
+        // prefetch takes. That holds on one GPU too, where DeepSpeed runs the same coordinator (found: phi-2 LoRA
+        // on q, up, down, ZeRO-3 offloaded to the CPU on one GPU gathers 2.050 GB at rank 9 and 2.041 GB at 11).
+        if plan.zero == 3 && plan.sharding().shard == Shard::Deepspeed {
             return Ok(());
         }
         never_lower(&plan, &with(&|p| p.virtual_tokens += step), "more virtual tokens")?;
