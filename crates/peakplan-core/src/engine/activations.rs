@@ -19,6 +19,8 @@ use crate::plan::{Attn, Loss, Method, Plan, TokenTraining};
 pub(super) struct Activations {
     /// One layer's saved tensors.
     pub layer: LayerSaved,
+    /// The first layer's: fewer where its input needs no gradient (else `layer`'s).
+    pub first_layer: LayerSaved,
     /// The eager attention's 4D causal mask.
     pub mask: Count,
     pub saved: Count,
@@ -58,11 +60,12 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
     let layers = s.layers;
     let layer = layer_saved(s, plan, false);
     // The first layer keeps less where its input needs no gradient (unless offloaded: then two layers count).
-    let first_spared = if first_layer_input_frozen(s) && !plan.offload_activations {
-        layer.bytes - layer_saved(s, plan, true).bytes
+    let first_layer = if first_layer_input_frozen(s) && !plan.offload_activations {
+        layer_saved(s, plan, true)
     } else {
-        0.0
+        layer
     };
+    let first_spared = layer.bytes - first_layer.bytes;
     let previous_inputs = previous_inputs(s, layer);
     // Eager attention with a padding-capable mask builds one 4D causal mask per forward (a runtime's own
     // attention kernel takes none).
@@ -134,6 +137,7 @@ pub(super) fn activations(s: &Setup, resident: &Resident) -> Activations {
     };
     Activations {
         layer,
+        first_layer,
         mask,
         saved,
         saved_in_layers,

@@ -7,6 +7,9 @@
 //! a replay's peak of `requested_bytes` is the engine's `peak_allocated_bytes`, to the byte. What a moment counts
 //! is placed where it is counted (the engine's end of forward counts a running matmul's buffers, so they are
 //! allocated there once more), and gradients, saved activations and buffers come and go layer by layer.
+//! Where a layer's saved tensors go one by one, its forward's transients ([`super::saved::Burst`]) come and go
+//! among them: they hold nothing a moment counts, and each is made only while the live bytes stay within the
+//! engine's peak, so they change where tensors land, never the peak.
 //!
 //! # Rounding
 //!
@@ -39,22 +42,22 @@
 //! end moment has only the root unit), the last layers' backward holds more than either moment. Sampled plans
 //! with activation offloading, checkpointing or ZeRO-3 are held to at least the engine's peak, not to equality; that excess is a moment the engine does not count yet, not a rounding.
 
-use std::collections::HashMap;
-
 use super::count::Count;
-use super::saved::MAX_TENSORS;
+use super::saved::{LayerSaved, MAX_TENSORS};
 use super::Phase;
 use super::{runs, split_slice, stages, Runs, Stages};
-use crate::allocator::{Event, Run, TagHash};
+use crate::allocator::{Event, Run};
 use crate::arch::Architecture;
 use crate::plan::{Method, Plan};
 
 mod parts;
 mod round;
+mod seq;
 
 use parts::{
     blocks_of, coalesce_small, param_index, proportional, split, tensors_of, MAX_LOSS_BLOCKS,
 };
+use seq::Seq;
 
 /// One training step of a plan as allocations and frees.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -181,9 +184,6 @@ fn likely_events(st: &Stages) -> usize {
     usize::try_from(likely).unwrap_or(usize::MAX)
 }
 
-/// A moment's missing fraction of a byte per part stays under this (see the module's rounding rule).
-const ROUNDING_SLACK: u64 = 8;
-
 /// What a block is: the high half of its tag (`kind << 32 | index`). The numbers are explicit and fixed, so the
 /// event lists (their tags included) stay the same when a kind is added or moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,6 +240,7 @@ enum Tag {
     GenerationCache = 49,
     GenerationWork = 50,
     GatheredForGeneration = 51,
+    Transient = 52,
 }
 
 /// The tag of `kind`'s block `index`.
@@ -250,72 +251,6 @@ fn tag(kind: Tag, index: u64) -> u64 {
 /// A count as whole bytes, as `clamp` makes it (truncated; negative and NaN to 0, saturating at `u64::MAX`).
 fn bytes(v: Count) -> u64 {
     v as u64
-}
-
-/// The events, and the bytes live after them as the steady-state step sees them.
-struct Seq {
-    events: Vec<Event>,
-    sizes: HashMap<u64, u64, TagHash>,
-    live: u64,
-    /// Events made so far (those taken away into runs included), and the most to make: past it, `over` is set
-    /// and nothing more is kept.
-    made: usize,
-    max_events: usize,
-    over: bool,
-}
-
-impl Default for Seq {
-    fn default() -> Self {
-        Seq {
-            events: Vec::new(),
-            sizes: HashMap::default(),
-            live: 0,
-            made: 0,
-            max_events: usize::MAX,
-            over: false,
-        }
-    }
-}
-
-impl Seq {
-    fn push(&mut self, event: Event) {
-        if self.made >= self.max_events {
-            self.over = true;
-            return;
-        }
-        self.made += 1;
-        self.events.push(event);
-    }
-    fn alloc(&mut self, tag: u64, bytes: u64) {
-        if bytes == 0 {
-            return;
-        }
-        debug_assert!(
-            self.over || !self.sizes.contains_key(&tag),
-            "tag {tag:#x} allocated twice"
-        );
-        self.push(Event::Alloc { tag, bytes });
-        self.sizes.insert(tag, bytes);
-        self.live = self.live.saturating_add(bytes);
-    }
-    fn free(&mut self, tag: u64) {
-        if let Some(b) = self.sizes.remove(&tag) {
-            self.push(Event::Free { tag });
-            self.live = self.live.saturating_sub(b);
-        }
-    }
-    fn size(&self, tag: u64) -> u64 {
-        self.sizes.get(&tag).copied().unwrap_or(0)
-    }
-    /// A moment of the timeline whose total is `total`: the fraction of a byte the truncated parts lost.
-    fn moment(&mut self, total: Count) {
-        let want = bytes(total);
-        if want > self.live && want - self.live < ROUNDING_SLACK {
-            let t = tag(Tag::Rounding, 0);
-            self.alloc(t, want - self.live);
-            self.free(t);
-        }
-    }
 }
 
 struct Builder<'s, 'a> {
@@ -330,7 +265,14 @@ struct Builder<'s, 'a> {
     made_up: u64,
     /// Quantities whose blocks repeat per micro-batch (split once). The saved tensors of a slot's layer: every
     /// slot's share is the same but the last one's, which takes the remainder.
+    saved_first: Vec<u64>,
     saved: Vec<u64>,
+    /// The transients the first slot's layer and the others make in forward: (kept tensors made before, sizes).
+    bursts_first: Vec<(usize, Vec<u64>)>,
+    bursts: Vec<(usize, Vec<u64>)>,
+    /// What a transient may bring the live bytes to: the engine's peak, which it never raises.
+    burst_cap: u64,
+    in_forward: bool,
     saved_last: Vec<u64>,
     /// Each parameter's share of a layer's gradients, states and temporaries, where they go apart (else empty:
     /// a block a layer).
@@ -364,15 +306,46 @@ impl<'s, 'a> Builder<'s, 'a> {
         // for five times the events; saved tensors apart beside gradients in blocks put PEFT's measured full
         // fine-tune 19% over (2% under as it is).
         let by_tensor = full_by_tensor || st.setup.plan.method != Method::Full;
-        let tensors = |share: u64| {
+        let tensors = |share: u64, layer: &LayerSaved| {
             if by_tensor {
-                tensors_of(share, a.layer.tensors.sizes())
+                tensors_of(share, layer.tensors.sizes())
             } else {
                 vec![share]
             }
         };
-        let shares = split(a.saved_in_layers, slots);
-        let (saved, saved_last) = (tensors(shares[0]), tensors(shares[shares.len() - 1]));
+        // Where every layer has a slot, the first keeps its own tensors (fewer where its input needs no gradient)
+        // and the others a whole layer's each, at their sizes: scaled to an even share, every tensor would be a
+        // little smaller than the one the allocator is asked for, and land in segments of other sizes.
+        let mut shares = split(a.saved_in_layers, slots);
+        let exact = slots > 1 && slots as Count == a.kept_layers && a.saved_in_layers > 0.0;
+        if exact {
+            let total = bytes(a.saved_in_layers);
+            let (first, whole) = (bytes(a.first_layer.bytes), bytes(a.layer.bytes));
+            let last = total.saturating_sub(first + whole * (slots - 2));
+            shares = vec![first, whole, last];
+        }
+        let first_sizes = if exact || slots == 1 {
+            &a.first_layer
+        } else {
+            &a.layer
+        };
+        let saved_first = tensors(shares[0], first_sizes);
+        let saved = if exact {
+            tensors(shares[1], &a.layer)
+        } else {
+            saved_first.clone()
+        };
+        let saved_last = tensors(
+            shares[shares.len() - 1],
+            if slots == 1 { first_sizes } else { &a.layer },
+        );
+        // The transients a layer's forward makes among its kept tensors, where those go one by one.
+        let bursts = |layer: &LayerSaved| -> Vec<(usize, Vec<u64>)> {
+            let kept_apart = by_tensor && a.saved_in_layers > 0.0;
+            let each = layer.tensors.bursts().iter().filter(|_| kept_apart);
+            each.map(|b| (b.after, b.sizes.iter().map(|&v| bytes(v)).collect()))
+                .collect()
+        };
         // Apart, a full fine-tune's gradients, optimizer states and step temporaries go parameter by parameter,
         // as torch makes them: a layer's linears (each with its bias, its copies as one) and its norms.
         let param_sizes: Vec<Count> = if full_by_tensor && st.setup.plan.method == Method::Full {
@@ -388,6 +361,10 @@ impl<'s, 'a> Builder<'s, 'a> {
             Vec::new()
         };
         Builder {
+            bursts_first: bursts(first_sizes),
+            bursts: bursts(&a.layer),
+            burst_cap: bytes(st.timeline.peak),
+            in_forward: false,
             param_sizes,
             st,
             seq: Seq::default(),
@@ -395,6 +372,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             slots,
             grads: Vec::new(),
             made_up: 0,
+            saved_first,
             saved,
             saved_last,
             scores: split(scores_in_layers, slots),
@@ -659,16 +637,33 @@ impl<'s, 'a> Builder<'s, 'a> {
         let i = slot as usize;
         let saved = if slot + 1 == self.slots {
             &self.saved_last
+        } else if slot == 0 {
+            &self.saved_first
         } else {
             &self.saved
         };
+        // Transients are forward's: a layer brought back for backward makes none.
+        let none = Vec::new();
+        let bursts = match slot {
+            _ if !self.in_forward => &none,
+            0 => &self.bursts_first,
+            _ => &self.bursts,
+        };
+        let mut next_burst = 0;
         for (j, &part) in saved.iter().enumerate() {
             let t = tag(Tag::Saved, slot * MAX_TENSORS as u64 + j as u64);
             if on {
+                while next_burst < bursts.len() && bursts[next_burst].0 <= j {
+                    self.seq.burst(&bursts[next_burst].1, self.burst_cap);
+                    next_burst += 1;
+                }
                 self.seq.alloc(t, part);
             } else {
                 self.seq.free(t);
             }
+        }
+        for (_, sizes) in bursts.iter().skip(next_burst).filter(|_| on) {
+            self.seq.burst(sizes, self.burst_cap);
         }
         for (kind, parts) in [
             (Tag::Scores, &self.scores),
@@ -748,6 +743,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.seq
             .alloc(tag(Tag::PreviousInputs, 0), bytes(a.previous_inputs));
         let kv = split(l.kv_cache, self.layers);
+        self.in_forward = true;
         for i in 0..self.layers {
             if self.seq.over {
                 return;
@@ -762,6 +758,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             self.seq.alloc(tag(Tag::KvCache, i), kv[i as usize]);
             self.buffers(false);
         }
+        self.in_forward = false;
         self.seq.alloc(
             tag(Tag::SavedAfterLayers, 0),
             bytes(a.saved - a.saved_in_layers),
@@ -958,42 +955,4 @@ impl<'s, 'a> Builder<'s, 'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The step as it was built before runs: every micro-batch written out in turn.
-    fn every_micro_batch(st: &Stages) -> Vec<Event> {
-        let mut b = Builder::with_layers(st, st.setup.arch.layers, false);
-        b.setup();
-        b.seq.events.clear();
-        b.steady_state();
-        let ga = st.setup.plan.grad_accumulation;
-        let mut all = Vec::new();
-        for k in 0..ga {
-            b.micro_batch(k == 0, k + 1 == ga);
-            all.append(&mut b.seq.events);
-        }
-        b.optimizer_step();
-        all.append(&mut b.seq.events);
-        all
-    }
-
-    #[test]
-    fn middle_micro_batches_are_one_run() {
-        for q in [
-            "model=llama-2-7b&method=lora&r=8&b=2&s=512&gc=0",
-            "model=llama-2-7b&method=full&prec=amp_bf16&gc=1&oib=1",
-            "model=llama-2-13b&method=full&prec=amp_bf16&gpus=4&zero=3&gc=1",
-            "model=llama-2-7b&method=lora&r=16&targets=all-linear&aoff=1&fw=torchtune",
-        ] {
-            for ga in [1, 2, 3, 6] {
-                let parsed = Plan::parse_query(&format!("{q}&ga={ga}"));
-                let plan = parsed.plan;
-                let arch = crate::preset_arch(&plan);
-                let st = stages(arch, &plan);
-                let ev = step_events(&st, usize::MAX).unwrap_or_default();
-                assert_eq!(ev.flat_step(), every_micro_batch(&st), "{q}&ga={ga}");
-            }
-        }
-    }
-}
+mod tests;

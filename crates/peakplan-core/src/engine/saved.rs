@@ -8,6 +8,7 @@ use super::setup::{
     Dtypes, Setup,
 };
 use super::trainable::oft_blocks;
+use crate::allocator::SMALL_SIZE_BYTES;
 use crate::arch::{Architecture, Linear, LinearInput, Mlp, Norm, QkNorm};
 use crate::plan::{Attn, Method, Peft, Plan, Quant, Targets, TokenTraining};
 use crate::profile::{Profile, QkvViews};
@@ -26,22 +27,51 @@ pub(super) struct LayerSaved {
 /// an adapted MoE layer a few dozen).
 pub(super) const MAX_TENSORS: usize = 48;
 
-/// Sizes of up to [`MAX_TENSORS`] tensors.
+/// Sizes of up to [`MAX_TENSORS`] tensors, and the short-lived tensors forward makes among them.
 #[derive(Clone, Copy)]
 pub(super) struct Tensors {
     sizes: [Count; MAX_TENSORS],
     len: usize,
+    /// Tensors so far above the small pool's size: where a burst falls once the small ones are gathered apart.
+    large: usize,
+    bursts: [Burst; MAX_BURSTS],
+    bursts_len: usize,
 }
+
+/// Transient tensors a layer's forward makes beside what it keeps, made in turn and let go together: they keep
+/// nothing, so they never add to what backward finds, but a caching allocator makes segments for them that
+/// later tensors land in (CPU traces of LoRA steps: an RMSNorm's fp32 product and cast, PEFT's LoRA output
+/// chain).
+#[derive(Clone, Copy)]
+pub(super) struct Burst {
+    /// Kept tensors above the small pool's size made before it.
+    pub after: usize,
+    pub sizes: [Count; BURST_TENSORS],
+}
+
+/// Bursts told apart in one layer; more are dropped (a layer makes one per norm and per adapted module).
+const MAX_BURSTS: usize = 16;
+/// Tensors of one burst at most.
+pub(super) const BURST_TENSORS: usize = 4;
 
 impl Tensors {
     const NONE: Tensors = Tensors {
         sizes: [0.0; MAX_TENSORS],
         len: 0,
+        large: 0,
+        bursts: [Burst {
+            after: 0,
+            sizes: [0.0; BURST_TENSORS],
+        }; MAX_BURSTS],
+        bursts_len: 0,
     };
 
     fn push(&mut self, size: Count) {
         if size <= 0.0 {
             return;
+        }
+        if size > SMALL_SIZE_BYTES as Count {
+            self.large += 1;
         }
         if self.len < MAX_TENSORS {
             self.sizes[self.len] = size;
@@ -51,8 +81,27 @@ impl Tensors {
         }
     }
 
+    fn burst(&mut self, sizes: &[Count]) {
+        if self.bursts_len == MAX_BURSTS {
+            return;
+        }
+        let mut b = Burst {
+            after: self.large,
+            sizes: [0.0; BURST_TENSORS],
+        };
+        for (to, from) in b.sizes.iter_mut().zip(sizes) {
+            *to = *from;
+        }
+        self.bursts[self.bursts_len] = b;
+        self.bursts_len += 1;
+    }
+
     pub fn sizes(&self) -> &[Count] {
         &self.sizes[..self.len]
+    }
+
+    pub fn bursts(&self) -> &[Burst] {
+        &self.bursts[..self.bursts_len]
     }
 }
 
@@ -67,6 +116,11 @@ impl Kept {
     fn add(&mut self, size: Count) {
         self.bytes += size;
         self.tensors.push(size);
+    }
+
+    /// Transient tensors made here in turn and let go together ([`Burst`]).
+    fn transient(&mut self, sizes: &[Count]) {
+        self.tensors.burst(sizes);
     }
 
     /// `count` tensors of `size` bytes each.
@@ -303,15 +357,26 @@ fn norms(l: &Layer, kept: &mut Kept) {
     } else {
         norms
     };
+    // An unfused HF RMSNorm makes its fp32 input, its square, the normalized product and the cast back (traced
+    // on CPU): beside what it keeps, the product and the cast, or where nothing is kept the fp32 input with the
+    // square and then the product. An fp32 stream makes no copy and no cast.
+    let h32 = 4.0 * n * h;
+    let (transient, spared_transient) = match arch.norm {
+        Norm::RmsNorm if !l.fused && d.residual < 4.0 => ([h32, d.residual * n * h], [h32, h32]),
+        Norm::RmsNorm if !l.fused => ([h32, 0.0], [h32, 0.0]),
+        _ => ([0.0; 2], [0.0; 2]),
+    };
     for i in 0..norms as u64 {
         // The first norm reads the layer's input: where that needs no gradient and the norm trains nothing,
         // autograd records nothing of it (where the profile's traces show so).
         if i == 0 && l.input_frozen && product == 0.0 && l.profile.first_norm_spared {
+            kept.transient(&spared_transient);
             continue;
         }
         if (i as Count) < inputs_kept {
             kept.add(norm_input);
         }
+        kept.transient(&transient);
         kept.add(stats);
         kept.add(product);
     }
@@ -545,6 +610,13 @@ fn adapter_saved(
         // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit, a copy
         // per module even where the stream is already in the adapters' fp32 (traced on CPU: an fp32 LoRA base
         // under autocast keeps one 16-bit input per adapted module, not the shared fp32 stream).
+        // Under autocast the cast to fp32 adapters comes first, a transient where the input is not fp32 already
+        // (traced on CPU: the MLP's 16-bit product cast to fp32 for `down`'s adapter).
+        let norm_fed = matches!(m.input, LinearInput::AttnNorm | LinearInput::MlpNorm);
+        let input_dtype = if norm_fed { d.residual } else { d.compute };
+        if autocast_casts_input(d) && input_dtype != d.adapter {
+            kept.transient(&[d.adapter * rows * w]);
+        }
         kept.add(ad * rows * w);
     } else {
         *shared = true;
@@ -569,6 +641,14 @@ fn adapter_saved(
         _ => {
             kept.add(ad * rows * plan.rank as Count);
             kept.add(lora_weight_casts(l, m, input_grad));
+            // PEFT's LoRA adds `lora_B(...) * scaling` to the base output: beside the base output, B's scaled
+            // output and the sum, in the adapters' dtype, with the base output promoted to it where that differs
+            // (traced on CPU: fp32 adapters on a bf16 base, outside autocast).
+            if plan.peft == Peft::Lora && !plan.compile {
+                let out = rows * m.out_features as Count;
+                let promoted = if ad != d.compute { ad * out } else { 0.0 };
+                kept.transient(&[d.compute * out, ad * out, promoted, ad * out]);
+            }
         }
     }
     if plan.peft == Peft::Dora {
@@ -683,6 +763,17 @@ fn mlp(l: &Layer, mlp_norm_kept: bool, kept: &mut Kept) {
         Mlp::Plain => 1.0,
     };
     kept.add_each(tensors, d.mlp * n * inter);
+    // The gated product feeds `down`; where nothing keeps it (a frozen, unadapted `down`), it and down's output
+    // are transients (traced on CPU: LoRA on q and v).
+    let down_reads = |m: &&Linear| m.input == LinearInput::MlpInner;
+    let down_kept = l.full
+        || l.linears
+            .iter()
+            .filter(down_reads)
+            .any(|m| adapted(plan, m));
+    if !down_kept && matches!(arch.mlp, Mlp::Gated | Mlp::GatedFused) && arch.experts <= 1 {
+        kept.transient(&[d.mlp * n * inter, d.compute * n * h]);
+    }
     // A shared expert is a gated MLP over every token (traced on CPU: Qwen2-MoE); its sigmoid gate's product keeps
     // the expert's output and the sigmoid.
     let shared = arch.shared_expert_intermediate as Count;

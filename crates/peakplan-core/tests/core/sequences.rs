@@ -109,8 +109,10 @@ fn traced_sequences_replay_as_the_engine() {
         if alloc_err.abs() >= 1.5 {
             failures.push(format!("{}: allocated {alloc_err:+.2}%", c.id));
         }
-        // Reserved: within 6.5%. The worst is the all-linear LoRA under autocast (-6.4% at one layer, -5.0% at
-        // two; -5.0% at one layer while the engine's allocated figure was 16 MiB high, which hid part of it): its
+        // Reserved: within 6.5%. The worst is the all-linear LoRA under autocast (-6.0% at one layer, -5.7% at
+        // two, -4.8% at four; -5.0% at one layer while the engine's allocated figure was 16 MiB high, which hid
+        // part of it; its forward's transients moved it by -0.5 to +3.8 points, as a caching allocator's
+        // placement goes, and the mean of the 15 from 2.17% to 2.37%): its
         // adapters' gradients, states and temporaries, each under 1 MiB, are one block a layer in the engine's
         // sequence (each would cost a replay as much as a large tensor), where the trace has them in the small
         // pool, part by part (as separate 1 MiB blocks they replay at -3.1% to -4.3%, for three times the events).
@@ -179,18 +181,18 @@ fn traced_varying_sequences_replay_as_the_engine() {
     assert_eq!(rows.len(), 13, "every traced varying sequence is replayed");
     assert!(failures.is_empty(), "{failures:?}\n{report}");
     // Where it stands (December 2026), 13 sequences at 1, 2 and 4 layers: allocated within 0.53% of every trace;
-    // reserved -10.2% to +15.7%, a mean of 6.7%, where #45 asks for 3%. A full fine-tune's steps at varying
-    // lengths go tensor by tensor (its saved tensors, and its gradients, optimizer states and step temporaries
-    // parameter by parameter, as torch makes them): its traces show a step's tensors landing in the segments
-    // earlier, differently sized ones left, where blocks a layer each needed a segment of their own (padded L4
-    // +19.6% -> +3.2%, L1 -4.8% -> +3.3%; grouped with checkpointing L1 -11.5% -> +8.1%). What is left: a
-    // grouped LoRA run reserves all it will at its first (longest) batch, so its error is the fixed-length
-    // replay's at 4 x 1,024 tokens (-4.3% to -10.2%: the layer's forward makes transient tensors, fp32 norm
-    // copies and rotary temporaries, whose segments the engine's sequence never asks for; their share shrinks
-    // with depth). A padded LoRA run's cache stays about flat with depth in the traces (1.2-1.8 GB at 1 to 4
-    // layers) where the engine's grows (-4.6% at one layer, +0.7% at two, +8.7% at four). Under checkpointing
-    // the recomputed layer and the activation gradients are one block each (+13.6% to +15.7%; tensor by tensor
-    // they overshoot the other way, -10.8%, and the fixed-length checkpointed traces go from +1.2% to -9.5%).
-    // This bound holds the figures where they are until the events follow the traces; it is not #45's bar.
-    assert!(mean <= 7.0, "{report}");
+    // reserved -8.5% to +15.7%, a mean of 5.4% (6.7% before the layer's forward made its transients), where #45
+    // asks for 3%. A full fine-tune's steps at varying lengths go tensor by tensor (its saved tensors, and its
+    // gradients, optimizer states and step temporaries parameter by parameter, as torch makes them): its traces
+    // show a step's tensors landing in the segments earlier, differently sized ones left. An adapter plan's layer
+    // forward makes transients beside what it keeps (an RMSNorm's fp32 product and cast, PEFT's LoRA output
+    // chain, the gated product a frozen `down` reads): their segments are where later tensors land, so without
+    // them a grouped LoRA run, which reserves all it will at its first (longest) batch, was -7.3% to -10.2%
+    // (now -2.2% to -8.5%; autocast's rows, whose transients are traced less, are the two worst). Under
+    // checkpointing the recomputed layer and the activation gradients are one block each (+13.6% to +15.7%: the
+    // block of the longest batch fits none of the segments the shorter batches left, where the trace's tensors
+    // do; tensor by tensor they overshoot the other way, -10.8%, because the recompute's forward transients are
+    // not placed yet). This bound holds the figures where they are until the events follow the traces; it is not
+    // #45's bar.
+    assert!(mean <= 5.5, "{report}");
 }

@@ -1,0 +1,93 @@
+//! The sequence being built: its events, the bytes each live tag holds, and the cap on how many it makes.
+
+use std::collections::HashMap;
+
+use super::{bytes, tag, Count, Tag};
+use crate::allocator::{Event, TagHash};
+
+/// A moment's missing fraction of a byte per part stays under this (see the module's rounding rule).
+const ROUNDING_SLACK: u64 = 8;
+
+/// The events, and the bytes live after them as the steady-state step sees them.
+pub(super) struct Seq {
+    pub(super) events: Vec<Event>,
+    pub(super) sizes: HashMap<u64, u64, TagHash>,
+    pub(super) live: u64,
+    /// Events made so far (those taken away into runs included), and the most to make: past it, `over` is set
+    /// and nothing more is kept.
+    pub(super) made: usize,
+    pub(super) max_events: usize,
+    pub(super) over: bool,
+}
+
+impl Default for Seq {
+    fn default() -> Self {
+        Seq {
+            events: Vec::new(),
+            sizes: HashMap::default(),
+            live: 0,
+            made: 0,
+            max_events: usize::MAX,
+            over: false,
+        }
+    }
+}
+
+impl Seq {
+    pub(super) fn push(&mut self, event: Event) {
+        if self.made >= self.max_events {
+            self.over = true;
+            return;
+        }
+        self.made += 1;
+        self.events.push(event);
+    }
+
+    pub(super) fn alloc(&mut self, tag: u64, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        debug_assert!(
+            self.over || !self.sizes.contains_key(&tag),
+            "tag {tag:#x} allocated twice"
+        );
+        self.push(Event::Alloc { tag, bytes });
+        self.sizes.insert(tag, bytes);
+        self.live = self.live.saturating_add(bytes);
+    }
+
+    pub(super) fn free(&mut self, tag: u64) {
+        if let Some(b) = self.sizes.remove(&tag) {
+            self.push(Event::Free { tag });
+            self.live = self.live.saturating_sub(b);
+        }
+    }
+
+    pub(super) fn size(&self, tag: u64) -> u64 {
+        self.sizes.get(&tag).copied().unwrap_or(0)
+    }
+    /// Transient tensors made in turn, each while the live bytes stay within `cap`, then let go.
+    pub(super) fn burst(&mut self, sizes: &[u64], cap: u64) {
+        let mut made = 0;
+        for &size in sizes.iter().filter(|&&size| size > 0) {
+            if self.live + size > cap {
+                break;
+            }
+            self.alloc(tag(Tag::Transient, made), size);
+            made += 1;
+        }
+        for k in 0..made {
+            self.free(tag(Tag::Transient, k));
+        }
+    }
+
+    /// A moment of the timeline whose total is `total`: the fraction of a byte the truncated parts lost.
+    pub(super) fn moment(&mut self, total: Count) {
+        let want = bytes(total);
+        if want > self.live && want - self.live < ROUNDING_SLACK {
+            let t = tag(Tag::Rounding, 0);
+            self.alloc(t, want - self.live);
+            self.free(t);
+        }
+    }
+}
