@@ -30,7 +30,9 @@
 //! load one counts them, so a replay equals the engine from the second step on (a lone first step peaks lower
 //! unless its peak is the optimizer step). The engine's load moment also counts them beside the load transient,
 //! which no replay holds at once: a plan whose peak is that moment replays lower by the optimizer's memory. (Under
-//! DeepSpeed, `initialize`'s fp32 buffer instead, not replayed either: below the step's states or 6 B copies.)
+//! DeepSpeed, `initialize`'s fp32 buffer instead, not replayed either: below the step's states or 6 B copies;
+//! its hooks' gather of the largest trainable parameter is replayed at loading, as with CPU offload nothing
+//! of the step need exceed it.)
 //!
 //! # Where a replay exceeds the engine
 //!
@@ -50,6 +52,7 @@ use crate::allocator::{Event, Run};
 use crate::arch::Architecture;
 use crate::plan::{Method, Plan};
 
+mod load;
 mod parts;
 mod round;
 mod seq;
@@ -57,7 +60,7 @@ mod seq;
 use parts::{
     blocks_of, coalesce_small, param_index, proportional, split, tensors_of, MAX_LOSS_BLOCKS,
 };
-use seq::Seq;
+use seq::{Bursts, Seq};
 
 /// One training step of a plan as allocations and frees.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -268,8 +271,11 @@ struct Builder<'s, 'a> {
     saved_first: Vec<u64>,
     saved: Vec<u64>,
     /// The transients the first slot's layer and the others make in forward: (kept tensors made before, sizes).
-    bursts_first: Vec<(usize, Vec<u64>)>,
-    bursts: Vec<(usize, Vec<u64>)>,
+    bursts_first: Vec<Bursts>,
+    bursts: Vec<Bursts>,
+    /// A recomputed layer's parts (one block where they do not go apart) and the transients among them.
+    recompute: Vec<u64>,
+    recompute_bursts: Vec<Bursts>,
     /// What a transient may bring the live bytes to: the engine's peak, which it never raises.
     burst_cap: u64,
     in_forward: bool,
@@ -321,7 +327,7 @@ impl<'s, 'a> Builder<'s, 'a> {
         if exact {
             let total = bytes(a.saved_in_layers);
             let (first, whole) = (bytes(a.first_layer.bytes), bytes(a.layer.bytes));
-            let last = total.saturating_sub(first + whole * (slots - 2));
+            let last = total.saturating_sub(first.saturating_add(whole.saturating_mul(slots - 2)));
             shares = vec![first, whole, last];
         }
         let first_sizes = if exact || slots == 1 {
@@ -340,12 +346,29 @@ impl<'s, 'a> Builder<'s, 'a> {
             if slots == 1 { first_sizes } else { &a.layer },
         );
         // The transients a layer's forward makes among its kept tensors, where those go one by one.
-        let bursts = |layer: &LayerSaved| -> Vec<(usize, Vec<u64>)> {
-            let kept_apart = by_tensor && a.saved_in_layers > 0.0;
-            let each = layer.tensors.bursts().iter().filter(|_| kept_apart);
+        let bursts_of = |layer: &LayerSaved, apart: bool| -> Vec<Bursts> {
+            let each = layer.tensors.bursts().iter().filter(|_| apart);
             each.map(|b| (b.after, b.sizes.iter().map(|&v| bytes(v)).collect()))
                 .collect()
         };
+        let kept_apart = by_tensor && a.saved_in_layers > 0.0;
+        let bursts = |layer: &LayerSaved| bursts_of(layer, kept_apart);
+        // Under checkpointing a layer's tensors come and go in its forward and again in its backward's recompute.
+        // At varying lengths they go tensor by tensor with their transients, the recompute's rest (scores, mask,
+        // weight copies) one block after them: the longest batch's tensors then land in the segments shorter
+        // batches left, as traced. At a fixed length the recompute is one block, which its traces replay closer
+        // (all at once overstates what a no-grad forward holds: it frees as it goes).
+        let recomputed = bytes(st.work.backward_work - st.work.grad_flow);
+        let layer_bytes = bytes(a.layer.bytes);
+        let recompute_apart =
+            st.setup.plan.checkpointing.on() && full_by_tensor && layer_bytes <= recomputed;
+        let mut recompute = if recompute_apart {
+            tensors_of(layer_bytes, a.layer.tensors.sizes())
+        } else {
+            Vec::new()
+        };
+        recompute
+            .push(recomputed.saturating_sub(recompute.iter().fold(0, |s, &p| s.saturating_add(p))));
         // Apart, a full fine-tune's gradients, optimizer states and step temporaries go parameter by parameter,
         // as torch makes them: a layer's linears (each with its bias, its copies as one) and its norms.
         let param_sizes: Vec<Count> = if full_by_tensor && st.setup.plan.method == Method::Full {
@@ -363,6 +386,8 @@ impl<'s, 'a> Builder<'s, 'a> {
         Builder {
             bursts_first: bursts(first_sizes),
             bursts: bursts(&a.layer),
+            recompute_bursts: bursts_of(&a.layer, recompute_apart),
+            recompute,
             burst_cap: bytes(st.timeline.peak),
             in_forward: false,
             param_sizes,
@@ -378,94 +403,6 @@ impl<'s, 'a> Builder<'s, 'a> {
             scores: split(scores_in_layers, slots),
             copies: split(a.layer_weight_copies, slots),
             checkpoints: split(a.checkpoints, slots),
-        }
-    }
-
-    /// Loading: the embedding and an untied head apart where they are whole on this GPU, then each layer's
-    /// weights, constants and adapters (the stage's totals, an even share a layer), quantized with the load
-    /// transient beside them.
-    fn setup(&mut self) {
-        let (s, r, w) = (&self.st.setup, &self.st.resident, &self.st.work);
-        let (arch, plan) = (s.arch, s.plan);
-        let whole = s.zero < 3 && !(plan.cpu_offload && plan.zero >= 3);
-        let embedding = if whole {
-            arch.embedding_params() as Count * s.d.weight
-        } else {
-            0.0
-        };
-        let head = if whole && !arch.tied_embeddings && !s.head_quantized {
-            arch.lm_head_params() as Count * s.d.weight
-        } else {
-            0.0
-        };
-        let (embedding, head) = if embedding + head <= r.base_weights {
-            (embedding, head)
-        } else {
-            (0.0, 0.0)
-        };
-        self.seq.alloc(tag(Tag::Embedding, 0), bytes(embedding));
-        self.seq.alloc(tag(Tag::Head, 0), bytes(head));
-        self.seq
-            .alloc(tag(Tag::DdpBuckets, 0), bytes(w.ddp_buckets));
-        self.seq
-            .alloc(tag(Tag::InputBuffers, 0), bytes(r.input_buffers));
-        self.seq
-            .alloc(tag(Tag::VllmShare, 0), bytes(self.st.generation.vllm));
-        // ZeRO-3's reduce bucket (made with the optimizer, after partitioning: here first, as the load moment
-        // counts it, being small beside the weights).
-        self.seq
-            .alloc(tag(Tag::ReduceBuckets, 0), bytes(w.reduce_buckets.resident));
-        // ZeRO-3 without `zero.Init`: the whole model first; the first parameter's partition (the embedding's)
-        // is made beside all of it, then each layer's whole weights give way to its partition.
-        let whole = if r.loaded_whole > 0.0 {
-            split(r.loaded_whole, self.layers)
-        } else {
-            Vec::new()
-        };
-        for (i, &part) in whole.iter().enumerate() {
-            self.seq.alloc(tag(Tag::LoadedWhole, i as u64), part);
-        }
-        self.seq
-            .alloc(tag(Tag::FirstPartition, 0), bytes(r.first_partition));
-        // The base weights less what went apart: exact, as all are whole numbers.
-        let rest = r.base_weights - embedding - head - bytes(r.first_partition) as Count;
-        let layer_weights = split(rest, self.layers);
-        let constants = split(r.quant_constants, self.layers);
-        let adapters = split(r.adapter_weights, self.layers);
-        for i in 0..self.layers as usize {
-            if self.seq.over {
-                return;
-            }
-            let i64 = i as u64;
-            if !whole.is_empty() {
-                self.seq.free(tag(Tag::LoadedWhole, i64));
-            }
-            self.seq
-                .alloc(tag(Tag::LayerWeights, i64), layer_weights[i]);
-            self.seq.alloc(tag(Tag::QuantConstants, i64), constants[i]);
-            self.seq.alloc(tag(Tag::Adapters, i64), adapters[i]);
-            self.seq
-                .alloc(tag(Tag::LoadTransient, 0), bytes(w.load_transient));
-            self.seq.free(tag(Tag::LoadTransient, 0));
-        }
-        // Under `zero.Init`, the head made whole before its partition, the last module made.
-        self.seq
-            .alloc(tag(Tag::LoadTransient, 1), bytes(r.constructed_whole));
-        self.seq.free(tag(Tag::LoadTransient, 1));
-        // A preference task's reference copy, loaded after the policy.
-        self.seq.alloc(
-            tag(Tag::ReferenceWeights, 0),
-            bytes(self.st.reference.weights),
-        );
-    }
-
-    /// Offloaded checkpoints' reload buffers, one block each: made at the first forward, kept through training.
-    fn reload_buffers(&self) -> Vec<u64> {
-        let v = self.st.acts.reload_buffers;
-        if v > 0.0 {
-            split(v, super::activations::RELOAD_BUFFERS)
-        } else {
-            Vec::new()
         }
     }
 
@@ -649,21 +586,13 @@ impl<'s, 'a> Builder<'s, 'a> {
             0 => &self.bursts_first,
             _ => &self.bursts,
         };
-        let mut next_burst = 0;
-        for (j, &part) in saved.iter().enumerate() {
-            let t = tag(Tag::Saved, slot * MAX_TENSORS as u64 + j as u64);
-            if on {
-                while next_burst < bursts.len() && bursts[next_burst].0 <= j {
-                    self.seq.burst(&bursts[next_burst].1, self.burst_cap);
-                    next_burst += 1;
-                }
-                self.seq.alloc(t, part);
-            } else {
-                self.seq.free(t);
+        let first = tag(Tag::Saved, slot * MAX_TENSORS as u64);
+        if on {
+            self.seq.make_among(first, saved, bursts, self.burst_cap);
+        } else {
+            for j in 0..saved.len() {
+                self.seq.free(first + j as u64);
             }
-        }
-        for (_, sizes) in bursts.iter().skip(next_burst).filter(|_| on) {
-            self.seq.burst(sizes, self.burst_cap);
         }
         for (kind, parts) in [
             (Tag::Scores, &self.scores),
@@ -674,6 +603,20 @@ impl<'s, 'a> Builder<'s, 'a> {
                 self.seq.alloc(tag(kind, slot), parts[i]);
             } else {
                 self.seq.free(tag(kind, slot));
+            }
+        }
+    }
+
+    /// A recomputed layer, made or let go.
+    fn recompute(&mut self, on: bool) {
+        let first = tag(Tag::Recompute, 0);
+        if on {
+            let cap = self.burst_cap;
+            self.seq
+                .make_among(first, &self.recompute, &self.recompute_bursts, cap);
+        } else {
+            for k in 0..self.recompute.len() {
+                self.seq.free(first + k as u64);
             }
         }
     }
@@ -754,7 +697,16 @@ impl<'s, 'a> Builder<'s, 'a> {
                 // Activation offloading: the layer two back goes to CPU memory.
                 self.kept(slot, false);
             }
+            // Checkpointed, the layer's forward makes what its recompute will and keeps none of it: its output,
+            // the next checkpoint, is made while those tensors are live.
+            let recomputes = self.recompute.len() > 1;
+            if recomputes {
+                self.recompute(true);
+            }
             self.kept(slot, true);
+            if recomputes {
+                self.recompute(false);
+            }
             self.seq.alloc(tag(Tag::KvCache, i), kv[i as usize]);
             self.buffers(false);
         }
@@ -892,8 +844,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             if self.seq.over {
                 return;
             }
-            self.seq
-                .alloc(tag(Tag::Recompute, 0), bytes(w.backward_work - w.grad_flow));
+            self.recompute(true);
             self.buffers(true);
             self.seq
                 .alloc(tag(Tag::StepInBackward, 0), bytes(t.step_in_bwd));
@@ -902,7 +853,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             }
             self.seq.free(tag(Tag::StepInBackward, 0));
             self.buffers(false);
-            self.seq.free(tag(Tag::Recompute, 0));
+            self.recompute(false);
             let slot = j % self.slots;
             self.kept(slot, false);
             if j + 1 == self.layers {

@@ -5,6 +5,9 @@ use std::collections::HashMap;
 use super::{bytes, tag, Count, Tag};
 use crate::allocator::{Event, TagHash};
 
+/// A burst of transients: the parts made before it, and its tensors' bytes.
+pub(super) type Bursts = (usize, Vec<u64>);
+
 /// A moment's missing fraction of a byte per part stays under this (see the module's rounding rule).
 const ROUNDING_SLACK: u64 = 8;
 
@@ -70,7 +73,7 @@ impl Seq {
     pub(super) fn burst(&mut self, sizes: &[u64], cap: u64) {
         let mut made = 0;
         for &size in sizes.iter().filter(|&&size| size > 0) {
-            if self.live + size > cap {
+            if self.live.saturating_add(size) > cap {
                 break;
             }
             self.alloc(tag(Tag::Transient, made), size);
@@ -78,6 +81,28 @@ impl Seq {
         }
         for k in 0..made {
             self.free(tag(Tag::Transient, k));
+        }
+    }
+
+    /// `parts` made in turn, under tags `first_tag + k`, with each burst made and let go before the part its
+    /// position names (bursts past the last part after it).
+    pub(super) fn make_among(
+        &mut self,
+        first_tag: u64,
+        parts: &[u64],
+        bursts: &[Bursts],
+        cap: u64,
+    ) {
+        let mut next = 0;
+        for (j, &part) in parts.iter().enumerate() {
+            while next < bursts.len() && bursts[next].0 <= j {
+                self.burst(&bursts[next].1, cap);
+                next += 1;
+            }
+            self.alloc(first_tag + j as u64, part);
+        }
+        for (_, sizes) in &bursts[next..] {
+            self.burst(sizes, cap);
         }
     }
 
