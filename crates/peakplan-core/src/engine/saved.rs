@@ -564,6 +564,7 @@ fn adapter_saved(
     let (plan, d) = (l.plan, l.d);
     let Input { rows, w } = input;
     let ad = if d.amp { d.compute } else { d.adapter };
+    let mut cast = 0.0;
     // Dropout keeps its 1-byte mask for its input's gradient, which a frozen first layer's q, k, v never need.
     let input_grad = l.input_needs_grad(m.input);
     let mask = if plan.dropout > 0.0 && input_grad {
@@ -610,12 +611,12 @@ fn adapter_saved(
         // PEFT casts the input to the adapter dtype per module; under autocast lora_A re-casts to 16-bit, a copy
         // per module even where the stream is already in the adapters' fp32 (traced on CPU: an fp32 LoRA base
         // under autocast keeps one 16-bit input per adapted module, not the shared fp32 stream).
-        // Under autocast the cast to fp32 adapters comes first, a transient where the input is not fp32 already
-        // (traced on CPU: the MLP's 16-bit product cast to fp32 for `down`'s adapter).
+        // Under autocast the cast to fp32 adapters comes first, a transient where the input is not fp32 already,
+        // live until the module's output is summed (traced on CPU: every 16-bit input, `down`'s the widest).
         let norm_fed = matches!(m.input, LinearInput::AttnNorm | LinearInput::MlpNorm);
         let input_dtype = if norm_fed { d.residual } else { d.compute };
         if autocast_casts_input(d) && input_dtype != d.adapter {
-            kept.transient(&[d.adapter * rows * w]);
+            cast = d.adapter * rows * w;
         }
         kept.add(ad * rows * w);
     } else {
@@ -643,10 +644,10 @@ fn adapter_saved(
             kept.add(lora_weight_casts(l, m, input_grad));
             // PEFT's LoRA adds `lora_B(...) * scaling` to the base output: beside the base output, B's scaled
             // output and the sum, in the adapters' dtype, with the base output promoted to it where that differs
-            // (traced on CPU: fp32 adapters on a bf16 base, outside autocast).
+            // (traced on CPU: fp32 adapters on a bf16 base) or, under autocast, the input's fp32 cast.
             if plan.peft == Peft::Lora && !plan.compile {
                 let out = rows * m.out_features as Count;
-                let promoted = if ad != d.compute { ad * out } else { 0.0 };
+                let promoted = if ad != d.compute { ad * out } else { cast };
                 kept.transient(&[d.compute * out, ad * out, promoted, ad * out]);
             }
         }
