@@ -273,9 +273,6 @@ struct Builder<'s, 'a> {
     /// The transients the first slot's layer and the others make in forward: (kept tensors made before, sizes).
     bursts_first: Vec<Bursts>,
     bursts: Vec<Bursts>,
-    /// A recomputed layer's parts (one block where they do not go apart) and the transients among them.
-    recompute: Vec<u64>,
-    recompute_bursts: Vec<Bursts>,
     /// What a transient may bring the live bytes to: the engine's peak, which it never raises.
     burst_cap: u64,
     in_forward: bool,
@@ -346,29 +343,12 @@ impl<'s, 'a> Builder<'s, 'a> {
             if slots == 1 { first_sizes } else { &a.layer },
         );
         // The transients a layer's forward makes among its kept tensors, where those go one by one.
-        let bursts_of = |layer: &LayerSaved, apart: bool| -> Vec<Bursts> {
-            let each = layer.tensors.bursts().iter().filter(|_| apart);
+        let kept_apart = by_tensor && a.saved_in_layers > 0.0;
+        let bursts = |layer: &LayerSaved| -> Vec<Bursts> {
+            let each = layer.tensors.bursts().iter().filter(|_| kept_apart);
             each.map(|b| (b.after, b.sizes.iter().map(|&v| bytes(v)).collect()))
                 .collect()
         };
-        let kept_apart = by_tensor && a.saved_in_layers > 0.0;
-        let bursts = |layer: &LayerSaved| bursts_of(layer, kept_apart);
-        // Under checkpointing a layer's tensors come and go in its forward and again in its backward's recompute.
-        // At varying lengths they go tensor by tensor with their transients, the recompute's rest (scores, mask,
-        // weight copies) one block after them: the longest batch's tensors then land in the segments shorter
-        // batches left, as traced. At a fixed length the recompute is one block, which its traces replay closer
-        // (all at once overstates what a no-grad forward holds: it frees as it goes).
-        let recomputed = bytes(st.work.backward_work - st.work.grad_flow);
-        let layer_bytes = bytes(a.layer.bytes);
-        let recompute_apart =
-            st.setup.plan.checkpointing.on() && full_by_tensor && layer_bytes <= recomputed;
-        let mut recompute = if recompute_apart {
-            tensors_of(layer_bytes, a.layer.tensors.sizes())
-        } else {
-            Vec::new()
-        };
-        recompute
-            .push(recomputed.saturating_sub(recompute.iter().fold(0, |s, &p| s.saturating_add(p))));
         // Apart, a full fine-tune's gradients, optimizer states and step temporaries go parameter by parameter,
         // as torch makes them: a layer's linears (each with its bias, its copies as one) and its norms.
         let param_sizes: Vec<Count> = if full_by_tensor && st.setup.plan.method == Method::Full {
@@ -386,8 +366,6 @@ impl<'s, 'a> Builder<'s, 'a> {
         Builder {
             bursts_first: bursts(first_sizes),
             bursts: bursts(&a.layer),
-            recompute_bursts: bursts_of(&a.layer, recompute_apart),
-            recompute,
             burst_cap: bytes(st.timeline.peak),
             in_forward: false,
             param_sizes,
@@ -607,20 +585,6 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
     }
 
-    /// A recomputed layer, made or let go.
-    fn recompute(&mut self, on: bool) {
-        let first = tag(Tag::Recompute, 0);
-        if on {
-            let cap = self.burst_cap;
-            self.seq
-                .make_among(first, &self.recompute, &self.recompute_bursts, cap);
-        } else {
-            for k in 0..self.recompute.len() {
-                self.seq.free(first + k as u64);
-            }
-        }
-    }
-
     fn gathered(&mut self, from: usize, to: usize) {
         // The stage counts what is gathered at each moment as a total (the root unit and the layers in flight):
         // one block a moment.
@@ -697,16 +661,7 @@ impl<'s, 'a> Builder<'s, 'a> {
                 // Activation offloading: the layer two back goes to CPU memory.
                 self.kept(slot, false);
             }
-            // Checkpointed, the layer's forward makes what its recompute will and keeps none of it: its output,
-            // the next checkpoint, is made while those tensors are live.
-            let recomputes = self.recompute.len() > 1;
-            if recomputes {
-                self.recompute(true);
-            }
             self.kept(slot, true);
-            if recomputes {
-                self.recompute(false);
-            }
             self.seq.alloc(tag(Tag::KvCache, i), kv[i as usize]);
             self.buffers(false);
         }
@@ -844,7 +799,8 @@ impl<'s, 'a> Builder<'s, 'a> {
             if self.seq.over {
                 return;
             }
-            self.recompute(true);
+            self.seq
+                .alloc(tag(Tag::Recompute, 0), bytes(w.backward_work - w.grad_flow));
             self.buffers(true);
             self.seq
                 .alloc(tag(Tag::StepInBackward, 0), bytes(t.step_in_bwd));
@@ -853,7 +809,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             }
             self.seq.free(tag(Tag::StepInBackward, 0));
             self.buffers(false);
-            self.recompute(false);
+            self.seq.free(tag(Tag::Recompute, 0));
             let slot = j % self.slots;
             self.kept(slot, false);
             if j + 1 == self.layers {

@@ -238,10 +238,22 @@ pub(super) fn layer_saved(s: &Setup, plan: &Plan, input_frozen: bool) -> LayerSa
         bytes: 0.0,
         tensors: Tensors::NONE,
     };
-    norms(&layer, &mut kept);
-    let mlp_norm_kept = linear_inputs(&layer, &mut kept);
+    // In forward order (the allocator places them as they come): the first norm, what attention's projections
+    // keep, attention, its output projection's, the second norm, the MLP's inputs and intermediates (a parallel
+    // block's MLP reads the first norm's output, kept with attention's inputs).
+    norms(&layer, 0..1, &mut kept);
+    let mut mlp_norm_kept = linear_inputs(&layer, 0..1, &mut kept);
     let scores = attention(&layer, &mut kept);
-    mlp(&layer, mlp_norm_kept, &mut kept);
+    linear_inputs(&layer, 1..2, &mut kept);
+    norms(&layer, 1..u64::MAX, &mut kept);
+    if arch.norms_per_layer == 1 {
+        mlp(&layer, mlp_norm_kept, &mut kept);
+        linear_inputs(&layer, 2..5, &mut kept);
+    } else {
+        mlp_norm_kept |= linear_inputs(&layer, 2..3, &mut kept);
+        mlp(&layer, mlp_norm_kept, &mut kept);
+        linear_inputs(&layer, 3..5, &mut kept);
+    }
     LayerSaved {
         bytes: kept.bytes,
         scores,
@@ -328,7 +340,7 @@ pub(super) fn norms_trainable(plan: &Plan) -> bool {
 }
 
 /// The layer's norms, and its query/key norms.
-fn norms(l: &Layer, kept: &mut Kept) {
+fn norms(l: &Layer, which: std::ops::Range<u64>, kept: &mut Kept) {
     let (arch, d, n, h) = (l.arch, l.d, l.n, l.h);
     // HF RMSNorm upcasts its input to fp32 and keeps it with the fp32 reciprocal RMS; LayerNorm keeps its input
     // (fp32 under autocast) with mean and rstd. A trainable norm weight also keeps the 16-bit normalized input it
@@ -366,7 +378,7 @@ fn norms(l: &Layer, kept: &mut Kept) {
         Norm::RmsNorm if !l.fused => ([h32, 0.0], [h32, 0.0]),
         _ => ([0.0; 2], [0.0; 2]),
     };
-    for i in 0..norms as u64 {
+    for i in which.clone().take_while(|&i| i < norms as u64) {
         // The first norm reads the layer's input: where that needs no gradient and the norm trains nothing,
         // autograd records nothing of it (where the profile's traces show so).
         if i == 0 && l.input_frozen && product == 0.0 && l.profile.first_norm_spared {
@@ -395,6 +407,9 @@ fn norms(l: &Layer, kept: &mut Kept) {
                 0.0
             }
     };
+    if !which.contains(&0) {
+        return;
+    }
     kept.add(match arch.qk_norm {
         QkNorm::None => 0.0,
         QkNorm::PerHead => {
@@ -407,7 +422,7 @@ fn norms(l: &Layer, kept: &mut Kept) {
 /// Inputs of linear modules: a trainable weight (full) or an adapter (LoRA) needs the module's input for backward.
 /// Modules that read one tensor share what they keep of it. Returns whether the MLP's norm output is kept by a
 /// module of the MLP's own rows (a shared expert), which a trainable router reads too.
-fn linear_inputs(l: &Layer, kept: &mut Kept) -> bool {
+fn linear_inputs(l: &Layer, which: std::ops::Range<usize>, kept: &mut Kept) -> bool {
     // Parallel blocks (one norm) feed attention and MLP from the same tensor.
     let groups: [&[LinearInput]; 5] = if l.arch.norms_per_layer == 1 {
         [
@@ -427,7 +442,7 @@ fn linear_inputs(l: &Layer, kept: &mut Kept) -> bool {
         ]
     };
     let mut mlp_norm_kept = false;
-    for g in groups {
+    for g in &groups[which] {
         let shared_saved = linear_group(l, g, kept);
         if g.contains(&LinearInput::MlpNorm) && shared_saved[0] {
             mlp_norm_kept = true;

@@ -36,7 +36,7 @@ pub(crate) const GOLDEN: &[(&str, &str)] = &[
     ),
     (
         "model=llama-2-7b&method=lora&r=8&targets=q,v&b=1&s=512&gc=0",
-        "params 6738415616 trainable 4194304 | base_weights=13476831232 adapter_weights=16777216 gradients=16777216 optimizer_states=33554432 saved_activations=2435317760 logits=196608000 backward_work=42205184 optimizer_temps=16777216 allocator_slack=272097280 cuda_context=536870912 | peak Backward alloc 16159088640 reserved 16431185920 device 16968056832",
+        "params 6738415616 trainable 4194304 | base_weights=13476831232 adapter_weights=16777216 gradients=16777216 optimizer_states=33554432 saved_activations=2435317760 logits=196608000 backward_work=42205184 optimizer_temps=16777216 allocator_slack=280485888 cuda_context=536870912 | peak Backward alloc 16159088640 reserved 16439574528 device 16976445440",
     ),
 ];
 

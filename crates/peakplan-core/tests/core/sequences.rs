@@ -109,10 +109,9 @@ fn traced_sequences_replay_as_the_engine() {
         if alloc_err.abs() >= 1.5 {
             failures.push(format!("{}: allocated {alloc_err:+.2}%", c.id));
         }
-        // Reserved: within 6.5%. The worst is the all-linear LoRA under autocast (-6.3% at one layer, -6.2% at
-        // two, -4.9% at four; -5.0% at one layer while the engine's allocated figure was 16 MiB high, which hid
-        // part of it; its forward's transients moved it by -0.5 to +3.8 points, as a caching allocator's
-        // placement goes, and the mean of the 15 from 2.17% to 2.44%): its
+        // Reserved: within 6.5%. The worst is the all-linear LoRA under autocast (-3.7% at one and two layers,
+        // -3.9% at four; -6.4%, -5.0% and -1.0% before its layers' transients were made, in forward order, among
+        // its kept tensors, which took the mean of the 15 from 2.17% to 2.03%): its
         // adapters' gradients, states and temporaries, each under 1 MiB, are one block a layer in the engine's
         // sequence (each would cost a replay as much as a large tensor), where the trace has them in the small
         // pool, part by part (as separate 1 MiB blocks they replay at -3.1% to -4.3%, for three times the events).
@@ -181,22 +180,20 @@ fn traced_varying_sequences_replay_as_the_engine() {
     assert_eq!(rows.len(), 13, "every traced varying sequence is replayed");
     assert!(failures.is_empty(), "{failures:?}\n{report}");
     // Where it stands (December 2026), 13 sequences at 1, 2 and 4 layers: allocated within 0.53% of every trace;
-    // reserved -8.5% to +6.3%, a mean of 3.4% (6.7% before the layers' transients below), where #45 asks for 3%.
+    // reserved -5.2% to +15.7%, a mean of 4.9% (6.7% before the layers' transients below), where #45 asks for 3%.
     // - A full fine-tune's steps at varying lengths go tensor by tensor (its saved tensors, and its gradients,
     //   optimizer states and step temporaries parameter by parameter, as torch makes them): its traces show a
     //   step's tensors landing in the segments earlier, differently sized ones left.
     // - An adapter plan's layer forward makes transients beside what it keeps (an RMSNorm's fp32 product and cast,
     //   PEFT's LoRA output chain, the gated product a frozen `down` reads): their segments are where later
-    //   tensors land. Without them a grouped LoRA run, which reserves all it will at its first (longest) batch,
-    //   was -7.3% to -10.2%; now -2.2% to -8.5% (autocast's all-linear rows the worst: their transients are
-    //   placed where saved.rs lists the kept tensors, norms first, not in forward order).
-    // - Under checkpointing, at varying lengths, the layer's forward makes its tensors and transients and keeps
-    //   none (its output, the next checkpoint, made while they are live), and backward's recompute makes them
-    //   again tensor by tensor: the longest batch's land in the segments the shorter batches' logits left, as
-    //   the trace's do (as one block +13.6% to +15.7%; tensor by tensor without the forward's, -10.8%; now +2.1%).
-    //   At a fixed length the recompute stays one block: tensor by tensor, the fixed checkpointed traces went
-    //   from +0.8%..+4.0% to +1.5%..+5.2% (all at once overstates what a no-grad forward holds, as it frees
-    //   as it goes), and the full fine-tune's grouped run at four layers is +6.3% for it.
+    //   tensors land, so they come in forward order among the kept ones (saved.rs lists a layer's tensors so).
+    //   Without them a grouped LoRA run, which reserves all it will at its first (longest) batch, was -7.3% to
+    //   -10.2%; now -2.2% to -5.2%.
+    // - Under checkpointing the recomputed layer and the activation gradients are one block each (+13.6% to
+    //   +15.7%): the longest batch's block fits none of the segments the shorter batches' logits left, where the
+    //   trace's tensors do. Made tensor by tensor in backward, with the forward making them too and keeping none,
+    //   the two came to +2.1% (the mean to 2.9%), but a varying plan's estimate took 20 times as long (Llama 3.1
+    //   8B LoRA, 8 x 4,096 tokens padded: 2.6 -> 64 ms natively), past the page's budgets; not landed.
     // This bound holds the figures where they are until the events follow the traces; it is not #45's bar.
-    assert!(mean <= 3.5, "{report}");
+    assert!(mean <= 5.0, "{report}");
 }
