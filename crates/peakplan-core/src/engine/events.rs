@@ -275,7 +275,6 @@ struct Builder<'s, 'a> {
     bursts: Vec<Bursts>,
     /// What a transient may bring the live bytes to: the engine's peak, which it never raises.
     burst_cap: u64,
-    in_forward: bool,
     saved_last: Vec<u64>,
     /// Each parameter's share of a layer's gradients, states and temporaries, where they go apart (else empty:
     /// a block a layer).
@@ -283,6 +282,16 @@ struct Builder<'s, 'a> {
     scores: Vec<u64>,
     copies: Vec<u64>,
     checkpoints: Vec<u64>,
+}
+
+/// What becomes of a slot's saved tensors.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Made by the layer's forward, its transients among them.
+    Made,
+    /// Brought back for backward (activation offloading): no transients.
+    Reloaded,
+    Freed,
 }
 
 fn total(live: &[Count; 5]) -> Count {
@@ -367,7 +376,6 @@ impl<'s, 'a> Builder<'s, 'a> {
             bursts_first: bursts(first_sizes),
             bursts: bursts(&a.layer),
             burst_cap: bytes(st.timeline.peak),
-            in_forward: false,
             param_sizes,
             st,
             seq: Seq::default(),
@@ -547,8 +555,9 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
     }
 
-    /// The saved tensors of the layer in `slot`, made or let go.
-    fn kept(&mut self, slot: u64, on: bool) {
+    /// The saved tensors of the layer in `slot`, made, brought back or let go.
+    fn kept(&mut self, slot: u64, keep: Keep) {
+        let on = keep != Keep::Freed;
         let i = slot as usize;
         let saved = if slot + 1 == self.slots {
             &self.saved_last
@@ -557,10 +566,8 @@ impl<'s, 'a> Builder<'s, 'a> {
         } else {
             &self.saved
         };
-        // Transients are forward's: a layer brought back for backward makes none.
-        let none = Vec::new();
         let bursts = match slot {
-            _ if !self.in_forward => &none,
+            _ if keep != Keep::Made => &[][..],
             0 => &self.bursts_first,
             _ => &self.bursts,
         };
@@ -650,7 +657,6 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.seq
             .alloc(tag(Tag::PreviousInputs, 0), bytes(a.previous_inputs));
         let kv = split(l.kv_cache, self.layers);
-        self.in_forward = true;
         for i in 0..self.layers {
             if self.seq.over {
                 return;
@@ -659,13 +665,12 @@ impl<'s, 'a> Builder<'s, 'a> {
             let slot = i % self.slots;
             if i >= self.slots {
                 // Activation offloading: the layer two back goes to CPU memory.
-                self.kept(slot, false);
+                self.kept(slot, Keep::Freed);
             }
-            self.kept(slot, true);
+            self.kept(slot, Keep::Made);
             self.seq.alloc(tag(Tag::KvCache, i), kv[i as usize]);
             self.buffers(false);
         }
-        self.in_forward = false;
         self.seq.alloc(
             tag(Tag::SavedAfterLayers, 0),
             bytes(a.saved - a.saved_in_layers),
@@ -811,7 +816,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             self.buffers(false);
             self.seq.free(tag(Tag::Recompute, 0));
             let slot = j % self.slots;
-            self.kept(slot, false);
+            self.kept(slot, Keep::Freed);
             if j + 1 == self.layers {
                 self.seq.free(tag(Tag::SavedAfterLayers, 0));
             }
@@ -821,7 +826,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             if j >= self.slots && !s.offloaded_checkpoints {
                 // Activation offloading brings the layer `slots` below back into the slot just freed (offloaded
                 // checkpoints come back into the reload buffers instead).
-                self.kept(slot, true);
+                self.kept(slot, Keep::Reloaded);
             }
             for (k, &part) in layer_grads[j as usize].iter().enumerate() {
                 self.grad(Tag::LayerGrads, param_index(j, k), part);

@@ -34,6 +34,9 @@ pub(super) struct Timeline {
     /// temporaries); 0 otherwise.
     pub step_in_bwd: Count,
     pub step_temps_in_bwd: Count,
+    /// DeepSpeed ZeRO-3's `initialize` hook gather (its third load moment): the largest trainable parameter
+    /// whole, and the 16-bit gradient partitions kept beside it; zeros elsewhere.
+    pub hook_gather: [Count; 2],
     /// Index of the peak phase in [`crate::engine::Phase::ALL`].
     pub peak_phase: usize,
     pub peak: Count,
@@ -95,9 +98,9 @@ pub(super) fn timeline(
     let initialized =
         s.d.deepspeed_16bit
             .then(|| deepspeed_initialized(s, r, w, &held, g));
-    let loaded: &[Live] = match &initialized {
-        Some(moments) => moments,
-        None => &plain,
+    let (loaded, hook_gather): (&[Live], _) = match &initialized {
+        Some((moments, hook)) => (moments, *hook),
+        None => (&plain, [0.0; 2]),
     };
     let whole = [
         r.loaded_whole + r.first_partition,
@@ -181,6 +184,7 @@ pub(super) fn timeline(
         head,
         step_in_bwd,
         step_temps_in_bwd,
+        hook_gather,
         peak_phase,
         peak,
     }
@@ -201,14 +205,14 @@ fn largest<'a>(moments: impl IntoIterator<Item = &'a Live>) -> Live {
 /// Loading under DeepSpeed, three moments: the model as loaded (with ZeRO-3's reduce bucket, made with the optimizer
 /// and kept), then `initialize`'s two largest ([`super::deepspeed::initialize`]): its fp32 gradient buffer beside the
 /// partitions and master weights (before ZeRO-3's reduce bucket), and ZeRO-3's hook gathers beside its kept
-/// 16-bit gradient partitions (on the CPU when offloaded).
+/// 16-bit gradient partitions (on the CPU when offloaded). Returns them, and the hook gather's two parts.
 fn deepspeed_initialized(
     s: &Setup,
     r: &Resident,
     w: &Working,
     held: &Held,
     g: &Generation,
-) -> [Live; 3] {
+) -> ([Live; 3], [Count; 2]) {
     let init = super::deepspeed::initialize(s, r.trainable, r.largest_tensor);
     let other = held.other - g.buffered;
     let kept_grads = if s.zero >= 3 && !s.plan.cpu_offload {
@@ -216,7 +220,7 @@ fn deepspeed_initialized(
     } else {
         0.0
     };
-    [
+    let moments = [
         [held.weights, 0.0, 0.0, 0.0, other + w.load_transient],
         [
             held.weights,
@@ -232,7 +236,8 @@ fn deepspeed_initialized(
             0.0,
             other,
         ],
-    ]
+    ];
+    (moments, [init.hook_gather_bytes, kept_grads])
 }
 
 /// Backward's moments, in order: the loss's backward, the head's, the layers', the end; the largest is the phase.

@@ -83,15 +83,8 @@ impl Builder<'_, '_> {
         );
         // DeepSpeed's `initialize` under ZeRO-3: its hooks gather the largest trainable parameter whole beside
         // the kept gradient partitions (the timeline's third load moment); the step makes its own gradients.
-        let init =
-            super::super::deepspeed::initialize(&self.st.setup, r.trainable, r.largest_tensor);
-        let kept = if s.zero >= 3 && !s.plan.cpu_offload {
-            self.st.timeline.held.grads
-        } else {
-            0.0
-        };
-        self.seq
-            .alloc(tag(Tag::LoadTransient, 2), bytes(init.hook_gather_bytes));
+        let [gathered, kept] = self.st.timeline.hook_gather;
+        self.seq.alloc(tag(Tag::LoadTransient, 2), bytes(gathered));
         self.seq.alloc(tag(Tag::LoadTransient, 3), bytes(kept));
         self.seq.free(tag(Tag::LoadTransient, 3));
         self.seq.free(tag(Tag::LoadTransient, 2));
