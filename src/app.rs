@@ -111,6 +111,15 @@ fn Planner() -> impl IntoView {
         ev.prevent_default();
         browser::focus_soon("answer");
     };
+    // The settings (forty-odd controls, a hundred options) and the accuracy section sit below the answer: they are
+    // built 300 ms after the first figure's frame is painted, so the wait for the figure is not spent on them
+    // (about 120 ms of DOM building, style and layout on a slow machine), and a browser test that has just seen
+    // the figure is not kept waiting behind them. What the first figure comes with: the essentials (sliders, GPU
+    // and GPU count), the verdict, chart and share bar, the figures and the component table.
+    let later = RwSignal::new(false);
+    browser::after_next_paint(300, move || {
+        browser::timed("settings built", || later.set(true))
+    });
     view! {
         <a class="skip-link" href="#answer" data-testid="skip-link" on:click=skip>"Skip to the answer"</a>
         <header class="top">
@@ -125,9 +134,11 @@ fn Planner() -> impl IntoView {
             <section class="controls essentials" aria-label="Plan">
                 <PlanEssentials/>
             </section>
+            <Show when=move || later.get()>
             <section class="controls settings" aria-label="Training settings">
                 <PlanSettings/>
             </section>
+            </Show>
             </div>
             // Two columns of their own height when wide; on a phone `display: contents` hands the four sections to
             // the grid, which puts the answer first.
@@ -149,7 +160,9 @@ fn Planner() -> impl IntoView {
                     plan=c.plan
                     predict=Callback::new(|c: peakplan_core::micro::MicroConfig| peakplan_core::micro::predicted_peak_bytes(&c))/>
                 <ComponentTable/>
-                <Accuracy/>
+                <Show when=move || later.get()>
+                    <Accuracy/>
+                </Show>
             </section>
             </Show>
             </div>

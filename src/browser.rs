@@ -131,6 +131,19 @@ pub fn focus_soon(id: &'static str) {
     let _ = w.request_animation_frame(f.unchecked_ref());
 }
 
+/// Runs `f` `delay_ms` after the next frame has been painted (a timeout queued from an animation frame runs after
+/// that frame's paint): what the first figure does not need is built after the figure is on screen.
+pub fn after_next_paint(delay_ms: i32, f: impl FnOnce() + 'static) {
+    let Some(w) = window() else { return };
+    let later = wasm_bindgen::closure::Closure::once_into_js(move || {
+        let Some(w) = web_sys::window() else { return };
+        let run = wasm_bindgen::closure::Closure::once_into_js(f);
+        let _ =
+            w.set_timeout_with_callback_and_timeout_and_arguments_0(run.unchecked_ref(), delay_ms);
+    });
+    let _ = w.request_animation_frame(later.unchecked_ref());
+}
+
 /// Milliseconds since navigation.
 pub fn now_ms() -> f64 {
     window()

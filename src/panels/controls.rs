@@ -223,3 +223,29 @@ pub(crate) fn show_plan_value(ev: &leptos::ev::Event, value: &str) {
         input.set_value(value);
     }
 }
+
+/// A whole-number key typed into a box (any accepted value, not only a list's): what the core refuses is listed
+/// in the `url-error` banner, and the plan keeps its value.
+#[component]
+pub(crate) fn NumberInput(
+    label: &'static str,
+    key: &'static str,
+    /// `data-testid` of the box.
+    testid: &'static str,
+    #[prop(optional, into)] disabled: Option<Signal<Option<&'static str>>>,
+    #[prop(optional)] hint: Option<&'static str>,
+) -> impl IntoView {
+    let c = ctx();
+    let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
+    let value = Memo::new(move |_| c.plan.with(|p| p.get(key).unwrap_or_default()));
+    let id = format!("num-{key}");
+    view! {
+        <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
+            <label for=id.clone()>{label}</label>
+            <input id=id type="number" min="1" inputmode="numeric" data-testid=testid
+                prop:value=move || value.get() attr:data-value=move || value.get()
+                disabled=move || disabled.get().is_some()
+                on:change=move |ev| c.set_text(key, event_target_value(&ev).trim())/>
+        </div>
+    }
+}

@@ -1,7 +1,7 @@
 //! Every other switch of the plan (framework, precision, optimizer, memory savers, sharding), the loss chunk, and
 //! the config paste and import.
 
-use crate::panels::controls::{not_peft_reason, AutoInput, KeySelect};
+use crate::panels::controls::{not_peft_reason, AutoInput, KeySelect, NumberInput};
 use crate::panels::deepspeed::DeepSpeedSettings;
 use crate::panels::interop::ImportConfig;
 use crate::state::ctx;
@@ -144,8 +144,6 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             <KeySelect label="MoE experts" key="moe" options=vec![(MoeExperts::Fused.key(), "3D (v5+)"), (MoeExperts::Linear.key(), "per expert (v4)")] disabled=not_moe
                 hint="transformers 5 stores each MoE layer's experts as 3D parameters, which bitsandbytes leaves 16-bit (fp32 once upcast); one Linear per expert (transformers 4, Unsloth's checkpoints) is quantized."/>
             <FrameworkSelect/>
-            <NumberInput label="GPUs" key="gpus" testid="gpus"
-                hint="Any count from 1: data-parallel copies (ZeRO stage 0), shards (stages 1-3), or a layer split."/>
             <KeySelect label="Layers split across GPUs" key="split" options=vec![("0", "no"), ("1", "yes (device_map)")] disabled=no_split
                 hint="device_map=\"auto\" puts a slice of the layers on each GPU, and they run one after another: no data parallelism, no sharding. The last GPU also holds the head and the logits."/>
             <KeySelect label="ZeRO / FSDP stage" key="zero" options=vec![("0", "0 (DDP)"), ("1", "1: optimizer"), ("2", "2: + gradients"), ("3", "3: + weights")] disabled=not_sharded/>
@@ -240,32 +238,6 @@ fn auto_label(value: impl Fn(&Profile) -> &'static str) -> &'static str {
         .map(|(v, labels)| format!("{}: {v}", labels.join(", ")))
         .collect();
     Box::leak(format!("auto ({})", each.join("; ")).into_boxed_str())
-}
-
-/// A whole-number key typed into a box (any accepted value, not only a list's): what the core refuses is listed
-/// in the `url-error` banner, and the plan keeps its value.
-#[component]
-fn NumberInput(
-    label: &'static str,
-    key: &'static str,
-    /// `data-testid` of the box.
-    testid: &'static str,
-    #[prop(optional, into)] disabled: Option<Signal<Option<&'static str>>>,
-    #[prop(optional)] hint: Option<&'static str>,
-) -> impl IntoView {
-    let c = ctx();
-    let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
-    let value = Memo::new(move |_| c.plan.with(|p| p.get(key).unwrap_or_default()));
-    let id = format!("num-{key}");
-    view! {
-        <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
-            <label for=id.clone()>{label}</label>
-            <input id=id type="number" min="1" inputmode="numeric" data-testid=testid
-                prop:value=move || value.get() attr:data-value=move || value.get()
-                disabled=move || disabled.get().is_some()
-                on:change=move |ev| c.set_text(key, event_target_value(&ev).trim())/>
-        </div>
-    }
 }
 
 /// A sequence-length statistic typed into a box; an empty box is `auto`, whose value (from the core's
