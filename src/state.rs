@@ -15,6 +15,9 @@ use peakplan_core::{preset_arch, Architecture, Diagnostic, Parsed, Plan};
 #[derive(Clone, Copy)]
 pub(crate) struct Ctx {
     pub(crate) plan: RwSignal<Plan>,
+    /// The plan with the three sliders' values (rank, micro-batch, sequence length) cleared: what the settings'
+    /// values and reasons read, so that a slider move re-runs one memo here instead of eighty in the controls.
+    pub(crate) steady: Memo<Plan>,
     pub(crate) computed: Memo<Computed>,
     pub(crate) custom: RwSignal<Option<Architecture>>,
     /// When the current slider input started, for the latency figure.
@@ -104,8 +107,17 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
         plan.set(restored);
     });
     let hub_id = Memo::new(move |_| plan.with(|p| p.hub.clone()));
+    let steady = Memo::new(move |_| {
+        plan.with(|p| Plan {
+            rank: 0,
+            micro_batch: 0,
+            seq_len: 0,
+            ..p.clone()
+        })
+    });
     let ctx = Ctx {
         plan,
+        steady,
         computed,
         custom,
         preview,

@@ -99,7 +99,7 @@ pub(crate) fn KeySelect(
     let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
     // Memos, so that a slider move (which changes the plan) touches no option of a select it leaves as it is.
     let disabled = Memo::new(move |_| disabled.get());
-    let value = Memo::new(move |_| c.plan.with(|p| p.get(key).unwrap_or_default()));
+    let value = Memo::new(move |_| c.steady.with(|p| p.get(key).unwrap_or_default()));
     let id = format!("sel-{key}");
     view! {
         <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
@@ -140,7 +140,7 @@ pub(crate) fn KeySelect(
 /// Why a LoRA setting is greyed out under full fine-tuning, if it is.
 pub(crate) fn not_peft_reason(c: Ctx) -> Signal<Option<&'static str>> {
     crate::state::memo(move || {
-        c.plan
+        c.steady
             .with(|p| p.method == Method::Full)
             .then_some("LoRA settings apply to LoRA and QLoRA, not full fine-tuning")
     })
@@ -162,7 +162,7 @@ pub(crate) fn AutoInput(
 ) -> impl IntoView {
     let c = ctx();
     let value = Memo::new(move |_| {
-        c.plan
+        c.steady
             .with(|p| p.get(key).filter(|v| v != "auto").unwrap_or_default())
     });
     let id = format!("num-{key}");
@@ -197,7 +197,7 @@ pub(crate) fn NumberBox(
 ) -> impl IntoView {
     let c = ctx();
     let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
-    let value = Memo::new(move |_| c.plan.with(|p| p.get(key).unwrap_or_default()));
+    let value = Memo::new(move |_| c.steady.with(|p| p.get(key).unwrap_or_default()));
     let id = format!("num-{key}");
     view! {
         <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
@@ -237,7 +237,7 @@ pub(crate) fn NumberInput(
 ) -> impl IntoView {
     let c = ctx();
     let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
-    let value = Memo::new(move |_| c.plan.with(|p| p.get(key).unwrap_or_default()));
+    let value = Memo::new(move |_| c.steady.with(|p| p.get(key).unwrap_or_default()));
     let id = format!("num-{key}");
     view! {
         <div class="field" class:disabled=move || disabled.get().is_some() title=hint>

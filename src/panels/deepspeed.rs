@@ -13,13 +13,13 @@ use peakplan_core::units::format_count;
 pub fn DeepSpeedSettings() -> impl IntoView {
     let c = ctx();
     let not_deepspeed = crate::state::memo(move || {
-        c.plan
+        c.steady
             .with(|p| p.gpus < 2 || p.split_layers || p.sharding().shard != Shard::Deepspeed)
             .then_some("Applies where DeepSpeed shards the plan over several GPUs")
     });
     let not_zero3 = crate::state::memo(move || {
         not_deepspeed.get().or_else(|| {
-            c.plan
+            c.steady
                 .with(|p| p.zero != 3)
                 .then_some("Applies to ZeRO-3 only")
         })

@@ -17,7 +17,7 @@ use peakplan_core::{presets, Target};
 #[component]
 pub(crate) fn PlanEssentials() -> impl IntoView {
     let c = ctx();
-    let method = Memo::new(move |_| c.plan.with(|p| p.method));
+    let method = Memo::new(move |_| c.steady.with(|p| p.method));
     let not_peft = not_peft_reason(c);
     let models = in_list_order(presets::MODELS.iter().map(|m| (m.id, m.name)).collect());
     // The vendor prefix is the same for most cards.
@@ -78,7 +78,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
     let input = NodeRef::<leptos::html::Input>::new();
     let models = StoredValue::new(models);
     // The model alone: read through the whole plan, every slider move would rebuild the option list.
-    let model = Memo::new(move |_| c.plan.with(|p| p.get("model").unwrap_or_default()));
+    let model = Memo::new(move |_| c.steady.with(|p| p.get("model").unwrap_or_default()));
     // A filter left after the model changed would still say "Enter picks" another one. A Hub id the plan now
     // holds stays: Enter on it tries the load again.
     Effect::new(move |_| {
@@ -165,7 +165,7 @@ fn ModelPicker(models: Vec<(&'static str, &'static str)>) -> impl IntoView {
 #[component]
 fn TargetPicker(#[prop(into)] disabled: Signal<Option<&'static str>>) -> impl IntoView {
     let c = ctx();
-    let targets = Memo::new(move |_| c.plan.with(|p| p.targets));
+    let targets = Memo::new(move |_| c.steady.with(|p| p.targets));
     view! {
         <fieldset class="targets" class:disabled=move || disabled.get().is_some()>
             <legend>"LoRA targets"</legend>

@@ -19,10 +19,10 @@ use peakplan_core::units::format_count;
 #[component]
 pub(crate) fn PlanSettings() -> impl IntoView {
     let c = ctx();
-    let method = Memo::new(move |_| c.plan.with(|p| p.method));
+    let method = Memo::new(move |_| c.steady.with(|p| p.method));
     let not_peft = not_peft_reason(c);
     let not_virtual = crate::state::memo(move || {
-        c.plan
+        c.steady
             .with(|p| p.method == Method::Full || !p.peft.uses_virtual_tokens())
             .then_some("Applies to prompt and prefix tuning only")
     });
@@ -30,21 +30,21 @@ pub(crate) fn PlanSettings() -> impl IntoView {
         (method.get() != Method::Qlora).then_some("Quantization settings apply to QLoRA only")
     });
     let not_chunked = crate::state::memo(move || {
-        c.plan
+        c.steady
             .with(|p| p.loss != Loss::Chunked)
             .then_some("Applies to the chunked loss only")
     });
     let fixed_lengths = crate::state::memo(move || {
-        c.plan
+        c.steady
             .with(|p| !p.lengths.varies())
             .then_some("Applies where batch lengths vary (padded or grouped)")
     });
     let holding = hold_applies();
     let not_standard_loss =
-        crate::state::memo(move || c.plan.with(|p| !p.returns_full_logits()).then_some(holding));
+        crate::state::memo(move || c.steady.with(|p| !p.returns_full_logits()).then_some(holding));
     let not_four_bit = crate::state::memo(move || {
         not_qlora.get().or_else(|| {
-            c.plan.with(|p| match p.quant {
+            c.steady.with(|p| match p.quant {
                 Quant::Int8 => Some("LLM.int8 has one scale per row, nothing to quantize twice"),
                 Quant::Gptq4 | Quant::Gptq8 => {
                     Some("GPTQ keeps fp16 scales per group of 128 inputs, quantized once")
@@ -55,7 +55,7 @@ pub(crate) fn PlanSettings() -> impl IntoView {
     });
     let not_bnb = crate::state::memo(move || {
         not_qlora.get().or_else(|| {
-            c.plan
+            c.steady
                 .with(|p| p.quant.gptq_bits().is_some())
                 .then_some("A bitsandbytes/torchao setting: a GPTQ checkpoint comes quantized and keeps its dequantized weight, not its input")
         })
@@ -75,26 +75,26 @@ pub(crate) fn PlanSettings() -> impl IntoView {
         })
     });
     let single_gpu = crate::state::memo(move || {
-        c.plan
+        c.steady
             .with(|p| p.gpus == 1)
             .then_some("Sharding needs more than one GPU")
     });
     let not_sharded = crate::state::memo(move || {
         single_gpu.get().or_else(|| {
-            c.plan
+            c.steady
                 .with(|p| p.split_layers)
                 .then_some("The layers are split across the GPUs: nothing is sharded")
         })
     });
     let not_fsdp1_peft = crate::state::memo(move || {
         not_sharded.get().or_else(|| not_peft.get()).or_else(|| {
-            c.plan
+            c.steady
                 .with(|p| p.sharding().shard != Shard::Fsdp1)
                 .then_some("Applies to FSDP1 only")
         })
     });
     let no_split = crate::state::memo(move || {
-        c.plan
+        c.steady
             .with(|p| p.gpus == 1)
             .then_some("Splitting needs more than one GPU")
     });
@@ -164,7 +164,7 @@ pub(crate) fn PlanSettings() -> impl IntoView {
 #[component]
 fn FrameworkSelect() -> impl IntoView {
     let c = ctx();
-    let framework = Memo::new(move |_| c.plan.with(|p| p.framework));
+    let framework = Memo::new(move |_| c.steady.with(|p| p.framework));
     view! {
         <div class="field">
             <label for="sel-fw">"Framework profile"</label>

@@ -15,11 +15,11 @@ use peakplan_core::plan::{Generation, Task};
 #[component]
 pub(crate) fn TaskControls() -> impl IntoView {
     let c = ctx();
-    let off = memo(move || c.plan.with(task_off_reason));
-    let preference = memo(move || c.plan.with(shows_preference_keys));
-    let grpo = memo(move || c.plan.with(|p| p.task == Task::Grpo));
+    let off = memo(move || c.steady.with(task_off_reason));
+    let preference = memo(move || c.steady.with(shows_preference_keys));
+    let grpo = memo(move || c.steady.with(|p| p.task == Task::Grpo));
     // ORPO, SimPO and CPO compare with no reference; GRPO's follows beta.
-    let reference = memo(move || c.plan.with(|p| p.task.reference_chosen_by_key()));
+    let reference = memo(move || c.steady.with(|p| p.task.reference_chosen_by_key()));
     view! {
         <KeySelect label="Task" key="task" testid="task" options=task_options() disabled=off
             hint="Supervised fine-tuning, a preference objective as TRL's trainers run it (DPO, KTO; ORPO, SimPO and CPO without a reference, over the full logits), or GRPO (GRPOTrainer): a preference task adds its reference and its prompt length here, GRPO its generation round."/>
