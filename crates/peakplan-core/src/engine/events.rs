@@ -276,6 +276,9 @@ struct Builder<'s, 'a> {
     /// What a transient may bring the live bytes to: the engine's peak, which it never raises.
     burst_cap: u64,
     saved_last: Vec<u64>,
+    /// A checkpointed layer's recompute in backward: tensor by tensor then the rest where lengths vary, else one
+    /// block.
+    recompute: Vec<u64>,
     /// Each parameter's share of a layer's gradients, states and temporaries, where they go apart (else empty:
     /// a block a layer).
     param_sizes: Vec<Count>,
@@ -372,7 +375,24 @@ impl<'s, 'a> Builder<'s, 'a> {
         } else {
             Vec::new()
         };
+        // Checkpointed, backward recomputes each layer's tensors. Where batch lengths vary they are made tensor by
+        // tensor (the recompute's rest, scores, mask and weight copies, one block after them; a varying plan's
+        // steps are built `full_by_tensor`): the longest batch's tensors then land in the segments shorter
+        // batches' logits left, as the traces show. At a fixed length the recompute is one block, which its traces
+        // replay closer.
+        let recomputed = bytes(st.work.backward_work - st.work.grad_flow);
+        let layer_bytes = bytes(a.layer.bytes);
+        let recompute_apart =
+            st.setup.plan.checkpointing.on() && full_by_tensor && layer_bytes <= recomputed;
+        let mut recompute = if recompute_apart {
+            tensors_of(layer_bytes, a.layer.tensors.sizes())
+        } else {
+            Vec::new()
+        };
+        let apart: u64 = recompute.iter().sum();
+        recompute.push(recomputed - apart);
         Builder {
+            recompute,
             bursts_first: bursts(first_sizes),
             bursts: bursts(&a.layer),
             burst_cap: bytes(st.timeline.peak),
@@ -592,6 +612,18 @@ impl<'s, 'a> Builder<'s, 'a> {
         }
     }
 
+    /// A checkpointed layer's recomputed tensors, made or let go.
+    fn recompute(&mut self, on: bool) {
+        for (k, &part) in self.recompute.iter().enumerate() {
+            let t = tag(Tag::Recompute, k as u64);
+            if on {
+                self.seq.alloc(t, part);
+            } else {
+                self.seq.free(t);
+            }
+        }
+    }
+
     fn gathered(&mut self, from: usize, to: usize) {
         // The stage counts what is gathered at each moment as a total (the root unit and the layers in flight):
         // one block a moment.
@@ -667,7 +699,16 @@ impl<'s, 'a> Builder<'s, 'a> {
                 // Activation offloading: the layer two back goes to CPU memory.
                 self.kept(slot, Keep::Freed);
             }
+            // Checkpointed at varying lengths, the layer's forward makes what its recompute will and keeps none
+            // of it: its output, the next checkpoint, is made while those tensors are live.
+            let recomputes = self.recompute.len() > 1;
+            if recomputes {
+                self.recompute(true);
+            }
             self.kept(slot, Keep::Made);
+            if recomputes {
+                self.recompute(false);
+            }
             self.seq.alloc(tag(Tag::KvCache, i), kv[i as usize]);
             self.buffers(false);
         }
@@ -804,8 +845,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             if self.seq.over {
                 return;
             }
-            self.seq
-                .alloc(tag(Tag::Recompute, 0), bytes(w.backward_work - w.grad_flow));
+            self.recompute(true);
             self.buffers(true);
             self.seq
                 .alloc(tag(Tag::StepInBackward, 0), bytes(t.step_in_bwd));
@@ -814,7 +854,7 @@ impl<'s, 'a> Builder<'s, 'a> {
             }
             self.seq.free(tag(Tag::StepInBackward, 0));
             self.buffers(false);
-            self.seq.free(tag(Tag::Recompute, 0));
+            self.recompute(false);
             let slot = j % self.slots;
             self.kept(slot, Keep::Freed);
             if j + 1 == self.layers {
