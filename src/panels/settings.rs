@@ -40,8 +40,11 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             .then_some("Applies where batch lengths vary (padded or grouped)")
     });
     let holding = hold_applies();
-    let not_standard_loss =
-        crate::state::memo(move || c.steady.with(|p| !p.returns_full_logits()).then_some(holding));
+    let not_standard_loss = crate::state::memo(move || {
+        c.steady
+            .with(|p| !p.returns_full_logits())
+            .then_some(holding)
+    });
     let not_four_bit = crate::state::memo(move || {
         not_qlora.get().or_else(|| {
             c.steady.with(|p| match p.quant {
