@@ -117,9 +117,7 @@ fn Planner() -> impl IntoView {
     // the figure is not kept waiting behind them. What the first figure comes with: the essentials (sliders, GPU
     // and GPU count), the verdict, chart and share bar, the figures and the component table.
     let later = RwSignal::new(false);
-    browser::after_next_paint(300, move || {
-        browser::timed("settings built", || later.set(true))
-    });
+    browser::after_next_paint(300, move || later.set(true));
     view! {
         <a class="skip-link" href="#answer" data-testid="skip-link" on:click=skip>"Skip to the answer"</a>
         <header class="top">

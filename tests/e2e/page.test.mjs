@@ -10,7 +10,7 @@ import { test, bytes, ready, setSlider, assert, realConfig, routeHub, hubError, 
 await test('page loads with every hook and a drawn chart', async page => {
   await page.goto(base + '?model=llama-2-7b&method=qlora&r=16&b=1&s=1024');
   await ready(page);
-  for (const id of ['slider-rank', 'slider-batch', 'slider-seq', 'chart', 'value-weights', 'value-gradients', 'value-optimizer', 'value-activations', 'value-peak', 'verdict', 'timeline', 'components'])
+  for (const id of ['slider-rank', 'slider-batch', 'slider-seq', 'chart', 'value-weights', 'value-gradients', 'value-optimizer', 'value-activations', 'value-peak', 'verdict', 'timeline', 'components', 'gpus'])
     assert(await page.locator(`[data-testid="${id}"]`).count() === 1, `missing ${id}`);
   const painted = await page.locator('[data-testid="chart"]').evaluate(c => {
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -18,6 +18,21 @@ await test('page loads with every hook and a drawn chart', async page => {
     return colors.size; });
   assert(painted > 4, `chart canvas looks empty (${painted} colors)`);
   await page.screenshot({ path: path.join(out, 'planner.png'), fullPage: true });
+});
+
+await test('the settings follow the first figure without moving the answer or the essentials', async page => {
+  await page.goto(base + '?model=llama-3.1-8b&method=lora&gpus=2&zero=3');
+  await ready(page);
+  // What the first frame holds: the GPU count (beside the GPU), the sliders and the answer.
+  assert(await page.locator('[data-testid="gpus"]').inputValue() === '2', 'the GPU count is not 2 in the first frame');
+  const where = () => page.evaluate(() => ['verdict', 'chart', 'slider-seq', 'gpus'].map(id =>
+    Math.round(document.querySelector(`[data-testid="${id}"]`).getBoundingClientRect().top)));
+  const before = await where();
+  await page.waitForSelector('[data-testid="select-fw"]', { timeout: 5000 });
+  await page.waitForSelector('[data-testid="accuracy"]', { state: 'attached', timeout: 5000 });
+  const after = await where();
+  assert(JSON.stringify(before) === JSON.stringify(after), `the first frame moved when the settings came: ${before} -> ${after}`);
+  assert(await page.locator('[data-testid="shard"]').count() === 1, 'no sharding control in the settings');
 });
 
 for (const [id, fig] of [['slider-seq', 'value-activations'], ['slider-batch', 'value-activations'], ['slider-rank', 'value-gradients']]) {
