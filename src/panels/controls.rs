@@ -182,14 +182,22 @@ pub(crate) fn AutoInput(
     }
 }
 
-/// A number key typed into a box (`data-testid="num-KEY"`): whole numbers, or decimals with `step="any"`; a value
-/// the plan does not take is said in the page's banner and the box shows the plan's value again. Off, it says why.
+/// A number key typed into a box (`data-testid="num-KEY"` unless `testid` names it, its value in `data-value`):
+/// whole numbers, or decimals with `step="any"`; a value the plan does not take is said in the page's banner and
+/// the box shows the plan's value again. Off, it says why.
 #[component]
 pub(crate) fn NumberBox(
     label: &'static str,
     key: &'static str,
     /// The input's `step`: `"1"` for whole numbers, `"any"` for decimals.
+    #[prop(default = "1")]
     step: &'static str,
+    /// The input's `min`: what the browser's spinner stops at (the core says what the key takes).
+    #[prop(default = "0")]
+    min: &'static str,
+    /// `data-testid` of the box, where a test names it otherwise.
+    #[prop(optional)]
+    testid: Option<&'static str>,
     #[prop(optional, into)] disabled: Option<Signal<Option<&'static str>>>,
     /// What the key means, shown as a tooltip.
     #[prop(optional)]
@@ -199,11 +207,14 @@ pub(crate) fn NumberBox(
     let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
     let value = Memo::new(move |_| c.steady.with(|p| p.get(key).unwrap_or_default()));
     let id = format!("num-{key}");
+    let inputmode = if step == "1" { "numeric" } else { "decimal" };
     view! {
         <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
             <label for=id.clone()>{label}</label>
-            <input id=id type="number" min="0" step=step data-testid=format!("num-{key}")
-                prop:value=move || value.get() disabled=move || disabled.get().is_some()
+            <input id=id type="number" min=min step=step inputmode=inputmode
+                data-testid=testid.map_or_else(|| format!("num-{key}"), str::to_string)
+                prop:value=move || value.get() attr:data-value=move || value.get()
+                disabled=move || disabled.get().is_some()
                 on:change=move |ev| {
                     c.set_text(key, event_target_value(&ev).trim());
                     show_plan_value(&ev, &value.get_untracked());
@@ -221,31 +232,5 @@ pub(crate) fn show_plan_value(ev: &leptos::ev::Event, value: &str) {
         .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
     {
         input.set_value(value);
-    }
-}
-
-/// A whole-number key typed into a box (any accepted value, not only a list's): what the core refuses is listed
-/// in the `url-error` banner, and the plan keeps its value.
-#[component]
-pub(crate) fn NumberInput(
-    label: &'static str,
-    key: &'static str,
-    /// `data-testid` of the box.
-    testid: &'static str,
-    #[prop(optional, into)] disabled: Option<Signal<Option<&'static str>>>,
-    #[prop(optional)] hint: Option<&'static str>,
-) -> impl IntoView {
-    let c = ctx();
-    let disabled = disabled.unwrap_or_else(|| Signal::derive(|| None));
-    let value = Memo::new(move |_| c.steady.with(|p| p.get(key).unwrap_or_default()));
-    let id = format!("num-{key}");
-    view! {
-        <div class="field" class:disabled=move || disabled.get().is_some() title=hint>
-            <label for=id.clone()>{label}</label>
-            <input id=id type="number" min="1" inputmode="numeric" data-testid=testid
-                prop:value=move || value.get() attr:data-value=move || value.get()
-                disabled=move || disabled.get().is_some()
-                on:change=move |ev| c.set_text(key, event_target_value(&ev).trim())/>
-        </div>
     }
 }

@@ -1,7 +1,7 @@
 //! The inputs that decide most of the answer: method and task, model, GPU and how many, the three sliders and the LoRA
 //! targets.
 
-use crate::panels::controls::{not_peft_reason, KeySelect, LogSlider, NumberInput};
+use crate::panels::controls::{not_peft_reason, KeySelect, LogSlider, NumberBox};
 use crate::panels::hub::{HubLine, HubStatus};
 use crate::picker::{filtered, hub_line, in_list_order};
 use crate::scale;
@@ -53,7 +53,7 @@ pub(crate) fn PlanEssentials() -> impl IntoView {
         <crate::panels::task::TaskControls/>
         <ModelPicker models=models/>
         <KeySelect label="GPU" key="gpu" options=gpus/>
-        <NumberInput label="GPUs" key="gpus" testid="gpus"
+        <NumberBox label="GPUs" key="gpus" min="1" testid="gpus"
             hint="Any count from 1: data-parallel copies (ZeRO stage 0), shards (stages 1-3), or a layer split."/>
         <LogSlider label="LoRA rank" key="r" testid="slider-rank" scale=scale::RANK
             value=crate::state::memo(move || c.plan.with(|p| p.rank)) set=|p, v| p.rank = v disabled=not_peft/>

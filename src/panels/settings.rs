@@ -1,7 +1,7 @@
 //! Every other switch of the plan (framework, precision, optimizer, memory savers, sharding), the loss chunk, and
 //! the config paste and import.
 
-use crate::panels::controls::{not_peft_reason, AutoInput, KeySelect, NumberInput};
+use crate::panels::controls::{not_peft_reason, AutoInput, KeySelect, NumberBox};
 use crate::panels::deepspeed::DeepSpeedSettings;
 use crate::panels::interop::ImportConfig;
 use crate::state::ctx;
@@ -127,7 +127,7 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             <DatasetLengthsInput/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
             <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE"), (Loss::Kernel.key(), "kernel (unsloth)")]/>
-            <NumberInput label="Loss chunk (tokens)" key="chunk" testid="num-chunk" disabled=not_chunked/>
+            <NumberBox label="Loss chunk (tokens)" key="chunk" min="1" disabled=not_chunked/>
             <KeySelect label="Optimizer" key="opt" options=kw(opts)/>
             <KeySelect label="Precision" key="prec" options=vec![(Precision::AmpBf16.key(), "AMP bf16"), (Precision::AmpFp16.key(), "AMP fp16"), (Precision::Bf16.key(), "pure bf16"), (Precision::Fp16.key(), "pure fp16"), (Precision::Fp32.key(), "fp32")]
                 hint="AMP: autocast over fp32 master weights for a full fine-tune. Pure: everything in 16-bit."/>

@@ -48,7 +48,7 @@ fn GrpoControls() -> impl IntoView {
             .then_some("Applies to vLLM colocated in the training process")
     });
     view! {
-        <NumberBox label="Completions per prompt" key="gens" step="1"
+        <NumberBox label="Completions per prompt" key="gens"
             hint="num_generations: every prompt of the round is answered this many times; the round's b x gens sequences are generated at once and trained in ga micro-batches."/>
         <AutoInput label="Completion tokens" key="completion" disabled=Signal::derive(|| None)
             placeholder=completion_auto

@@ -336,6 +336,8 @@ await test('the GPU table lists every GPU only when opened, and Use moves the pl
   const said = await page.locator('[data-testid="url-error"]').textContent();
   assert(said.includes('gpus=0'), `no message for gpus=0: ${said}`);
   assert(new RegExp(`[?&]gpus=${needed}(&|$)`).test(page.url()), `the plan lost its count: ${page.url()}`);
+  // The box shows the count the plan kept, as every number box does after a refused value (the 0 is in the banner).
+  assert(await page.locator('[data-testid="gpus"]').inputValue() === String(needed), 'the GPU-count box keeps the refused 0');
   // Open, the table follows the plan: now every row is worked out for the sharded plan and the H100 is current.
   await page.waitForSelector('[data-testid="gpu-row-h100-80gb"][data-fits="true"]', { timeout: 60000 });
   await page.screenshot({ path: path.join(out, 'gpu-table.png'), fullPage: true });
