@@ -55,6 +55,20 @@ impl SortedSet {
         }
     }
 
+    /// Takes the first key from `key` on out of the set: one search where looking it up and removing it would
+    /// take two (the best fit of every request).
+    pub fn take_from(&mut self, key: Key) -> Option<Key> {
+        let at = match self.find(key) {
+            Ok(at) | Err(at) => at,
+        };
+        (at < self.packed.len()).then(|| {
+            let taken = self.key(at);
+            self.packed.remove(at);
+            self.slots.remove(at);
+            taken
+        })
+    }
+
     /// The keys from `key` on, in order.
     pub fn from(&self, key: Key) -> impl DoubleEndedIterator<Item = Key> + '_ {
         let at = match self.find(key) {

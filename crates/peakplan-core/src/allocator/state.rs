@@ -145,6 +145,22 @@ impl Allocator {
             // Searches age the cached blocks only while garbage collection is on, as in the source.
             self.pool(kind).get_free_blocks_call_count += 1;
         }
+        let max_split = self.limits.max_split_bytes;
+        if !self.limits.expandable {
+            // Outside expandable segments the best fit is the first candidate: one search finds and takes it,
+            // and a refused one goes back.
+            let free = &mut self.pools[kind.index()].free;
+            let best = free.take_from((size, 0, 0))?;
+            let block_size = best.0;
+            let refused = (size < max_split && block_size >= max_split)
+                || (size >= max_split
+                    && block_size >= size.saturating_add(super::config::LARGE_BUFFER_BYTES));
+            if refused {
+                free.insert(best);
+                return None;
+            }
+            return Some(best.2);
+        }
         let best = {
             let mut candidates = self.pools[kind.index()].free.from((size, 0, 0));
             let mut best = candidates.next()?;
@@ -163,7 +179,6 @@ impl Allocator {
             best
         };
         let block_size = best.0;
-        let max_split = self.limits.max_split_bytes;
         if size < max_split && block_size >= max_split {
             return None;
         }
