@@ -3,8 +3,9 @@
 use peakplan_chart::ChartData;
 use peakplan_core::advise::Suggestion;
 use peakplan_core::plan::Method;
+use peakplan_core::solve::Search;
 use peakplan_core::{
-    estimate, estimate_each_method, needs_on_card, presets, solve, Architecture, Estimate, Plan,
+    estimate, estimate_each_method, needs_on_card, presets, Architecture, Estimate, Plan,
 };
 
 /// Everything derived from one plan on a slider move: the three methods' estimates and the verdict.
@@ -41,38 +42,12 @@ pub struct Limits {
 
 impl Limits {
     pub fn new(arch: &Architecture, plan: &Plan) -> Self {
-        Limits::batch_part(arch, plan).with_seq(arch)
-    }
-
-    /// The first of the two searches (a page runs each in a task of its own): the largest micro-batch, and,
-    /// where none fits, the longest sequence at b=1. The longest sequence at the plan's micro-batch is not yet
-    /// worked out ([`Limits::with_seq`]).
-    pub fn batch_part(arch: &Architecture, plan: &Plan) -> Self {
-        let capacity_bytes = plan.gpu.preset().capacity_bytes;
-        let max_batch = solve::max_batch(arch, plan, capacity_bytes);
-        // One more search, and only where the answer is "shorten the sequence": at b=1 it is the longest there is.
-        let max_seq_at_one = (max_batch.is_none() && plan.micro_batch > 1)
-            .then(|| {
-                let one = Plan {
-                    micro_batch: 1,
-                    ..plan.clone()
-                };
-                solve::max_seq(arch, &one, capacity_bytes)
-            })
-            .flatten();
-        Limits {
-            plan: plan.clone(),
-            max_batch,
-            max_seq: None,
-            max_seq_at_one,
+        let mut search = LimitsSearch::new(plan);
+        loop {
+            if let Some(limits) = search.step(arch) {
+                return limits;
+            }
         }
-    }
-
-    /// The second search: the longest sequence at the plan's micro-batch.
-    pub fn with_seq(mut self, arch: &Architecture) -> Self {
-        let capacity_bytes = self.plan.gpu.preset().capacity_bytes;
-        self.max_seq = solve::max_seq(arch, &self.plan, capacity_bytes);
-        self
     }
 
     /// The verdict's line on the largest batch and the longest sequence. Each figure names the value it holds the
@@ -111,6 +86,79 @@ impl Limits {
 /// ("Halve the micro-batch to 2 (accumulate …)" reads "Halve the micro-batch to 2"); the chart wraps and clips it.
 pub fn short_change(label: &str) -> &str {
     label.split('(').next().unwrap_or(label).trim()
+}
+
+/// The verdict's searches worked out a replayed probe at a time ([`LimitsSearch::step`]), so that a page runs
+/// each probe in a task of its own: the largest micro-batch; where none fits and the plan's is above 1, the
+/// longest sequence at b=1 (the most the GPU takes at all); then the longest sequence at the plan's micro-batch.
+#[derive(Clone, Debug)]
+pub struct LimitsSearch {
+    limits: Limits,
+    stage: Stage,
+    search: Search,
+}
+
+/// Which of the verdict's searches runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Batch,
+    SeqAtOne,
+    Seq,
+}
+
+impl LimitsSearch {
+    pub fn new(plan: &Plan) -> Self {
+        LimitsSearch {
+            limits: Limits {
+                plan: plan.clone(),
+                max_batch: None,
+                max_seq: None,
+                max_seq_at_one: None,
+            },
+            stage: Stage::Batch,
+            search: Search::batch(plan, plan.gpu.preset().capacity_bytes),
+        }
+    }
+
+    /// The plan the limits answer for.
+    pub fn plan(&self) -> &Plan {
+        &self.limits.plan
+    }
+
+    /// Runs the current search a step further (at most one replay); the limits once every search has ended.
+    pub fn step(&mut self, arch: &Architecture) -> Option<Limits> {
+        let answer = self.search.step(arch)?;
+        let plan = &self.limits.plan;
+        let capacity_bytes = plan.gpu.preset().capacity_bytes;
+        match self.stage {
+            Stage::Batch => {
+                self.limits.max_batch = answer;
+                // One more search, and only where the answer is "shorten the sequence".
+                if answer.is_none() && plan.micro_batch > 1 {
+                    let one = Plan {
+                        micro_batch: 1,
+                        ..plan.clone()
+                    };
+                    self.stage = Stage::SeqAtOne;
+                    self.search = Search::seq(&one, capacity_bytes);
+                } else {
+                    self.stage = Stage::Seq;
+                    self.search = Search::seq(plan, capacity_bytes);
+                }
+                None
+            }
+            Stage::SeqAtOne => {
+                self.limits.max_seq_at_one = answer;
+                self.stage = Stage::Seq;
+                self.search = Search::seq(plan, capacity_bytes);
+                None
+            }
+            Stage::Seq => {
+                self.limits.max_seq = answer;
+                Some(self.limits.clone())
+            }
+        }
+    }
 }
 
 /// An advisor card's limits in words, each naming what it is at: `max_batch` is the largest micro-batch at the

@@ -230,6 +230,48 @@ pub(crate) fn on_settled_plan(
     });
 }
 
+/// [`on_settled_plan`] for work done a step at a time (a search's replayed probes): `start` makes its state once the
+/// plan settles, then `step` runs in a task of its own per step, so that a click or a key press between steps is
+/// not kept waiting, until it says the work is done; a newer plan drops the steps left of the last one.
+pub(crate) fn on_settled_plan_stepped<S: 'static>(
+    name: &'static str,
+    settle: std::time::Duration,
+    start: impl Fn(&Plan) -> S + Clone + 'static,
+    step: impl Fn(&mut S, &Architecture) -> bool + 'static,
+) {
+    let pieces = Pieces::new();
+    let step: Step<S> = std::rc::Rc::new(step);
+    on_settled_plan(
+        name,
+        settle,
+        || true,
+        move |arch, plan| {
+            pieces.steps(name, start(plan), arch, step.clone());
+        },
+    );
+}
+
+/// One step of a piece of work done a step per task: true once the work is done.
+pub(crate) type Step<S> = std::rc::Rc<dyn Fn(&mut S, &Architecture) -> bool>;
+
+/// How long a task runs steps of [`Pieces::steps`] before it hands the page back: a step that replays a fixed-length
+/// plan takes a fraction of a millisecond, one whose batches vary tens of milliseconds, and a chain of tasks that
+/// each ran one short step would wait about 4 ms between them (browsers clamp nested timeouts).
+const STEPS_FOR_MS: f64 = 8.0;
+
+/// Runs `step` until the work is done (true) or [`STEPS_FOR_MS`] have passed (false).
+fn steps_for_a_while<S>(state: &mut S, arch: &Architecture, step: &Step<S>) -> bool {
+    let start = browser::now_ms();
+    loop {
+        if step(state, arch) {
+            return true;
+        }
+        if browser::now_ms() - start >= STEPS_FOR_MS {
+            return false;
+        }
+    }
+}
+
 /// Work split into pieces, each run in a task of its own so that a click or a key press between them is not kept
 /// waiting; one working-out at a time: starting the next makes the pending pieces of the last moot.
 #[derive(Clone, Copy)]
@@ -238,6 +280,48 @@ pub(crate) struct Pieces(StoredValue<u64>);
 impl Pieces {
     pub(crate) fn new() -> Self {
         Pieces(StoredValue::new(0))
+    }
+
+    /// Drops the pending pieces or steps.
+    pub(crate) fn cancel(self) {
+        self.0.update_value(|g| *g += 1);
+    }
+
+    /// Runs `step` on `state` once now and then once per task of its own until it says the work is done, unless
+    /// `run` or `steps` is called again first.
+    pub(crate) fn steps<S: 'static>(
+        self,
+        name: &'static str,
+        mut state: S,
+        arch: &Architecture,
+        step: Step<S>,
+    ) {
+        self.0.update_value(|g| *g += 1);
+        let now = self.0.get_value();
+        if !steps_for_a_while(&mut state, arch, &step) {
+            self.next_step(name, now, state, arch.clone(), step);
+        }
+    }
+
+    fn next_step<S: 'static>(
+        self,
+        name: &'static str,
+        now: u64,
+        mut state: S,
+        arch: Architecture,
+        step: Step<S>,
+    ) {
+        set_timeout(
+            move || {
+                if self.0.get_value() != now {
+                    return;
+                }
+                if !browser::timed(name, || steps_for_a_while(&mut state, &arch, &step)) {
+                    self.next_step(name, now, state, arch, step);
+                }
+            },
+            std::time::Duration::ZERO,
+        );
     }
 
     /// Runs `piece(i)` for each `i` in `0..n`, one task each, unless `run` is called again first.

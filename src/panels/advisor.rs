@@ -3,9 +3,9 @@
 use crate::browser;
 use crate::history::changed;
 use crate::planner::{card_limits, suggestion_name};
-use crate::state::{ctx, on_settled_plan, Pieces};
+use crate::state::{ctx, on_settled_plan_stepped, Pieces, Step};
 use leptos::prelude::*;
-use peakplan_core::advise::{add_limit, advise_without_limits, Advice, Suggestion};
+use peakplan_core::advise::{limit_search, set_limit, Advice, AdviceSearch, Suggestion};
 use peakplan_core::solve::Limit;
 use peakplan_core::units::format_bytes;
 use peakplan_core::Plan;
@@ -22,6 +22,67 @@ fn card(a: &mut Advice, i: usize) -> Option<&mut Suggestion> {
     a.to_fit.iter_mut().chain(a.levers.iter_mut()).nth(i)
 }
 
+/// Where the working-out of the cards' limits stands: the next search (card `i / 2`, its largest batch for even
+/// `i`, its longest sequence for odd) of `searches`, and that search's steps so far.
+struct CardLimits {
+    i: usize,
+    searches: usize,
+    /// The card's GPU memory.
+    cap: u64,
+    search: Option<peakplan_core::solve::Search>,
+}
+
+impl CardLimits {
+    fn new(searches: usize, cap: u64) -> Self {
+        CardLimits {
+            i: 0,
+            searches,
+            cap,
+            search: None,
+        }
+    }
+
+    /// One replayed probe of the current card's search; true once every card's limits are known.
+    fn step(&mut self, arch: &peakplan_core::Architecture, advice: Advised) -> bool {
+        let cap = self.cap;
+        while self.i < self.searches {
+            let limit = Limit::BOTH[self.i % 2];
+            let search = match self.search.as_mut() {
+                Some(search) => search,
+                None => {
+                    let Some(search) = advice.with_untracked(|a| {
+                        Some(limit_search(card_of(a.as_ref()?, self.i / 2)?, cap, limit))
+                    }) else {
+                        self.i += 1;
+                        continue;
+                    };
+                    self.search.insert(search)
+                }
+            };
+            let Some(answer) = search.step(arch) else {
+                return false;
+            };
+            advice.update(|a| {
+                if let Some(s) = a.as_mut().and_then(|a| card(a, self.i / 2)) {
+                    set_limit(s, limit, answer);
+                }
+            });
+            self.search = None;
+            self.i += 1;
+            return self.i >= self.searches;
+        }
+        true
+    }
+}
+
+/// The advice the panel shows.
+type Advised = RwSignal<Option<Advice>>;
+
+/// The `i`-th card, to read.
+fn card_of(a: &Advice, i: usize) -> Option<&Suggestion> {
+    a.to_fit.iter().chain(a.levers.iter()).nth(i)
+}
+
 /// Lists the changes that lower the peak; when the plan does not fit, the smallest set that makes it fit first.
 /// Hovering a suggestion shows it as an "after" bar in the chart; "Apply" makes it the plan (and the URL).
 #[component]
@@ -29,26 +90,33 @@ pub fn Advisor() -> impl IntoView {
     let c = ctx();
     let advice: RwSignal<Option<Advice>> = RwSignal::new(None);
     let pieces = Pieces::new();
-    on_settled_plan(
+    // Each card's largest batch, then its longest sequence (a dozen replays each), a replayed probe per task.
+    let limits: Step<CardLimits> =
+        std::rc::Rc::new(move |at: &mut CardLimits, arch| at.step(arch, advice));
+    // The advice a step per task (the plan's figure, then each change's), then the cards' limits.
+    on_settled_plan_stepped(
         "advisor",
         SETTLE,
-        || true,
-        move |arch, plan| {
-            let cap = plan.gpu.preset().capacity_bytes;
-            let a = advise_without_limits(arch, plan, Some(cap));
+        move |plan| {
+            // The last plan's cards are moot once a new plan is being advised on.
+            pieces.cancel();
+            AdviceSearch::new(plan, Some(plan.gpu.preset().capacity_bytes))
+        },
+        move |search, arch| {
+            let Some(a) = search.step(arch) else {
+                return false;
+            };
             // One more than shown, in case the fitting set is also a lever and is listed once.
             let cards = usize::from(a.to_fit.is_some()) + a.levers.len().min(SHOWN_LEVERS + 1);
+            let cap = a.capacity_bytes.unwrap_or_default();
             advice.set(Some(a));
-            // Each card's largest batch, then its longest sequence (a dozen replays each), in pieces of their own.
-            let arch = arch.clone();
-            pieces.run("advisor card limits", 2 * cards, move |i| {
-                let limit = Limit::BOTH[i % 2];
-                advice.update(|a| {
-                    if let Some(s) = a.as_mut().and_then(|a| card(a, i / 2)) {
-                        add_limit(&arch, s, cap, limit);
-                    }
-                })
-            });
+            pieces.steps(
+                "advisor card limits",
+                CardLimits::new(2 * cards, cap),
+                arch,
+                limits.clone(),
+            );
+            true
         },
     );
     // The last "Apply": the plan before it and the plan it made, in the preview's type (plan and label) so that no

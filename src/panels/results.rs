@@ -1,7 +1,7 @@
 //! The answer in words and figures: the verdict, the category figures and the table of every component.
 
-use crate::planner::{compact_verdict, Computed, Limits};
-use crate::state::{ctx, on_settled_plan};
+use crate::planner::{compact_verdict, Computed, LimitsSearch};
+use crate::state::{ctx, on_settled_plan, on_settled_plan_stepped};
 use leptos::prelude::*;
 use peakplan_core::plan::Plan;
 use peakplan_core::units::{self, format_bytes, format_count};
@@ -90,29 +90,15 @@ pub(crate) fn Verdict() -> impl IntoView {
     // The words are worked out in a memo and the elements built once: a slider move changes their texts only.
     // The plan and its limits' words: the advisor's signal type, so no new signal code reaches the wasm.
     let limits: RwSignal<Option<(Plan, String)>> = RwSignal::new(None);
-    // The two searches in tasks of their own: the largest batch first, then the longest sequence, which
-    // completes it (or works out both if the first has not run for this plan).
-    let half = StoredValue::new(None::<Limits>);
-    on_settled_plan(
-        "largest batch",
-        SETTLE,
-        || true,
-        move |arch, plan| {
-            half.set_value(Some(Limits::batch_part(arch, plan)));
-        },
-    );
-    on_settled_plan(
-        "longest sequence",
-        SETTLE,
-        || true,
-        move |arch, plan| {
-            let first = half
-                .get_value()
-                .filter(|l| l.plan == *plan)
-                .unwrap_or_else(|| Limits::batch_part(arch, plan));
-            limits.set(Some((plan.clone(), first.with_seq(arch).words())));
-        },
-    );
+    // The searches (the largest batch, then the longest sequence) a replayed probe per task, so that a plan whose
+    // estimate replays many steps (batch lengths that vary) holds the page no longer than a probe.
+    on_settled_plan_stepped("limits", SETTLE, LimitsSearch::new, move |search, arch| {
+        let Some(found) = search.step(arch) else {
+            return false;
+        };
+        limits.set(Some((search.plan().clone(), found.words())));
+        true
+    });
     // What the plan needs (the smallest card its step runs on: a few replays), once it settles.
     let needs: RwSignal<Option<(Plan, u64)>> = RwSignal::new(None);
     on_settled_plan(

@@ -773,10 +773,25 @@ pub fn add_limits(arch: &Architecture, s: &mut Suggestion, capacity_bytes: u64) 
 /// [`add_limits`] one search at a time (a page runs each in a task of its own): the limits are known once the
 /// longest sequence is, which is worked out second.
 pub fn add_limit(arch: &Architecture, s: &mut Suggestion, capacity_bytes: u64, limit: Limit) {
+    let answer = limit_search(s, capacity_bytes, limit).run(arch);
+    set_limit(s, limit, answer);
+}
+
+/// The search for one of a suggestion's limits, for a page that runs it a replayed probe at a time
+/// ([`solve::Search::step`]); its answer goes in with [`set_limit`].
+pub fn limit_search(s: &Suggestion, capacity_bytes: u64, limit: Limit) -> solve::Search {
     match limit {
-        Limit::Batch => s.max_batch = solve::max_batch(arch, &s.plan, capacity_bytes),
+        Limit::Batch => solve::Search::batch(&s.plan, capacity_bytes),
+        Limit::Seq => solve::Search::seq(&s.plan, capacity_bytes),
+    }
+}
+
+/// A suggestion's limit, once its search has ended (the longest sequence completes its limits).
+pub fn set_limit(s: &mut Suggestion, limit: Limit, answer: Option<u64>) {
+    match limit {
+        Limit::Batch => s.max_batch = answer,
         Limit::Seq => {
-            s.max_seq = solve::max_seq(arch, &s.plan, capacity_bytes);
+            s.max_seq = answer;
             s.limits_known = true;
         }
     }
@@ -803,32 +818,89 @@ pub fn advise(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice
 /// [`advise`] without the suggestions' limits, which cost a dozen replays each: a page shows the advice at once
 /// and works them out one suggestion at a time ([`add_limits`]).
 pub fn advise_without_limits(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice {
-    let on = capacity.unwrap_or(plan.gpu.preset().capacity_bytes);
-    let base = estimate_on(arch, plan, on).device_bytes;
-    let mut all = candidates(plan);
-    if let Some(more) = capacity
-        .filter(|&c| base > c)
-        .and_then(|c| more_gpus(arch, plan, c))
-    {
-        all.push(more);
+    let mut search = AdviceSearch::new(plan, capacity);
+    loop {
+        if let Some(advice) = search.step(arch) {
+            return advice;
+        }
     }
-    let mut levers: Vec<Suggestion> = all
-        .iter()
-        .map(|c| suggestion(arch, plan, base, &[c], capacity))
-        .filter(|s| s.saved_bytes > 0)
-        .collect();
-    levers.sort_by(|a, b| b.saved_bytes.cmp(&a.saved_bytes).then(a.cost.cmp(&b.cost)));
-    let fits = capacity.map(|c| base <= c);
-    let to_fit = match capacity {
-        Some(cap) if base > cap => smallest_fitting_set(arch, plan, &all, &levers, cap),
-        _ => None,
-    };
-    Advice {
-        device_bytes: base,
-        capacity_bytes: capacity,
-        fits,
-        to_fit,
-        levers,
+}
+
+/// [`advise_without_limits`] worked out a step at a time, so that a page runs each step in a task of its own: the
+/// plan's own figure (and, where it does not fit, the fewest GPUs that hold it), then each change's figure, one
+/// per step, then the smallest set of changes that fits.
+#[derive(Clone, Debug)]
+pub struct AdviceSearch {
+    plan: Plan,
+    capacity: Option<u64>,
+    /// The plan's own figure, once worked out.
+    base_bytes: Option<u64>,
+    /// Whether the fewest GPUs that hold the plan have been looked for.
+    gpus_weighed: bool,
+    all: Vec<Change>,
+    /// The changes weighed so far that save memory.
+    levers: Vec<Suggestion>,
+    next: usize,
+}
+
+impl AdviceSearch {
+    pub fn new(plan: &Plan, capacity: Option<u64>) -> Self {
+        AdviceSearch {
+            plan: plan.clone(),
+            capacity,
+            base_bytes: None,
+            gpus_weighed: false,
+            all: Vec::new(),
+            levers: Vec::new(),
+            next: 0,
+        }
+    }
+
+    /// Runs a step (one estimate, or the fewest GPUs' search beside the plan's own figure, or the fitting set's
+    /// search at the end); the advice once every step has run.
+    pub fn step(&mut self, arch: &Architecture) -> Option<Advice> {
+        let capacity = self.capacity;
+        let Some(base) = self.base_bytes else {
+            let on = capacity.unwrap_or(self.plan.gpu.preset().capacity_bytes);
+            let base = estimate_on(arch, &self.plan, on).device_bytes;
+            self.all = candidates(&self.plan);
+            self.base_bytes = Some(base);
+            return None;
+        };
+        if !self.gpus_weighed {
+            // Where the plan does not fit, the fewest GPUs that hold it: a search of its own.
+            self.gpus_weighed = true;
+            if let Some(more) = capacity
+                .filter(|&c| base > c)
+                .and_then(|c| more_gpus(arch, &self.plan, c))
+            {
+                self.all.push(more);
+                return None;
+            }
+        }
+        if let Some(change) = self.all.get(self.next) {
+            let s = suggestion(arch, &self.plan, base, &[change], capacity);
+            if s.saved_bytes > 0 {
+                self.levers.push(s);
+            }
+            self.next += 1;
+            return None;
+        }
+        let mut levers = std::mem::take(&mut self.levers);
+        levers.sort_by(|a, b| b.saved_bytes.cmp(&a.saved_bytes).then(a.cost.cmp(&b.cost)));
+        let to_fit = match capacity {
+            Some(cap) if base > cap => {
+                smallest_fitting_set(arch, &self.plan, base, &self.all, &levers, cap)
+            }
+            _ => None,
+        };
+        Some(Advice {
+            device_bytes: base,
+            capacity_bytes: capacity,
+            fits: capacity.map(|c| base <= c),
+            to_fit,
+            levers,
+        })
     }
 }
 
@@ -863,6 +935,7 @@ fn more_gpus(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<Ch
 fn smallest_fitting_set(
     arch: &Architecture,
     plan: &Plan,
+    base: u64,
     all: &[Change],
     levers: &[Suggestion],
     cap: u64,
@@ -928,7 +1001,6 @@ fn smallest_fitting_set(
         (bytes <= cap).then_some(bytes)
     };
     walk(0, &useful, &mut set, &mut best, &check);
-    let base = estimate_on(arch, plan, cap).device_bytes;
     if let Some((_, changes)) = best {
         return Some(suggestion(arch, plan, base, &changes, Some(cap)));
     }

@@ -35,66 +35,155 @@ fn bisect(lo: u64, hi: u64, mut fits: impl FnMut(u64) -> bool) -> u64 {
     close(good, bad, fits)
 }
 
-/// Largest value in `1..=max` whose plan (`plan_at`) needs at most `capacity_bytes`, or None if 1 does not fit.
+/// The search for the largest value in `1..=max` whose plan needs at most `capacity_bytes`, one replayed probe
+/// at a time ([`Search::step`]), so that a page can run each probe in a task of its own; [`max_batch`] and
+/// [`max_seq`] run it to the end.
 ///
 /// The replayed estimate costs a hundred rough ones and is no smooth curve: blocks round to 2 MiB, and near the
 /// card's limit the allocator releases its cache and retries, so the figure bends and can even fall. The rough
 /// estimate picks the first probe; replayed probes then step by the slope between the last two (the rough
-/// slope at first) until one fits and one does not, and bisection closes the bracket. The value returned fits by
+/// slope at first) until one fits and one does not, and bisection closes the bracket. The value found fits by
 /// the replay and the next one does not (or is past `max`). The bisection asks only whether a value fits
 /// ([`fits_on`]: one replay on the card where a figure may take two).
-fn largest(
-    arch: &Architecture,
+#[derive(Clone, Debug)]
+pub struct Search {
+    limit: Limit,
+    plan: Plan,
     max: u64,
     capacity_bytes: u64,
-    plan_at: impl Fn(u64) -> Plan,
-) -> Option<u64> {
-    let cap = capacity_bytes;
-    let rough = |v: u64| estimate_rough(arch, &plan_at(v)).device_bytes;
-    let exact = |v: u64| estimate_on(arch, &plan_at(v), cap).device_bytes;
-    // Known results: the largest value that fits and the smallest that does not.
-    let (mut good, mut bad) = (0u64, max.saturating_add(1));
-    let mut probe = bisect(1, max, |v| rough(v) <= cap).max(1);
-    let mut last: Option<(u64, u64)> = None;
-    // Step toward the limit until both ends are known.
-    while good == 0 || bad > max {
-        if probe <= good || probe >= bad {
-            break;
+    /// The largest value known to fit (0: none yet) and the smallest known not to (`max + 1`: none yet).
+    good: u64,
+    bad: u64,
+    /// The next value the slope phase replays (0 until the rough estimate has picked the first).
+    probe: u64,
+    /// The last replayed probe and its bytes.
+    last: Option<(u64, u64)>,
+    /// Bisecting the bracket, the slope phase done.
+    closing: bool,
+}
+
+impl Search {
+    /// The largest micro-batch for `plan` within `capacity_bytes` ([`max_batch`]), not yet searched.
+    pub fn batch(plan: &Plan, capacity_bytes: u64) -> Search {
+        Search::new(Limit::Batch, plan, MAX_BATCH, capacity_bytes)
+    }
+
+    /// The longest sequence for `plan` within `capacity_bytes` ([`max_seq`]), not yet searched.
+    pub fn seq(plan: &Plan, capacity_bytes: u64) -> Search {
+        Search::new(Limit::Seq, plan, MAX_SEQ, capacity_bytes)
+    }
+
+    fn new(limit: Limit, plan: &Plan, max: u64, capacity_bytes: u64) -> Search {
+        Search {
+            limit,
+            plan: plan.clone(),
+            max,
+            capacity_bytes,
+            good: 0,
+            bad: max.saturating_add(1),
+            probe: 0,
+            last: None,
+            closing: false,
         }
-        let bytes = exact(probe);
+    }
+
+    /// The plan at `v` tokens or sequences: the longest sequence moves a stated `lmax` with `s` (see [`max_seq`]).
+    fn at(&self, v: u64) -> Plan {
+        match self.limit {
+            Limit::Batch => Plan {
+                micro_batch: v,
+                ..self.plan.clone()
+            },
+            Limit::Seq => Plan {
+                seq_len: v,
+                len_max: self.plan.len_max.map(|_| v),
+                ..self.plan.clone()
+            },
+        }
+    }
+
+    fn rough(&self, arch: &Architecture, v: u64) -> u64 {
+        estimate_rough(arch, &self.at(v)).device_bytes
+    }
+
+    /// Runs the search a step further: at most one replayed probe (the first step also weighs rough estimates,
+    /// which cost no replay). Returns the answer once known: the largest value that fits, or `Some(None)` when
+    /// 1 does not; `None` while more steps remain.
+    pub fn step(&mut self, arch: &Architecture) -> Option<Option<u64>> {
+        let cap = self.capacity_bytes;
+        if self.probe == 0 {
+            self.probe = bisect(1, self.max, |v| self.rough(arch, v) <= cap).max(1);
+        }
+        // The slope phase: step toward the limit until both ends are known.
+        let stepping = (self.good == 0 || self.bad > self.max)
+            && self.probe > self.good
+            && self.probe < self.bad;
+        if !self.closing && stepping {
+            self.slope_probe(arch);
+            return None;
+        }
+        self.closing = true;
+        if self.bad - self.good > 1 {
+            let mid = self.good + (self.bad - self.good) / 2;
+            if fits_on(arch, &self.at(mid), cap) {
+                self.good = mid;
+            } else {
+                self.bad = mid;
+            }
+            if self.bad - self.good > 1 {
+                return None;
+            }
+        }
+        Some((self.good >= 1).then_some(self.good))
+    }
+
+    /// One replayed probe of the slope phase, and the next probe: by the slope between the last two, or into the
+    /// bracket's middle where that would leave it.
+    fn slope_probe(&mut self, arch: &Architecture) {
+        let cap = self.capacity_bytes;
+        let probe = self.probe;
+        let bytes = estimate_on(arch, &self.at(probe), cap).device_bytes;
         let fits = bytes <= cap;
         if fits {
-            good = probe;
+            self.good = probe;
         } else {
-            bad = probe;
+            self.bad = probe;
         }
-        if bad - good <= 1 {
-            break;
+        if self.bad - self.good <= 1 {
+            self.closing = true;
+            return;
         }
-        let slope = match last {
+        let slope = match self.last {
             Some((v, b)) if v != probe => bytes.abs_diff(b) / v.abs_diff(probe),
             _ => {
                 let width = (probe / 16).max(1);
-                rough(probe.saturating_add(width)).saturating_sub(rough(probe)) / width
+                self.rough(arch, probe.saturating_add(width))
+                    .saturating_sub(self.rough(arch, probe))
+                    / width
             }
         }
         .max(1);
-        last = Some((probe, bytes));
-        probe = if fits {
+        self.last = Some((probe, bytes));
+        let mut next = if fits {
             probe.saturating_add((cap - bytes) / slope + 1)
         } else {
             probe.saturating_sub((bytes - cap) / slope + 1)
         };
         // A step that would leave the bracket (or reach 0) goes to its middle instead.
-        if probe <= good || probe >= bad {
-            probe = good + (bad - good) / 2;
-            if probe == 0 {
-                probe = 1;
+        if next <= self.good || next >= self.bad {
+            next = (self.good + (self.bad - self.good) / 2).max(1);
+        }
+        self.probe = next;
+    }
+
+    /// The search run to its end.
+    pub fn run(mut self, arch: &Architecture) -> Option<u64> {
+        loop {
+            if let Some(answer) = self.step(arch) {
+                return answer;
             }
         }
     }
-    let good = close(good, bad, |v| fits_on(arch, &plan_at(v), cap));
-    (good >= 1).then_some(good)
 }
 
 /// One of the two inverse answers, which a page works out in tasks of their own.
@@ -111,19 +200,12 @@ impl Limit {
 
 /// The largest micro-batch for which `nvidia-smi` memory stays within `capacity_bytes`, keeping the rest of the plan.
 pub fn max_batch(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<u64> {
-    largest(arch, MAX_BATCH, capacity_bytes, |b| Plan {
-        micro_batch: b,
-        ..plan.clone()
-    })
+    Search::batch(plan, capacity_bytes).run(arch)
 }
 
 /// The longest sequence for which `nvidia-smi` memory stays within `capacity_bytes`, keeping the rest of the plan.
 /// Where batch lengths vary, the longest sequence is the data's longest (`lmax`): a stated one moves with `s`,
 /// since a longer `s` with the data's longest held would change nothing.
 pub fn max_seq(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<u64> {
-    largest(arch, MAX_SEQ, capacity_bytes, |s| Plan {
-        seq_len: s,
-        len_max: plan.len_max.map(|_| s),
-        ..plan.clone()
-    })
+    Search::seq(plan, capacity_bytes).run(arch)
 }

@@ -84,6 +84,56 @@ fn inverse_questions_agree_with_the_estimate() {
 }
 
 #[test]
+fn a_search_stepped_one_probe_at_a_time_finds_the_limit() {
+    // The page runs a search a step per task (one replay each, so no task holds the page for long); stepped, it
+    // ends with what the whole search finds, a value that fits while the next does not.
+    let cap = presets::gpu("rtx-4090").unwrap().capacity_bytes;
+    for q in [
+        "model=llama-3.1-8b&method=qlora&s=1024",
+        "model=llama-3.1-8b&method=lora&b=4&s=2048&lens=grouped&lmean=300&lsd=200&gc=1",
+        "model=llama-2-7b&method=full&prec=bf16",
+    ] {
+        let p = plan(q);
+        let a = preset_arch(&p);
+        for (mut search, whole, limit) in [
+            (
+                solve::Search::batch(&p, cap),
+                solve::max_batch(a, &p, cap),
+                "batch",
+            ),
+            (
+                solve::Search::seq(&p, cap),
+                solve::max_seq(a, &p, cap),
+                "seq",
+            ),
+        ] {
+            let mut steps = 0;
+            let answer = loop {
+                steps += 1;
+                assert!(steps <= 64, "{q}: the {limit} search did not end");
+                if let Some(answer) = search.step(a) {
+                    break answer;
+                }
+            };
+            assert_eq!(answer, whole, "{q}: {limit}");
+            let at = |v: u64| {
+                let mut x = p.clone();
+                if limit == "batch" {
+                    x.micro_batch = v;
+                } else {
+                    x.seq_len = v;
+                }
+                peakplan_core::engine::fits_on(a, &x, cap)
+            };
+            match answer {
+                Some(v) => assert!(at(v) && !at(v + 1), "{q}: {limit} {v}"),
+                None => assert!(!at(1), "{q}: {limit} none"),
+            }
+        }
+    }
+}
+
+#[test]
 fn optimizer_choices_order_as_expected() {
     let opt = |o: Optimizer| {
         let mut p = plan("model=llama-2-7b&method=full&prec=bf16");
