@@ -3,7 +3,7 @@
 use peakplan_chart::ChartData;
 use peakplan_core::advise::Suggestion;
 use peakplan_core::plan::Method;
-use peakplan_core::solve::Search;
+use peakplan_core::solve::{Limit, Search};
 use peakplan_core::{
     estimate, estimate_each_method, needs_on_card, presets, Architecture, Estimate, Plan,
 };
@@ -86,6 +86,54 @@ impl Limits {
 /// ("Halve the micro-batch to 2 (accumulate …)" reads "Halve the micro-batch to 2"); the chart wraps and clips it.
 pub fn short_change(label: &str) -> &str {
     label.split('(').next().unwrap_or(label).trim()
+}
+
+/// The limits of several items (advisor cards, GPU table rows), each item's largest batch and then its longest
+/// sequence, searched a replayed probe per step: search `i` is item `i / 2`'s, the batch for even `i`.
+#[derive(Clone, Debug)]
+pub struct LimitSteps {
+    i: usize,
+    searches: usize,
+    search: Option<Search>,
+}
+
+impl LimitSteps {
+    pub fn new(items: usize) -> Self {
+        LimitSteps {
+            i: 0,
+            searches: 2 * items,
+            search: None,
+        }
+    }
+
+    /// One replayed probe of the current search: `search_for(item, limit)` makes an item's search (`None` skips
+    /// it, an item gone), and `found(item, limit, answer)` takes its answer. True once every search has ended.
+    pub fn step(
+        &mut self,
+        arch: &Architecture,
+        search_for: impl Fn(usize, Limit) -> Option<Search>,
+        found: impl FnOnce(usize, Limit, Option<u64>),
+    ) -> bool {
+        while self.i < self.searches {
+            let (item, limit) = (self.i / 2, Limit::BOTH[self.i % 2]);
+            if self.search.is_none() {
+                self.search = search_for(item, limit);
+                if self.search.is_none() {
+                    self.i += 1;
+                    continue;
+                }
+            }
+            let answer = self.search.as_mut().and_then(|s| s.step(arch));
+            let Some(answer) = answer else {
+                return false;
+            };
+            found(item, limit, answer);
+            self.search = None;
+            self.i += 1;
+            return self.i >= self.searches;
+        }
+        true
+    }
 }
 
 /// The verdict's searches worked out a replayed probe at a time ([`LimitsSearch::step`]), so that a page runs
@@ -480,6 +528,56 @@ mod tests {
         assert!(!fits(b + 1, p.seq_len));
         assert!(fits(p.micro_batch, s));
         assert!(!fits(p.micro_batch, s + 1));
+    }
+
+    #[test]
+    fn limit_steps_work_out_each_items_batch_then_sequence_and_skip_items_gone() {
+        // Two cards' plans (the second at a longer sequence) and a third item gone: each found answer is the whole
+        // search's, in order, batch before sequence.
+        let p = Plan::parse_query("model=llama-3.1-8b&method=qlora&s=1024&gpu=rtx-4090").plan;
+        let (arch, cap) = (preset_arch(&p), p.gpu.preset().capacity_bytes);
+        let plans = [
+            p.clone(),
+            Plan {
+                seq_len: 4096,
+                ..p.clone()
+            },
+        ];
+        let mut steps = LimitSteps::new(3);
+        let mut found = Vec::new();
+        let mut calls = 0;
+        loop {
+            calls += 1;
+            assert!(calls < 500, "the searches did not end");
+            let done = steps.step(
+                arch,
+                |i, limit| {
+                    let plan = plans.get(i)?;
+                    Some(match limit {
+                        Limit::Batch => Search::batch(plan, cap),
+                        Limit::Seq => Search::seq(plan, cap),
+                    })
+                },
+                |i, limit, answer| found.push((i, limit, answer)),
+            );
+            if done {
+                break;
+            }
+        }
+        let mut want = Vec::new();
+        for (i, plan) in plans.iter().enumerate() {
+            want.push((
+                i,
+                Limit::Batch,
+                peakplan_core::solve::max_batch(arch, plan, cap),
+            ));
+            want.push((
+                i,
+                Limit::Seq,
+                peakplan_core::solve::max_seq(arch, plan, cap),
+            ));
+        }
+        assert_eq!(found, want);
     }
 
     #[test]

@@ -231,8 +231,8 @@ pub(crate) fn on_settled_plan(
 }
 
 /// [`on_settled_plan`] for work done a step at a time (a search's replayed probes): `start` makes its state once the
-/// plan settles, then `step` runs in a task of its own per step, so that a click or a key press between steps is
-/// not kept waiting, until it says the work is done; a newer plan drops the steps left of the last one.
+/// plan settles, then `step` runs in tasks of their own ([`Pieces::steps`]), so that a click or a key press between
+/// them is not kept waiting, until it says the work is done; a newer plan drops the steps left of the last one.
 pub(crate) fn on_settled_plan_stepped<S: 'static>(
     name: &'static str,
     settle: std::time::Duration,
@@ -272,8 +272,8 @@ fn steps_for_a_while<S>(state: &mut S, arch: &Architecture, step: &Step<S>) -> b
     }
 }
 
-/// Work split into pieces, each run in a task of its own so that a click or a key press between them is not kept
-/// waiting; one working-out at a time: starting the next makes the pending pieces of the last moot.
+/// Work done a step at a time in tasks of its own, so that a click or a key press between them is not kept
+/// waiting; one working-out at a time: starting the next makes the pending steps of the last moot.
 #[derive(Clone, Copy)]
 pub(crate) struct Pieces(StoredValue<u64>);
 
@@ -287,20 +287,18 @@ impl Pieces {
         self.0.update_value(|g| *g += 1);
     }
 
-    /// Runs `step` on `state` once now and then once per task of its own until it says the work is done, unless
-    /// `run` or `steps` is called again first.
+    /// Runs `step` on `state` in tasks of their own (each for [`STEPS_FOR_MS`], or one step where a step takes
+    /// longer) until it says the work is done, unless `steps` or `cancel` is called again first.
     pub(crate) fn steps<S: 'static>(
         self,
         name: &'static str,
-        mut state: S,
+        state: S,
         arch: &Architecture,
         step: Step<S>,
     ) {
         self.0.update_value(|g| *g += 1);
         let now = self.0.get_value();
-        if !steps_for_a_while(&mut state, arch, &step) {
-            self.next_step(name, now, state, arch.clone(), step);
-        }
+        self.next_step(name, now, state, arch.clone(), step);
     }
 
     fn next_step<S: 'static>(
@@ -322,23 +320,6 @@ impl Pieces {
             },
             std::time::Duration::ZERO,
         );
-    }
-
-    /// Runs `piece(i)` for each `i` in `0..n`, one task each, unless `run` is called again first.
-    pub(crate) fn run(self, name: &'static str, n: usize, piece: impl Fn(usize) + Clone + 'static) {
-        self.0.update_value(|g| *g += 1);
-        let now = self.0.get_value();
-        for i in 0..n {
-            let piece = piece.clone();
-            set_timeout(
-                move || {
-                    if self.0.get_value() == now {
-                        browser::timed(name, || piece(i));
-                    }
-                },
-                std::time::Duration::ZERO,
-            );
-        }
     }
 }
 

@@ -2,11 +2,10 @@
 
 use crate::browser;
 use crate::history::changed;
-use crate::planner::{card_limits, suggestion_name};
+use crate::planner::{card_limits, suggestion_name, LimitSteps};
 use crate::state::{ctx, on_settled_plan_stepped, Pieces, Step};
 use leptos::prelude::*;
 use peakplan_core::advise::{limit_search, set_limit, Advice, AdviceSearch, Suggestion};
-use peakplan_core::solve::Limit;
 use peakplan_core::units::format_bytes;
 use peakplan_core::Plan;
 use std::time::Duration;
@@ -22,62 +21,6 @@ fn card(a: &mut Advice, i: usize) -> Option<&mut Suggestion> {
     a.to_fit.iter_mut().chain(a.levers.iter_mut()).nth(i)
 }
 
-/// Where the working-out of the cards' limits stands: the next search (card `i / 2`, its largest batch for even
-/// `i`, its longest sequence for odd) of `searches`, and that search's steps so far.
-struct CardLimits {
-    i: usize,
-    searches: usize,
-    /// The card's GPU memory.
-    cap: u64,
-    search: Option<peakplan_core::solve::Search>,
-}
-
-impl CardLimits {
-    fn new(searches: usize, cap: u64) -> Self {
-        CardLimits {
-            i: 0,
-            searches,
-            cap,
-            search: None,
-        }
-    }
-
-    /// One replayed probe of the current card's search; true once every card's limits are known.
-    fn step(&mut self, arch: &peakplan_core::Architecture, advice: Advised) -> bool {
-        let cap = self.cap;
-        while self.i < self.searches {
-            let limit = Limit::BOTH[self.i % 2];
-            let search = match self.search.as_mut() {
-                Some(search) => search,
-                None => {
-                    let Some(search) = advice.with_untracked(|a| {
-                        Some(limit_search(card_of(a.as_ref()?, self.i / 2)?, cap, limit))
-                    }) else {
-                        self.i += 1;
-                        continue;
-                    };
-                    self.search.insert(search)
-                }
-            };
-            let Some(answer) = search.step(arch) else {
-                return false;
-            };
-            advice.update(|a| {
-                if let Some(s) = a.as_mut().and_then(|a| card(a, self.i / 2)) {
-                    set_limit(s, limit, answer);
-                }
-            });
-            self.search = None;
-            self.i += 1;
-            return self.i >= self.searches;
-        }
-        true
-    }
-}
-
-/// The advice the panel shows.
-type Advised = RwSignal<Option<Advice>>;
-
 /// The `i`-th card, to read.
 fn card_of(a: &Advice, i: usize) -> Option<&Suggestion> {
     a.to_fit.iter().chain(a.levers.iter()).nth(i)
@@ -91,8 +34,22 @@ pub fn Advisor() -> impl IntoView {
     let advice: RwSignal<Option<Advice>> = RwSignal::new(None);
     let pieces = Pieces::new();
     // Each card's largest batch, then its longest sequence (a dozen replays each), a replayed probe per task.
-    let limits: Step<CardLimits> =
-        std::rc::Rc::new(move |at: &mut CardLimits, arch| at.step(arch, advice));
+    let limits: Step<(LimitSteps, u64)> = std::rc::Rc::new(move |(steps, cap), arch| {
+        let cap = *cap;
+        steps.step(
+            arch,
+            |i, limit| {
+                advice.with_untracked(|a| Some(limit_search(card_of(a.as_ref()?, i)?, cap, limit)))
+            },
+            |i, limit, answer| {
+                advice.update(|a| {
+                    if let Some(s) = a.as_mut().and_then(|a| card(a, i)) {
+                        set_limit(s, limit, answer);
+                    }
+                })
+            },
+        )
+    });
     // The advice a step per task (the plan's figure, then each change's), then the cards' limits.
     on_settled_plan_stepped(
         "advisor",
@@ -112,7 +69,7 @@ pub fn Advisor() -> impl IntoView {
             advice.set(Some(a));
             pieces.steps(
                 "advisor card limits",
-                CardLimits::new(2 * cards, cap),
+                (LimitSteps::new(cards), cap),
                 arch,
                 limits.clone(),
             );

@@ -1,10 +1,12 @@
 //! "Which GPU?": the plan on every bundled GPU, worked out off the slider's critical path and only while open.
 
 use crate::gpu_rows::{summary, table_html, UseGpu};
-use crate::state::{ctx, on_settled_plan, Pieces};
+use crate::planner::LimitSteps;
+use crate::state::{ctx, on_settled_plan, Pieces, Step};
 use leptos::prelude::*;
-use peakplan_core::gpu_choice::{add_row_limit, gpu_fits_without_limits, plan_on_gpus, GpuFit};
-use peakplan_core::solve::Limit;
+use peakplan_core::gpu_choice::{
+    gpu_fits_without_limits, plan_on_gpus, row_search, set_row_limit, GpuFit,
+};
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 
@@ -52,20 +54,27 @@ pub fn GpuTable() -> impl IntoView {
             };
             rows.set_value(gpu_fits_without_limits(arch, plan));
             render(plan);
-            // Each row's largest batch, then its longest sequence (a dozen replays each), in pieces of their own.
-            let (arch, plan) = (arch.clone(), plan.clone());
-            pieces.run(
+            // Each row's largest batch, then its longest sequence (a dozen replays each), a replayed probe per task.
+            let plan = plan.clone();
+            let step: Step<LimitSteps> = std::rc::Rc::new(move |steps, arch| {
+                steps.step(
+                    arch,
+                    |i, limit| rows.with_value(|r| Some(row_search(&plan, r.get(i)?, limit))),
+                    |i, limit, answer| {
+                        rows.update_value(|r| {
+                            if let Some(row) = r.get_mut(i) {
+                                set_row_limit(row, limit, answer);
+                            }
+                        });
+                        render(&plan);
+                    },
+                )
+            });
+            pieces.steps(
                 "gpu table row limits",
-                2 * rows.with_value(Vec::len),
-                move |i| {
-                    let limit = Limit::BOTH[i % 2];
-                    rows.update_value(|r| {
-                        if let Some(row) = r.get_mut(i / 2) {
-                            add_row_limit(&arch, &plan, row, limit);
-                        }
-                    });
-                    render(&plan);
-                },
+                LimitSteps::new(rows.with_value(Vec::len)),
+                arch,
+                step,
             );
         },
     );

@@ -99,10 +99,25 @@ pub fn add_row_limits(arch: &Architecture, plan: &Plan, row: &mut GpuFit) {
 /// [`add_row_limits`] one search at a time (a page runs each in a task of its own): the row's limits are known
 /// once the longest sequence is, worked out second.
 pub fn add_row_limit(arch: &Architecture, plan: &Plan, row: &mut GpuFit, limit: Limit) {
+    let answer = row_search(plan, row, limit).run(arch);
+    set_row_limit(row, limit, answer);
+}
+
+/// The search for one of a row's limits, for a page that runs it a replayed probe at a time
+/// ([`solve::Search::step`]); its answer goes in with [`set_row_limit`].
+pub fn row_search(plan: &Plan, row: &GpuFit, limit: Limit) -> solve::Search {
     match limit {
-        Limit::Batch => row.max_batch = solve::max_batch(arch, plan, row.capacity_bytes),
+        Limit::Batch => solve::Search::batch(plan, row.capacity_bytes),
+        Limit::Seq => solve::Search::seq(plan, row.capacity_bytes),
+    }
+}
+
+/// A row's limit, once its search has ended (the longest sequence completes the row's limits).
+pub fn set_row_limit(row: &mut GpuFit, limit: Limit, answer: Option<u64>) {
+    match limit {
+        Limit::Batch => row.max_batch = answer,
         Limit::Seq => {
-            row.max_seq = solve::max_seq(arch, plan, row.capacity_bytes);
+            row.max_seq = answer;
             row.limits_known = true;
         }
     }
