@@ -236,19 +236,15 @@ pub(crate) fn on_settled_plan(
 pub(crate) fn on_settled_plan_stepped<S: 'static>(
     name: &'static str,
     settle: std::time::Duration,
+    active: impl Fn() -> bool + 'static,
     start: impl Fn(&Plan) -> S + Clone + 'static,
     step: impl Fn(&mut S, &Architecture) -> bool + 'static,
 ) {
     let pieces = Pieces::new();
     let step: Step<S> = std::rc::Rc::new(step);
-    on_settled_plan(
-        name,
-        settle,
-        || true,
-        move |arch, plan| {
-            pieces.steps(name, start(plan), arch, step.clone());
-        },
-    );
+    on_settled_plan(name, settle, active, move |arch, plan| {
+        pieces.steps(name, start(plan), arch, step.clone());
+    });
 }
 
 /// One step of a piece of work done a step per task: true once the work is done.

@@ -54,6 +54,7 @@ pub fn Advisor() -> impl IntoView {
     on_settled_plan_stepped(
         "advisor",
         SETTLE,
+        || true,
         move |plan| {
             // The last plan's cards are moot once a new plan is being advised on.
             pieces.cancel();

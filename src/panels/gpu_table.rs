@@ -2,11 +2,9 @@
 
 use crate::gpu_rows::{summary, table_html, UseGpu};
 use crate::planner::LimitSteps;
-use crate::state::{ctx, on_settled_plan, Pieces, Step};
+use crate::state::{ctx, on_settled_plan_stepped, Pieces, Step};
 use leptos::prelude::*;
-use peakplan_core::gpu_choice::{
-    gpu_fits_without_limits, plan_on_gpus, row_search, set_row_limit, GpuFit,
-};
+use peakplan_core::gpu_choice::{plan_on_gpus, row_search, set_row_limit, GpuFit, GpuFitsSearch};
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 
@@ -37,25 +35,34 @@ pub fn GpuTable() -> impl IntoView {
     // The rows shown, their limits filled in piece by piece.
     let rows: StoredValue<Vec<GpuFit>> = StoredValue::new(Vec::new());
     let pieces = Pieces::new();
-    on_settled_plan(
+    let render = move |plan: &peakplan_core::Plan| {
+        rows.with_value(|r| {
+            table.set(Some(table_html(
+                r,
+                plan.gpu.id(),
+                plan.micro_batch,
+                plan.seq_len,
+            )))
+        })
+    };
+    // Every GPU's verdict a row per task, then each row's largest batch and longest sequence (a dozen replays
+    // each), a replayed probe per task.
+    on_settled_plan_stepped(
         "gpu table",
         SETTLE,
         move || open.get(),
-        move |arch, plan| {
-            let render = move |plan: &peakplan_core::Plan| {
-                rows.with_value(|r| {
-                    table.set(Some(table_html(
-                        r,
-                        plan.gpu.id(),
-                        plan.micro_batch,
-                        plan.seq_len,
-                    )))
-                })
+        move |plan| {
+            // The last plan's rows are moot once a new plan is being worked out.
+            pieces.cancel();
+            GpuFitsSearch::new(plan)
+        },
+        move |search, arch| {
+            let Some(found) = search.step(arch) else {
+                return false;
             };
-            rows.set_value(gpu_fits_without_limits(arch, plan));
-            render(plan);
-            // Each row's largest batch, then its longest sequence (a dozen replays each), a replayed probe per task.
-            let plan = plan.clone();
+            rows.set_value(found);
+            let plan = search.plan().clone();
+            render(&plan);
             let step: Step<LimitSteps> = std::rc::Rc::new(move |steps, arch| {
                 steps.step(
                     arch,
@@ -76,6 +83,7 @@ pub fn GpuTable() -> impl IntoView {
                 arch,
                 step,
             );
+            true
         },
     );
     let line = move || {

@@ -92,13 +92,19 @@ pub(crate) fn Verdict() -> impl IntoView {
     let limits: RwSignal<Option<(Plan, String)>> = RwSignal::new(None);
     // The searches (the largest batch, then the longest sequence) a replayed probe per task, so that a plan whose
     // estimate replays many steps (batch lengths that vary) holds the page no longer than a probe.
-    on_settled_plan_stepped("limits", SETTLE, LimitsSearch::new, move |search, arch| {
-        let Some(found) = search.step(arch) else {
-            return false;
-        };
-        limits.set(Some((search.plan().clone(), found.words())));
-        true
-    });
+    on_settled_plan_stepped(
+        "limits",
+        SETTLE,
+        || true,
+        LimitsSearch::new,
+        move |search, arch| {
+            let Some(found) = search.step(arch) else {
+                return false;
+            };
+            limits.set(Some((search.plan().clone(), found.words())));
+            true
+        },
+    );
     // What the plan needs (the smallest card its step runs on: a few replays), once it settles.
     let needs: RwSignal<Option<(Plan, u64)>> = RwSignal::new(None);
     on_settled_plan(

@@ -140,51 +140,120 @@ fn on_card(plan: &Plan, gpu: &GpuPreset) -> Option<Plan> {
 /// [`gpu_fits`] without the rows' limits, which cost a dozen replays each: a page shows the table at once and
 /// works them out one row at a time ([`add_row_limits`]).
 pub fn gpu_fits_without_limits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
-    let unlimited = estimate_on(arch, plan, u64::MAX);
-    let needs = needs_bytes(arch, plan);
-    let mut counts = GpuCounts::new(arch, plan);
-    // Ordered by insertion rather than a sort call: eighteen entries, and no sort code in the page's wasm.
-    let mut gpus: Vec<&GpuPreset> = Vec::with_capacity(GPUS.len());
-    for g in GPUS {
-        let at = gpus.partition_point(|o| o.capacity_bytes <= g.capacity_bytes);
-        gpus.insert(at, g);
+    let mut search = GpuFitsSearch::new(plan);
+    loop {
+        if let Some(rows) = search.step(arch) {
+            return rows;
+        }
     }
-    let mut rows: Vec<GpuFit> = gpus
-        .into_iter()
-        .map(|g| {
-            let cap = g.capacity_bytes;
-            // vLLM colocated takes its share of each row's card, not of the plan's.
-            let device_bytes = match on_card(plan, g) {
-                Some(row) => device_bytes_on(arch, &row, &estimate_on(arch, &row, u64::MAX), cap),
-                None => device_bytes_on(arch, plan, &unlimited, cap),
+}
+
+/// [`gpu_fits_without_limits`] a step at a time, so that a page runs each step in a task of its own: the plan on a
+/// device without limit and what it needs, then one GPU's row per step (with the fewest GPUs of its size that hold
+/// the plan), then the counts the free changes would need.
+#[derive(Clone, Debug)]
+pub struct GpuFitsSearch {
+    plan: Plan,
+    /// The plan's estimate without limit, then what it needs, once worked out.
+    unlimited: Option<Estimate>,
+    needs: Option<u64>,
+    /// The GPU counts worked out so far ([`GpuCounts`]), kept from row to row.
+    counts: Vec<(u64, Option<Estimate>)>,
+    /// Every bundled GPU, smallest first.
+    gpus: Vec<&'static GpuPreset>,
+    rows: Vec<GpuFit>,
+}
+
+impl GpuFitsSearch {
+    pub fn new(plan: &Plan) -> Self {
+        // Ordered by insertion rather than a sort call: eighteen entries, and no sort code in the page's wasm.
+        let mut gpus: Vec<&'static GpuPreset> = Vec::with_capacity(GPUS.len());
+        for g in GPUS {
+            let at = gpus.partition_point(|o| o.capacity_bytes <= g.capacity_bytes);
+            gpus.insert(at, g);
+        }
+        GpuFitsSearch {
+            plan: plan.clone(),
+            unlimited: None,
+            needs: None,
+            counts: Vec::with_capacity(MAX_GPUS_SEARCHED as usize),
+            gpus,
+            rows: Vec::new(),
+        }
+    }
+
+    /// The plan the rows are for.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Runs a step; every row once the last has run.
+    pub fn step(&mut self, arch: &Architecture) -> Option<Vec<GpuFit>> {
+        let plan = &self.plan;
+        let Some(unlimited) = &self.unlimited else {
+            self.unlimited = Some(estimate_on(arch, plan, u64::MAX));
+            return None;
+        };
+        // What the plan needs, the smallest card it runs on: a few replays, a step of its own.
+        let Some(needs) = &self.needs else {
+            self.needs = Some(needs_bytes(arch, plan));
+            return None;
+        };
+        if let Some(g) = self.gpus.get(self.rows.len()) {
+            let mut counts = GpuCounts {
+                arch,
+                plan,
+                counts: std::mem::take(&mut self.counts),
             };
-            let fits = device_bytes <= cap;
-            // A plan that fits as planned needs no more GPUs than it has.
-            let fewest = counts.fewest(cap);
-            let gpus_needed = if fits {
-                Some(fewest.map_or(plan.gpus, |n| n.min(plan.gpus)))
-            } else {
-                fewest
-            };
-            GpuFit {
-                id: g.id,
-                name: g.name,
-                short_name: g.short_name,
-                capacity_bytes: cap,
-                device_bytes,
-                needs_bytes: needs,
-                fits,
-                max_batch: None,
-                max_seq: None,
-                gpus_needed,
-                gpus_needed_with_free_changes: None,
-                free_changes: Vec::new(),
-                limits_known: false,
-            }
-        })
-        .collect();
-    with_free_changes(arch, plan, &mut rows);
-    rows
+            let row = row_on(arch, plan, g, (unlimited, *needs), &mut counts);
+            self.counts = counts.counts;
+            self.rows.push(row);
+            return None;
+        }
+        let mut rows = std::mem::take(&mut self.rows);
+        with_free_changes(arch, plan, &mut rows);
+        Some(rows)
+    }
+}
+
+/// The plan on GPU `g`, given its estimate without limit and what it needs: fit, figures and the fewest GPUs of
+/// that size that hold it.
+fn row_on(
+    arch: &Architecture,
+    plan: &Plan,
+    g: &GpuPreset,
+    (unlimited, needs): (&Estimate, u64),
+    counts: &mut GpuCounts,
+) -> GpuFit {
+    let cap = g.capacity_bytes;
+    // vLLM colocated takes its share of each row's card, not of the plan's.
+    let device_bytes = match on_card(plan, g) {
+        Some(row) => device_bytes_on(arch, &row, &estimate_on(arch, &row, u64::MAX), cap),
+        None => device_bytes_on(arch, plan, unlimited, cap),
+    };
+    let fits = device_bytes <= cap;
+    // A plan that fits as planned needs no more GPUs than it has.
+    let fewest = counts.fewest(cap);
+    let gpus_needed = if fits {
+        Some(fewest.map_or(plan.gpus, |n| n.min(plan.gpus)))
+    } else {
+        fewest
+    };
+    GpuFit {
+        id: g.id,
+        name: g.name,
+        short_name: g.short_name,
+        capacity_bytes: cap,
+        device_bytes,
+        needs_bytes: needs,
+        fits,
+        max_batch: None,
+        max_seq: None,
+        gpus_needed,
+        gpus_needed_with_free_changes: None,
+        free_changes: Vec::new(),
+        limits_known: false,
+    }
 }
 
 /// Sets, on each row that needs more than one GPU, how many the free changes need instead where that is fewer.
