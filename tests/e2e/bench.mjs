@@ -27,17 +27,19 @@ page.on('request', r => requests.push(r.url()));
 await page.goto(base + '?model=llama-2-7b&method=qlora');
 await page.waitForFunction(() => window.__peakplanFirstPaint !== undefined, null, { timeout: 20000 });
 const firstPaint = await page.evaluate(() => window.__peakplanFirstPaint);
-const lat = await page.evaluate(async () => {
+// Drags the sequence slider `moves` times, a frame each; the input-to-repaint latencies' p50 and p95.
+const drag = (p, moves) => p.evaluate(async moves => {
   window.__peakplanTimings = [];
   const s = document.querySelector('[data-testid="slider-seq"]');
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < moves; i++) {
     s.value = String(Number(s.min) + (i % (Number(s.max) - Number(s.min) + 1)));
     s.dispatchEvent(new Event('input', { bubbles: true }));
     await new Promise(r => requestAnimationFrame(() => r()));
   }
   const t = [...window.__peakplanTimings].sort((a, b) => a - b);
   return { n: t.length, p50: t[Math.floor(t.length * 0.5)], p95: t[Math.floor(t.length * 0.95)] };
-});
+}, moves);
+const lat = await drag(page, 200);
 const wasm = await page.evaluate(() => window.wasmBindings.bench_core(200));
 // A plan whose batch lengths vary (#45's budgets: slider p95 ≤ 8 ms, each search's task ≤ 50 ms): what runs once
 // the plan settles, each task's longest run, then the same slider drag.
@@ -49,19 +51,9 @@ const varying = await (async () => {
   await v.waitForTimeout(5000);
   const tasks = {};
   for (const [name, , ms] of await v.evaluate(() => window.__peakplanTasks || [])) tasks[name] = Math.max(tasks[name] || 0, ms);
-  const drag = await v.evaluate(async () => {
-    window.__peakplanTimings = [];
-    const s = document.querySelector('[data-testid="slider-seq"]');
-    for (let i = 0; i < 60; i++) {
-      s.value = String(Number(s.min) + (i % (Number(s.max) - Number(s.min) + 1)));
-      s.dispatchEvent(new Event('input', { bubbles: true }));
-      await new Promise(r => requestAnimationFrame(() => r()));
-    }
-    const t = [...window.__peakplanTimings].sort((a, b) => a - b);
-    return { n: t.length, p50: t[Math.floor(t.length * 0.5)], p95: t[Math.floor(t.length * 0.95)] };
-  });
+  const moves = await drag(v, 60);
   await v.close();
-  return { tasks, drag };
+  return { tasks, drag: moves };
 })();
 // The WebGPU micro step on this machine's adapter (SwiftShader here: a CPU, so only ratios inside a run mean much).
 const gpu = [];
