@@ -3,7 +3,7 @@
 use peakplan_chart::ChartData;
 use peakplan_core::advise::Suggestion;
 use peakplan_core::plan::Method;
-use peakplan_core::solve::{Limit, Search};
+use peakplan_core::solve::{Limit, Search, Steps};
 use peakplan_core::{
     estimate, estimate_each_method, needs_on_card, presets, Architecture, Estimate, Plan,
 };
@@ -42,12 +42,7 @@ pub struct Limits {
 
 impl Limits {
     pub fn new(arch: &Architecture, plan: &Plan) -> Self {
-        let mut search = LimitsSearch::new(plan);
-        loop {
-            if let Some(limits) = search.step(arch) {
-                return limits;
-            }
-        }
+        LimitsSearch::new(plan).run(arch)
     }
 
     /// The verdict's line on the largest batch and the longest sequence. Each figure names the value it holds the
@@ -136,7 +131,7 @@ impl LimitSteps {
     }
 }
 
-/// The verdict's searches worked out a replayed probe at a time ([`LimitsSearch::step`]), so that a page runs
+/// The verdict's searches worked out a replayed probe at a time ([`Steps::step`](peakplan_core::solve::Steps::step)), so that a page runs
 /// each probe in a task of its own: the largest micro-batch; where none fits and the plan's is above 1, the
 /// longest sequence at b=1 (the most the GPU takes at all); then the longest sequence at the plan's micro-batch.
 #[derive(Clone, Debug)]
@@ -172,9 +167,13 @@ impl LimitsSearch {
     pub fn plan(&self) -> &Plan {
         &self.limits.plan
     }
+}
+
+impl Steps for LimitsSearch {
+    type Output = Limits;
 
     /// Runs the current search a step further (at most one replay); the limits once every search has ended.
-    pub fn step(&mut self, arch: &Architecture) -> Option<Limits> {
+    fn step(&mut self, arch: &Architecture) -> Option<Limits> {
         let answer = self.search.step(arch)?;
         let plan = &self.limits.plan;
         let capacity_bytes = plan.gpu.preset().capacity_bytes;
@@ -553,10 +552,7 @@ mod tests {
                 arch,
                 |i, limit| {
                     let plan = plans.get(i)?;
-                    Some(match limit {
-                        Limit::Batch => Search::batch(plan, cap),
-                        Limit::Seq => Search::seq(plan, cap),
-                    })
+                    Some(Search::of(limit, plan, cap))
                 },
                 |i, limit, answer| found.push((i, limit, answer)),
             );

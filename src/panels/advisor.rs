@@ -5,7 +5,8 @@ use crate::history::changed;
 use crate::planner::{card_limits, suggestion_name, LimitSteps};
 use crate::state::{ctx, on_settled_plan_stepped, Pieces, Step};
 use leptos::prelude::*;
-use peakplan_core::advise::{limit_search, set_limit, Advice, AdviceSearch, Suggestion};
+use peakplan_core::advise::{set_limit, Advice, AdviceSearch, Suggestion};
+use peakplan_core::solve::{Search, Steps};
 use peakplan_core::units::format_bytes;
 use peakplan_core::Plan;
 use std::time::Duration;
@@ -39,7 +40,9 @@ pub fn Advisor() -> impl IntoView {
         steps.step(
             arch,
             |i, limit| {
-                advice.with_untracked(|a| Some(limit_search(card_of(a.as_ref()?, i)?, cap, limit)))
+                advice.with_untracked(|a| {
+                    Some(Search::of(limit, &card_of(a.as_ref()?, i)?.plan, cap))
+                })
             },
             |i, limit, answer| {
                 advice.update(|a| {

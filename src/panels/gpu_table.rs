@@ -4,7 +4,8 @@ use crate::gpu_rows::{summary, table_html, UseGpu};
 use crate::planner::LimitSteps;
 use crate::state::{ctx, on_settled_plan_stepped, Pieces, Step};
 use leptos::prelude::*;
-use peakplan_core::gpu_choice::{plan_on_gpus, row_search, set_row_limit, GpuFit, GpuFitsSearch};
+use peakplan_core::gpu_choice::{plan_on_gpus, set_row_limit, GpuFit, GpuFitsSearch};
+use peakplan_core::solve::{Search, Steps};
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 
@@ -66,7 +67,11 @@ pub fn GpuTable() -> impl IntoView {
             let step: Step<LimitSteps> = std::rc::Rc::new(move |steps, arch| {
                 steps.step(
                     arch,
-                    |i, limit| rows.with_value(|r| Some(row_search(&plan, r.get(i)?, limit))),
+                    |i, limit| {
+                        rows.with_value(|r| {
+                            Some(Search::of(limit, &plan, r.get(i)?.capacity_bytes))
+                        })
+                    },
                     |i, limit, answer| {
                         rows.update_value(|r| {
                             if let Some(row) = r.get_mut(i) {

@@ -4,6 +4,7 @@ use crate::planner::{compact_verdict, Computed, LimitsSearch};
 use crate::state::{ctx, on_settled_plan, on_settled_plan_stepped};
 use leptos::prelude::*;
 use peakplan_core::plan::Plan;
+use peakplan_core::solve::Steps;
 use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::{needs_bytes, Kind};
 

@@ -6,7 +6,7 @@ use crate::plan::{
     Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Plan, Reference,
     Shard, Task, TokenTraining, DS_MAX_LIVE, DS_SUB_GROUP, MAX_GRAD_ACCUMULATION,
 };
-use crate::solve::Limit;
+use crate::solve::{Limit, Steps};
 use crate::{gpu_choice, solve, units};
 use serde::Serialize;
 
@@ -776,20 +776,12 @@ pub fn add_limits(arch: &Architecture, s: &mut Suggestion, capacity_bytes: u64) 
 /// [`add_limits`] one search at a time (a page runs each in a task of its own): the limits are known once the
 /// longest sequence is, which is worked out second.
 pub fn add_limit(arch: &Architecture, s: &mut Suggestion, capacity_bytes: u64, limit: Limit) {
-    let answer = limit_search(s, capacity_bytes, limit).run(arch);
+    let answer = solve::Search::of(limit, &s.plan, capacity_bytes).run(arch);
     set_limit(s, limit, answer);
 }
 
-/// The search for one of a suggestion's limits, for a page that runs it a replayed probe at a time
-/// ([`solve::Search::step`]); its answer goes in with [`set_limit`].
-pub fn limit_search(s: &Suggestion, capacity_bytes: u64, limit: Limit) -> solve::Search {
-    match limit {
-        Limit::Batch => solve::Search::batch(&s.plan, capacity_bytes),
-        Limit::Seq => solve::Search::seq(&s.plan, capacity_bytes),
-    }
-}
-
-/// A suggestion's limit, once its search has ended (the longest sequence completes its limits).
+/// A suggestion's limit, once its search (`solve::Search::of`, a page runs it a replayed probe at a time) has
+/// ended (the longest sequence completes its limits).
 pub fn set_limit(s: &mut Suggestion, limit: Limit, answer: Option<u64>) {
     match limit {
         Limit::Batch => s.max_batch = answer,

@@ -8,8 +8,7 @@ use crate::engine::{
 };
 use crate::plan::Plan;
 use crate::presets::{GpuPreset, GPUS};
-use crate::solve;
-use crate::solve::Limit;
+use crate::solve::{Limit, Search, Steps};
 use crate::units::{self, format_bytes};
 use serde::Serialize;
 
@@ -99,20 +98,12 @@ pub fn add_row_limits(arch: &Architecture, plan: &Plan, row: &mut GpuFit) {
 /// [`add_row_limits`] one search at a time (a page runs each in a task of its own): the row's limits are known
 /// once the longest sequence is, worked out second.
 pub fn add_row_limit(arch: &Architecture, plan: &Plan, row: &mut GpuFit, limit: Limit) {
-    let answer = row_search(plan, row, limit).run(arch);
+    let answer = Search::of(limit, plan, row.capacity_bytes).run(arch);
     set_row_limit(row, limit, answer);
 }
 
-/// The search for one of a row's limits, for a page that runs it a replayed probe at a time
-/// ([`solve::Search::step`]); its answer goes in with [`set_row_limit`].
-pub fn row_search(plan: &Plan, row: &GpuFit, limit: Limit) -> solve::Search {
-    match limit {
-        Limit::Batch => solve::Search::batch(plan, row.capacity_bytes),
-        Limit::Seq => solve::Search::seq(plan, row.capacity_bytes),
-    }
-}
-
-/// A row's limit, once its search has ended (the longest sequence completes the row's limits).
+/// A row's limit, once its search (`solve::Search::of`, a page runs it a replayed probe at a time) has ended (the
+/// longest sequence completes the row's limits).
 pub fn set_row_limit(row: &mut GpuFit, limit: Limit, answer: Option<u64>) {
     match limit {
         Limit::Batch => row.max_batch = answer,
@@ -140,12 +131,7 @@ fn on_card(plan: &Plan, gpu: &GpuPreset) -> Option<Plan> {
 /// [`gpu_fits`] without the rows' limits, which cost a dozen replays each: a page shows the table at once and
 /// works them out one row at a time ([`add_row_limits`]).
 pub fn gpu_fits_without_limits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> {
-    let mut search = GpuFitsSearch::new(plan);
-    loop {
-        if let Some(rows) = search.step(arch) {
-            return rows;
-        }
-    }
+    GpuFitsSearch::new(plan).run(arch)
 }
 
 /// [`gpu_fits_without_limits`] a step at a time, so that a page runs each step in a task of its own: the plan on a
@@ -186,9 +172,13 @@ impl GpuFitsSearch {
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
+}
+
+impl Steps for GpuFitsSearch {
+    type Output = Vec<GpuFit>;
 
     /// Runs a step; every row once the last has run.
-    pub fn step(&mut self, arch: &Architecture) -> Option<Vec<GpuFit>> {
+    fn step(&mut self, arch: &Architecture) -> Option<Vec<GpuFit>> {
         let plan = &self.plan;
         let Some(unlimited) = &self.unlimited else {
             self.unlimited = Some(estimate_on(arch, plan, u64::MAX));
@@ -347,6 +337,7 @@ impl<'a> GpuCounts<'a> {
 mod tests {
     use super::*;
     use crate::preset_arch;
+    use crate::solve;
 
     fn fits(query: &str) -> Vec<GpuFit> {
         let p = Plan::parse_query(query).plan;

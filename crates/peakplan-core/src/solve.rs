@@ -36,7 +36,7 @@ fn bisect(lo: u64, hi: u64, mut fits: impl FnMut(u64) -> bool) -> u64 {
 }
 
 /// The search for the largest value in `1..=max` whose plan needs at most `capacity_bytes`, one replayed probe
-/// at a time ([`Search::step`]), so that a page can run each probe in a task of its own; [`max_batch`] and
+/// at a time ([`Steps::step`]), so that a page can run each probe in a task of its own; [`max_batch`] and
 /// [`max_seq`] run it to the end.
 ///
 /// The replayed estimate costs a hundred rough ones and is no smooth curve: blocks round to 2 MiB, and near the
@@ -73,6 +73,14 @@ impl Search {
         Search::new(Limit::Seq, plan, MAX_SEQ, capacity_bytes)
     }
 
+    /// The search for `limit`: [`Search::batch`] or [`Search::seq`].
+    pub fn of(limit: Limit, plan: &Plan, capacity_bytes: u64) -> Search {
+        match limit {
+            Limit::Batch => Search::batch(plan, capacity_bytes),
+            Limit::Seq => Search::seq(plan, capacity_bytes),
+        }
+    }
+
     fn new(limit: Limit, plan: &Plan, max: u64, capacity_bytes: u64) -> Search {
         Search {
             limit,
@@ -104,37 +112,6 @@ impl Search {
 
     fn rough(&self, arch: &Architecture, v: u64) -> u64 {
         estimate_rough(arch, &self.at(v)).device_bytes
-    }
-
-    /// Runs the search a step further: at most one replayed probe (the first step also weighs rough estimates,
-    /// which cost no replay). Returns the answer once known: the largest value that fits, or `Some(None)` when
-    /// 1 does not; `None` while more steps remain.
-    pub fn step(&mut self, arch: &Architecture) -> Option<Option<u64>> {
-        let cap = self.capacity_bytes;
-        if self.probe == 0 {
-            self.probe = bisect(1, self.max, |v| self.rough(arch, v) <= cap).max(1);
-        }
-        // The slope phase: step toward the limit until both ends are known.
-        let stepping = (self.good == 0 || self.bad > self.max)
-            && self.probe > self.good
-            && self.probe < self.bad;
-        if !self.closing && stepping {
-            self.slope_probe(arch);
-            return None;
-        }
-        self.closing = true;
-        if self.bad - self.good > 1 {
-            let mid = self.good + (self.bad - self.good) / 2;
-            if fits_on(arch, &self.at(mid), cap) {
-                self.good = mid;
-            } else {
-                self.bad = mid;
-            }
-            if self.bad - self.good > 1 {
-                return None;
-            }
-        }
-        Some((self.good >= 1).then_some(self.good))
     }
 
     /// One replayed probe of the slope phase, and the next probe: by the slope between the last two, or into the
@@ -175,14 +152,61 @@ impl Search {
         }
         self.probe = next;
     }
+}
 
-    /// The search run to its end.
-    pub fn run(mut self, arch: &Architecture) -> Option<u64> {
+/// Work done a step at a time, so that a page can run each step in a task of its own: the searches here, the
+/// advisor's ([`crate::advise::AdviceSearch`]) and the GPU table's ([`crate::gpu_choice::GpuFitsSearch`]).
+pub trait Steps {
+    type Output;
+
+    /// Runs the work a step further; its result once the last step has run.
+    fn step(&mut self, arch: &Architecture) -> Option<Self::Output>;
+
+    /// The work run to its end.
+    fn run(mut self, arch: &Architecture) -> Self::Output
+    where
+        Self: Sized,
+    {
         loop {
-            if let Some(answer) = self.step(arch) {
-                return answer;
+            if let Some(out) = self.step(arch) {
+                return out;
             }
         }
+    }
+}
+
+impl Steps for Search {
+    /// The largest value that fits, or `None` when 1 does not.
+    type Output = Option<u64>;
+
+    /// Runs the search a step further: at most one replayed probe (the first step also weighs rough estimates,
+    /// which cost no replay). The answer once known.
+    fn step(&mut self, arch: &Architecture) -> Option<Option<u64>> {
+        let cap = self.capacity_bytes;
+        if self.probe == 0 {
+            self.probe = bisect(1, self.max, |v| self.rough(arch, v) <= cap).max(1);
+        }
+        // The slope phase: step toward the limit until both ends are known.
+        let stepping = (self.good == 0 || self.bad > self.max)
+            && self.probe > self.good
+            && self.probe < self.bad;
+        if !self.closing && stepping {
+            self.slope_probe(arch);
+            return None;
+        }
+        self.closing = true;
+        if self.bad - self.good > 1 {
+            let mid = self.good + (self.bad - self.good) / 2;
+            if fits_on(arch, &self.at(mid), cap) {
+                self.good = mid;
+            } else {
+                self.bad = mid;
+            }
+            if self.bad - self.good > 1 {
+                return None;
+            }
+        }
+        Some((self.good >= 1).then_some(self.good))
     }
 }
 

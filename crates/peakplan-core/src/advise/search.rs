@@ -4,16 +4,12 @@ use super::{candidates, more_gpus, smallest_fitting_set, suggestion, Advice, Cha
 use crate::arch::Architecture;
 use crate::engine::estimate_on;
 use crate::plan::Plan;
+use crate::solve::Steps;
 
 /// [`advise`](super::advise) without the suggestions' limits, which cost a dozen replays each: a page shows the advice at once
 /// and works them out one suggestion at a time ([`add_limits`](super::add_limits)).
 pub fn advise_without_limits(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice {
-    let mut search = AdviceSearch::new(plan, capacity);
-    loop {
-        if let Some(advice) = search.step(arch) {
-            return advice;
-        }
-    }
+    AdviceSearch::new(plan, capacity).run(arch)
 }
 
 /// [`advise_without_limits`] worked out a step at a time, so that a page runs each step in a task of its own: the
@@ -45,10 +41,14 @@ impl AdviceSearch {
             next: 0,
         }
     }
+}
+
+impl Steps for AdviceSearch {
+    type Output = Advice;
 
     /// Runs a step (one estimate, or the fewest GPUs' search beside the plan's own figure, or the fitting set's
     /// search at the end); the advice once every step has run.
-    pub fn step(&mut self, arch: &Architecture) -> Option<Advice> {
+    fn step(&mut self, arch: &Architecture) -> Option<Advice> {
         let capacity = self.capacity;
         let Some(base) = self.base_bytes else {
             let on = capacity.unwrap_or(self.plan.gpu.preset().capacity_bytes);

@@ -5,6 +5,7 @@ use peakplan_core::{
     estimate, preset_arch, presets, solve, Architecture, Category, Estimate, Kind, ModelId, QkNorm,
 };
 use proptest::prelude::*;
+use solve::Steps;
 
 use crate::util::{est, plan};
 
