@@ -152,9 +152,10 @@ pub fn now_ms() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Records one input-to-paint latency in `window.__peakplanTimings` for benchmarks (a plain JS array).
-pub fn record_timing(ms: f64) {
-    if let Some(arr) = bench_array("__peakplanTimings").filter(|a| a.length() < 100_000) {
+/// Records one latency in `window[key]` for benchmarks (a plain JS array): `__peakplanTimings` from a slider's
+/// input to the repaint, `__peakplanFilledTimings` to the repaint that has every bar at the new value.
+pub fn record_timing(key: &str, ms: f64) {
+    if let Some(arr) = bench_array(key).filter(|a| a.length() < 100_000) {
         arr.push(&wasm_bindgen::JsValue::from_f64(ms));
     }
 }

@@ -1,5 +1,5 @@
 //! peakplan-web: the Leptos planner page. `main.rs` only mounts; the page's state lives in `state`, its panels in
-//! `panels`, laid out by `app`; logic in plain Rust types ([`planner`], [`scale`], [`embed`], [`task`], [`timeline`],
+//! `panels`, laid out by `app`; logic in plain Rust types ([`planner`], [`methods`], [`scale`], [`embed`], [`task`], [`timeline`],
 //! and the core).
 
 pub mod accuracy_table;
@@ -8,6 +8,7 @@ pub mod gpu_rows;
 pub mod history;
 pub mod html;
 pub mod hub;
+pub mod methods;
 pub mod picker;
 pub mod planner;
 pub mod scale;

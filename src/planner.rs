@@ -21,6 +21,8 @@ pub struct Computed {
     pub model_name: String,
     /// The estimate behind the "after" bar, while a suggestion is previewed.
     pub preview_estimate: Option<Estimate>,
+    /// Which of `by_method` still hold an earlier slider value's figures (see [`crate::methods`]).
+    pub stale: [bool; 3],
 }
 
 /// The inverse answers on the plan's GPU: the largest micro-batch at its sequence length and the longest
@@ -239,12 +241,12 @@ pub fn suggestion_name(s: &Suggestion) -> String {
 
 impl Computed {
     pub fn new(arch: &Architecture, plan: &Plan) -> Self {
-        let by_method = estimate_each_method(arch, plan);
-        let selected = by_method[Method::ALL
-            .iter()
-            .position(|m| *m == plan.method)
-            .unwrap_or(2)]
-        .clone();
+        Computed::of(arch, plan, estimate_each_method(arch, plan))
+    }
+
+    /// The figures of `plan` from its methods' estimates (Full, LoRA, QLoRA), none stale.
+    pub fn of(arch: &Architecture, plan: &Plan, by_method: [Estimate; 3]) -> Self {
+        let selected = by_method[crate::methods::bar_of(plan.method)].clone();
         let gpu = plan.gpu.preset();
         let capacity_bytes = gpu.capacity_bytes;
         let gpu_name = gpu.name.to_string();
@@ -260,6 +262,7 @@ impl Computed {
             chart,
             model_name,
             preview_estimate: None,
+            stale: [false; 3],
         }
     }
 

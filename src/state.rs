@@ -5,6 +5,7 @@
 use crate::browser::{self, FetchError};
 use crate::history::{Steps, Write};
 use crate::hub::{self, Failure, HubModels};
+use crate::methods::{sliders_cleared, MethodCache};
 use crate::planner::Computed;
 use leptos::prelude::*;
 use peakplan_core::hf::MAX_CONFIG_BYTES;
@@ -45,15 +46,26 @@ pub(crate) struct Refused {
     pub(crate) typed: Vec<Diagnostic>,
 }
 
+/// How long a slider move's estimates may have taken for the next method's to be made at once too (a fixed plan's
+/// three take about 2 ms in headless Chromium; a varying plan's one about 13 ms, and its other two follow).
+const ALL_AT_ONCE_MS: f64 = 4.0;
+
+/// How long the task that fills in the other methods' bars after a slider move goes on making estimates.
+const FILL_FOR_MS: f64 = 8.0;
+
 /// Makes the page state from the parsed link and provides it as context; the URL follows the plan from then on.
 pub(crate) fn provide(parsed: Parsed) -> Ctx {
     let plan = RwSignal::new(parsed.plan);
     let custom: RwSignal<Option<Architecture>> = RwSignal::new(None);
     let preview: RwSignal<Option<(Plan, String)>> = RwSignal::new(None);
     let hub_models = RwSignal::new(HubModels::default());
+    // The methods' estimates made for the plan shown; `filled` says another one is made (see `crate::methods`).
+    let methods = StoredValue::new(MethodCache::default());
+    let filled = Trigger::new();
     let computed = Memo::new(move |prev: Option<&Computed>| {
         let p = plan.get();
         let c = custom.get();
+        filled.track();
         hub_models.with(|h| {
             // A Hub model not loaded yet: the answer is not shown (see `Ctx::model_ready`), nothing to compute.
             let Some(arch) = planned_arch(&c, h, &p) else {
@@ -61,13 +73,56 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
                     .cloned()
                     .unwrap_or_else(|| Computed::new(preset_arch(&p), &p));
             };
-            let mut comp = Computed::new(arch, &p);
+            let mut comp = methods
+                .try_update_value(|m| {
+                    let start = browser::now_ms();
+                    let more_now = || browser::now_ms() - start < ALL_AT_ONCE_MS;
+                    Computed::assemble(arch, &p, m, prev, more_now)
+                })
+                .unwrap_or_else(|| Computed::new(arch, &p));
             browser::milestone("peakplan:first-estimate");
             if let Some((after, change)) = preview.get() {
                 comp.add_preview(arch, &after, &change);
             }
             comp
         })
+    });
+    // A bar still at an earlier slider value's figures gets its own after the repaint, in a task of its own: the
+    // bars' estimates until it has run for `FILL_FOR_MS` (a fixed plan's both, a varying plan's one), so a drag's
+    // next move waits behind one estimate at most.
+    Effect::new(move |_| {
+        if computed.with(|comp| comp.next_stale().is_none()) {
+            return;
+        }
+        set_timeout(
+            move || {
+                browser::timed("other methods", || {
+                    let start = browser::now_ms();
+                    let mut made = false;
+                    custom.with_untracked(|c| {
+                        hub_models.with_untracked(|h| {
+                            plan.with_untracked(|p| {
+                                let Some(arch) = planned_arch(c, h, p) else {
+                                    return;
+                                };
+                                while browser::now_ms() - start < FILL_FOR_MS
+                                    && methods
+                                        .try_update_value(|m| m.fill_next(arch, p))
+                                        .flatten()
+                                        .is_some()
+                                {
+                                    made = true;
+                                }
+                            })
+                        })
+                    });
+                    if made {
+                        filled.notify();
+                    }
+                })
+            },
+            std::time::Duration::ZERO,
+        );
     });
     // The URL is the state, and the plan's history the browser's: a burst of changes (a slider drag) is one entry,
     // and Back or Forward restore the plan the URL then holds.
@@ -107,14 +162,7 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
         plan.set(restored);
     });
     let hub_id = Memo::new(move |_| plan.with(|p| p.hub.clone()));
-    let steady = Memo::new(move |_| {
-        plan.with(|p| Plan {
-            rank: 0,
-            micro_batch: 0,
-            seq_len: 0,
-            ..p.clone()
-        })
-    });
+    let steady = Memo::new(move |_| plan.with(sliders_cleared));
     let ctx = Ctx {
         plan,
         steady,

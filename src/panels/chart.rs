@@ -55,10 +55,16 @@ fn repaint(
 /// baseline tier first and optimizes a function only once it has run hot, so without this the first drag ran on
 /// baseline code: its moves took 3.5 ms at the median and 11 ms at the 95th percentile, against 2.7 and 7.1 ms once
 /// warm (headless Chromium, 200 moves). About 100 ms of work on a slow machine, in tasks of about [`WARM_UP_TASK_MS`]
-/// (each scheduling the next, from the length `from` on), so that a click or a key press is never kept waiting behind it,
+/// (each scheduling the next, from step `from` on, with `made` the estimates of its length made so far), so that a click or a key press is never kept waiting behind it,
 /// and none after the reader's first edit; nothing on the page changes. `c` is passed in: a timeout runs outside the component's reactive owner, where the
 /// context cannot be looked up.
-fn warm_up(c: crate::state::Ctx, size: (u32, u32), from: u64, edits: u64) {
+fn warm_up(
+    c: crate::state::Ctx,
+    size: (u32, u32),
+    from: u64,
+    edits: u64,
+    mut made: Vec<peakplan_core::Estimate>,
+) {
     // A reader who has started dragging warms the code up themselves: the rest would only slow their moves.
     if crate::state::edits() != edits {
         return;
@@ -69,24 +75,34 @@ fn warm_up(c: crate::state::Ctx, size: (u32, u32), from: u64, edits: u64) {
     let (arch, plan) = c.with_model(|a, p| (a.cloned(), p.clone()));
     let Some(arch) = arch else { return };
     let theme = theme(plan.theme);
+    let own = plan.method;
     let mut p = plan;
-    // Lengths one after another until the task has run its share of time (a plan whose batches vary replays
-    // sixteen steps a method, so one length can take what four of a fixed plan do).
+    // A method at a length at a time until the task has run its share of time (a plan whose batches vary replays
+    // sixteen steps twice a method, about 15 ms): step `i` is length `i / 3`'s method `i % 3`, and a length's
+    // third estimate paints both charts and writes the link.
     let (start, mut i) = (browser::now_ms(), from);
-    while i < WARM_UP_LENGTHS {
-        p.seq_len = 64 + (i * 211) % 8192;
-        let comp = Computed::new(&arch, &p);
-        paint_chart(&canvas, size, &comp.chart, &theme);
-        paint_timeline(&canvas, size, &comp.selected, &theme);
-        std::hint::black_box(p.to_query());
+    while i < 3 * WARM_UP_LENGTHS {
+        p.seq_len = 64 + (i / 3 * 211) % 8192;
+        p.method = crate::methods::METHODS[(i % 3) as usize];
+        made.push(peakplan_core::estimate(&arch, &p));
+        match <[_; 3]>::try_from(std::mem::take(&mut made)) {
+            Ok(by_method) => {
+                p.method = own;
+                let comp = Computed::of(&arch, &p, by_method);
+                paint_chart(&canvas, size, &comp.chart, &theme);
+                paint_timeline(&canvas, size, &comp.selected, &theme);
+                std::hint::black_box(p.to_query());
+            }
+            Err(some) => made = some,
+        }
         i += 1;
         if browser::now_ms() - start >= WARM_UP_TASK_MS {
             break;
         }
     }
-    if i < WARM_UP_LENGTHS {
+    if i < 3 * WARM_UP_LENGTHS {
         set_timeout(
-            move || browser::timed("warm-up", || warm_up(c, size, i, edits)),
+            move || browser::timed("warm-up", || warm_up(c, size, i, edits, made)),
             std::time::Duration::ZERO,
         );
     }
@@ -108,6 +124,8 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
     let c = ctx();
     let canvas = NodeRef::<leptos::html::Canvas>::new();
     let warmed = StoredValue::new(false);
+    // The slider input whose move still has bars at the earlier value's figures.
+    let filling_since = StoredValue::new(None::<f64>);
     repaint(canvas, move |el, size, comp, theme| {
         paint_chart(el, size, &comp.chart, theme);
         browser::mark_first_paint();
@@ -115,13 +133,19 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
             warmed.set_value(true);
             let edits = crate::state::edits();
             set_timeout(
-                move || browser::timed("warm-up", || warm_up(c, size, 0, edits)),
+                move || browser::timed("warm-up", || warm_up(c, size, 0, edits, Vec::new())),
                 WARM_UP_AFTER,
             );
         }
         if let Some(t0) = c.input_started.get_value() {
-            browser::record_timing(browser::now_ms() - t0);
+            browser::record_timing("__peakplanTimings", browser::now_ms() - t0);
             c.input_started.set_value(None);
+            filling_since.set_value(Some(t0));
+        }
+        if comp.next_stale().is_none() {
+            if let Some(t0) = filling_since.try_update_value(Option::take).flatten() {
+                browser::record_timing("__peakplanFilledTimings", browser::now_ms() - t0);
+            }
         }
     });
     let tip = RwSignal::new(

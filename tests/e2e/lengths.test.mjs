@@ -140,4 +140,30 @@ await test('a dataset\'s token lengths pasted become the plan\'s statistics; bad
   assert(await page.locator('[data-testid="num-lmean"]').inputValue() === '729', 'the mean box');
 });
 
+await test('a slider drag on a varying plan: every bar ends at the figures the link opens with', async page => {
+  // Each move estimates the plan's own method at once and fills the other two bars a task later each
+  // (src/methods.rs); once the drag stops, all three are the new plan's.
+  const plan = PLAN.replace('b=8&s=4096&gpu=a100-80gb', 'b=4&s=2048&gpu=rtx-4090') + '&lens=grouped&lmean=300&lsd=200&gc=1';
+  await page.goto(base + plan);
+  await ready(page);
+  const aria = () => page.locator('[data-testid="chart"]').getAttribute('aria-label');
+  const before = await aria();
+  await page.locator('[data-testid="slider-seq"]').evaluate(async s => {
+    for (let i = 0; i < 6; i++) {
+      s.value = String(Number(s.value) - 1);
+      s.dispatchEvent(new Event('input', { bubbles: true }));
+      await new Promise(r => requestAnimationFrame(() => r()));
+    }
+  });
+  await page.waitForTimeout(1500);
+  const moved = await aria();
+  assert(moved !== before, `the drag changed no bar: ${moved}`);
+  const link = page.url();
+  assert(!link.includes('s=2048'), `the link kept s=2048: ${link}`);
+  await page.goto(link);
+  await ready(page);
+  const opened = await aria();
+  assert(moved === opened, `after the drag: ${moved}; the link opens with: ${opened}`);
+});
+
 await finish();
