@@ -125,7 +125,7 @@ mod tests {
     use peakplan_core::preset_arch;
 
     const VARYING: &str =
-        "model=llama-3.1-8b&method=lora&targets=all&b=4&s=2048&lens=grouped&lmean=300&lsd=200\
+        "model=llama-3.1-8b&method=lora&b=4&s=2048&lens=grouped&lmean=300&lsd=200\
                            &gc=1&gpu=rtx-4090";
 
     /// Moves the plan through `moves` (queries), filling after each where `fill` says, and checks the end: what

@@ -1,7 +1,7 @@
 //! The advisor: the changes that lower a plan's peak, what each saves and costs, and the smallest set that fits.
 
 use crate::arch::Architecture;
-use crate::engine::{estimate, estimate_on, estimate_rough};
+use crate::engine::{estimate_on, estimate_rough};
 use crate::plan::{
     Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Plan, Reference,
     Shard, Task, TokenTraining, DS_MAX_LIVE, DS_SUB_GROUP, MAX_GRAD_ACCUMULATION,
@@ -10,9 +10,11 @@ use crate::solve::{Limit, Steps};
 use crate::{gpu_choice, solve, units};
 use serde::Serialize;
 
+mod free;
 mod grpo;
 mod search;
 
+pub use free::{free_changes, FreeChanges};
 pub use search::{advise_without_limits, AdviceSearch};
 
 /// What a change costs, cheapest first.
@@ -705,28 +707,6 @@ const FEWER_LIVE: u64 = 100_000_000;
 
 /// The sub-group the advisor offers ZeRO-3 plans (`ds_sub`): DeepSpeed's default is ten times larger.
 const SMALL_SUB_GROUP: u64 = 100_000_000;
-
-/// The free changes that lower this plan's peak, taken together: for each key the one that saves the most (the
-/// chunked or the fused loss), in the order [`candidates`] lists them. What a plan costs nothing to change.
-pub fn free_changes(arch: &Architecture, plan: &Plan) -> Vec<Change> {
-    let base = estimate(arch, plan).device_bytes;
-    let mut best: Vec<(Change, u64)> = Vec::new();
-    for c in candidates(plan)
-        .into_iter()
-        .filter(|c| c.cost == Cost::Free)
-    {
-        let bytes = estimate(arch, &apply(plan, &[&c])).device_bytes;
-        if bytes >= base {
-            continue;
-        }
-        match best.iter_mut().find(|(b, _)| b.key == c.key) {
-            Some(slot) if bytes < slot.1 => *slot = (c, bytes),
-            Some(_) => {}
-            None => best.push((c, bytes)),
-        }
-    }
-    best.into_iter().map(|(c, _)| c).collect()
-}
 
 /// The plan with `changes` applied, every key each one sets.
 pub fn apply(plan: &Plan, changes: &[&Change]) -> Plan {

@@ -1,10 +1,12 @@
 //! Which GPU to run a plan on: the plan against every bundled GPU, with the largest micro-batch, the longest
 //! sequence and the fewest GPUs of each kind that hold it.
 
+use crate::advise::FreeChanges;
 use crate::advise::{self, Change};
 use crate::arch::Architecture;
 use crate::engine::{
-    estimate_on, estimate_rough, fits_on, needs_bytes, needs_on_card, Estimate, CUDA_CONTEXT_BYTES,
+    estimate_on_within, estimate_rough, fits_on_within, needs_bytes_within, needs_on_card,
+    Estimate, Replayed, CUDA_CONTEXT_BYTES,
 };
 use crate::plan::Plan;
 use crate::presets::{GpuPreset, GPUS};
@@ -134,20 +136,31 @@ pub fn gpu_fits_without_limits(arch: &Architecture, plan: &Plan) -> Vec<GpuFit> 
     GpuFitsSearch::new(plan).run(arch)
 }
 
-/// [`gpu_fits_without_limits`] a step at a time, so that a page runs each step in a task of its own: the plan on a
-/// device without limit and what it needs, then one GPU's row per step (with the fewest GPUs of its size that hold
-/// the plan), then the counts the free changes would need.
+/// [`gpu_fits_without_limits`] a replay at a time, so that a page runs each step in a task of its own: the plan on
+/// a device without limit, what it needs, each GPU's row (its figures on that card, and the fewest GPUs of its size
+/// that hold the plan), then the free changes and the counts they would need. A step runs at most one replay, and
+/// as much else as needs none; the replays of the plan itself are shared by all of these ([`Replayed`]).
 #[derive(Clone, Debug)]
 pub struct GpuFitsSearch {
     plan: Plan,
+    replayed: Replayed,
     /// The plan's estimate without limit, then what it needs, once worked out.
     unlimited: Option<Estimate>,
     needs: Option<u64>,
     /// The GPU counts worked out so far ([`GpuCounts`]), kept from row to row.
-    counts: Vec<(u64, Option<Estimate>)>,
+    counts: Vec<Counted>,
     /// Every bundled GPU, smallest first.
     gpus: Vec<&'static GpuPreset>,
     rows: Vec<GpuFit>,
+    /// The row under way: its device bytes once known, and the replays of its own plan (vLLM colocated).
+    row_device_bytes: Option<u64>,
+    row_replayed: Replayed,
+    /// Once the rows are done and one needs several GPUs: the free changes as they are weighed, then with their
+    /// plan, that plan's counts, and the next row to count for it.
+    free: Option<FreeChanges>,
+    free_plan: Option<(Vec<Change>, Plan)>,
+    free_counts: Vec<Counted>,
+    free_row: usize,
 }
 
 impl GpuFitsSearch {
@@ -160,11 +173,18 @@ impl GpuFitsSearch {
         }
         GpuFitsSearch {
             plan: plan.clone(),
+            replayed: Replayed::default(),
             unlimited: None,
             needs: None,
             counts: Vec::with_capacity(MAX_GPUS_SEARCHED as usize),
             gpus,
             rows: Vec::new(),
+            row_device_bytes: None,
+            row_replayed: Replayed::default(),
+            free: None,
+            free_plan: None,
+            free_counts: Vec::new(),
+            free_row: 0,
         }
     }
 
@@ -172,58 +192,155 @@ impl GpuFitsSearch {
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
+
+    /// Goes on with at most `budget` replays; every row once the last is complete.
+    fn go(&mut self, arch: &Architecture, budget: &mut Option<u32>) -> Option<Vec<GpuFit>> {
+        let plan = self.plan.clone();
+        let unlimited = match &self.unlimited {
+            Some(u) => u.clone(),
+            None => {
+                let u = within(&mut self.replayed, budget, |r| {
+                    estimate_on_within(arch, &plan, u64::MAX, r)
+                })?;
+                self.unlimited.insert(u).clone()
+            }
+        };
+        // What the plan needs, the smallest card it runs on: a bisection of replays.
+        let needs = match self.needs {
+            Some(n) => n,
+            None => *self.needs.insert(within(&mut self.replayed, budget, |r| {
+                needs_bytes_within(arch, &plan, r)
+            })?),
+        };
+        while let Some(g) = self.gpus.get(self.rows.len()).copied() {
+            let device_bytes = match self.row_device_bytes {
+                Some(d) => d,
+                None => {
+                    // vLLM colocated takes its share of each row's card, not of the plan's.
+                    let d = match on_card(&plan, g) {
+                        Some(row) => {
+                            let r = &mut self.row_replayed;
+                            let u =
+                                within(r, budget, |r| estimate_on_within(arch, &row, u64::MAX, r))?;
+                            device_bytes_within(arch, &row, &u, g.capacity_bytes, r, budget)?
+                        }
+                        None => device_bytes_within(
+                            arch,
+                            &plan,
+                            &unlimited,
+                            g.capacity_bytes,
+                            &mut self.replayed,
+                            budget,
+                        )?,
+                    };
+                    *self.row_device_bytes.insert(d)
+                }
+            };
+            let fewest = counted(arch, &plan, &mut self.counts, |c| {
+                c.fewest_within(g.capacity_bytes, budget)
+            })?;
+            self.rows
+                .push(row_on(&plan, g, device_bytes, needs, fewest));
+            self.row_device_bytes = None;
+            self.row_replayed = Replayed::default();
+        }
+        self.with_free_changes(arch, budget)?;
+        Some(std::mem::take(&mut self.rows))
+    }
+
+    /// Sets, on each row that needs more than one GPU, how many the free changes need instead where that is fewer.
+    /// Their plan's counts are worked out once for every GPU (one [`GpuCounts`]), and only when a row needs several.
+    fn with_free_changes(&mut self, arch: &Architecture, budget: &mut Option<u32>) -> Option<()> {
+        if self.rows.iter().all(|r| r.gpus_needed == Some(1)) {
+            return Some(());
+        }
+        let (free, free_plan) = match &self.free_plan {
+            Some(f) => f.clone(),
+            None => {
+                let weighing = self
+                    .free
+                    .get_or_insert_with(|| FreeChanges::new(&self.plan));
+                let free = weighing.step_within(arch, budget)?;
+                let refs: Vec<&Change> = free.iter().collect();
+                let free_plan = advise::apply(&self.plan, &refs);
+                self.free_plan.insert((free, free_plan)).clone()
+            }
+        };
+        if free.is_empty() {
+            return Some(());
+        }
+        while let Some(r) = self.rows.get(self.free_row) {
+            let (cap, now) = (r.capacity_bytes, r.gpus_needed);
+            if now != Some(1) {
+                let n = counted(arch, &free_plan, &mut self.free_counts, |c| {
+                    c.fewest_within(cap, budget)
+                })?;
+                if let Some(n) = n.filter(|&n| n < now.unwrap_or(u64::MAX)) {
+                    let r = &mut self.rows[self.free_row];
+                    r.gpus_needed_with_free_changes = Some(n);
+                    r.free_changes = free.clone();
+                }
+            }
+            self.free_row += 1;
+        }
+        Some(())
+    }
 }
 
 impl Steps for GpuFitsSearch {
     type Output = Vec<GpuFit>;
 
-    /// Runs a step; every row once the last has run.
+    /// Runs a step, at most one replay; every row once the last has run.
     fn step(&mut self, arch: &Architecture) -> Option<Vec<GpuFit>> {
-        let plan = &self.plan;
-        let Some(unlimited) = &self.unlimited else {
-            self.unlimited = Some(estimate_on(arch, plan, u64::MAX));
-            return None;
-        };
-        // What the plan needs, the smallest card it runs on: a few replays, a step of its own.
-        let Some(needs) = &self.needs else {
-            self.needs = Some(needs_bytes(arch, plan));
-            return None;
-        };
-        if let Some(g) = self.gpus.get(self.rows.len()) {
-            let mut counts = GpuCounts {
-                arch,
-                plan,
-                counts: std::mem::take(&mut self.counts),
-            };
-            let row = row_on(arch, plan, g, (unlimited, *needs), &mut counts);
-            self.counts = counts.counts;
-            self.rows.push(row);
-            return None;
-        }
-        let mut rows = std::mem::take(&mut self.rows);
-        with_free_changes(arch, plan, &mut rows);
-        Some(rows)
+        self.go(arch, &mut Some(1))
+    }
+
+    /// Runs every step at once.
+    fn run(mut self, arch: &Architecture) -> Vec<GpuFit> {
+        self.go(arch, &mut None).unwrap_or_default()
     }
 }
 
-/// The plan on GPU `g`, given its estimate without limit and what it needs: fit, figures and the fewest GPUs of
-/// that size that hold it.
-fn row_on(
+/// Runs `f` with `replayed` allowed what is left of `budget`, and takes back from `budget` the replays it ran.
+fn within<T>(
+    replayed: &mut Replayed,
+    budget: &mut Option<u32>,
+    f: impl FnOnce(&mut Replayed) -> Option<T>,
+) -> Option<T> {
+    replayed.allow(*budget);
+    let out = f(replayed);
+    *budget = replayed.allowed();
+    out
+}
+
+/// Runs `f` on the [`GpuCounts`] of `plan` kept in `counts`.
+fn counted<T>(
     arch: &Architecture,
     plan: &Plan,
-    g: &GpuPreset,
-    (unlimited, needs): (&Estimate, u64),
-    counts: &mut GpuCounts,
-) -> GpuFit {
-    let cap = g.capacity_bytes;
-    // vLLM colocated takes its share of each row's card, not of the plan's.
-    let device_bytes = match on_card(plan, g) {
-        Some(row) => device_bytes_on(arch, &row, &estimate_on(arch, &row, u64::MAX), cap),
-        None => device_bytes_on(arch, plan, unlimited, cap),
+    counts: &mut Vec<Counted>,
+    f: impl FnOnce(&mut GpuCounts) -> T,
+) -> T {
+    let mut c = GpuCounts {
+        arch,
+        plan,
+        counts: std::mem::take(counts),
     };
-    let fits = device_bytes <= cap;
+    let out = f(&mut c);
+    *counts = c.counts;
+    out
+}
+
+/// The plan's row on GPU `g`, given its device bytes there, what it needs and the fewest GPUs of that size that
+/// hold it.
+fn row_on(
+    plan: &Plan,
+    g: &GpuPreset,
+    device_bytes: u64,
+    needs: u64,
+    fewest: Option<u64>,
+) -> GpuFit {
+    let fits = device_bytes <= g.capacity_bytes;
     // A plan that fits as planned needs no more GPUs than it has.
-    let fewest = counts.fewest(cap);
     let gpus_needed = if fits {
         Some(fewest.map_or(plan.gpus, |n| n.min(plan.gpus)))
     } else {
@@ -233,7 +350,7 @@ fn row_on(
         id: g.id,
         name: g.name,
         short_name: g.short_name,
-        capacity_bytes: cap,
+        capacity_bytes: g.capacity_bytes,
         device_bytes,
         needs_bytes: needs,
         fits,
@@ -243,28 +360,6 @@ fn row_on(
         gpus_needed_with_free_changes: None,
         free_changes: Vec::new(),
         limits_known: false,
-    }
-}
-
-/// Sets, on each row that needs more than one GPU, how many the free changes need instead where that is fewer.
-/// Their plan's counts are worked out once for every GPU (one [`GpuCounts`]), and only when a row needs several.
-fn with_free_changes(arch: &Architecture, plan: &Plan, rows: &mut [GpuFit]) {
-    if rows.iter().all(|r| r.gpus_needed == Some(1)) {
-        return;
-    }
-    let free = advise::free_changes(arch, plan);
-    if free.is_empty() {
-        return;
-    }
-    let refs: Vec<&Change> = free.iter().collect();
-    let free_plan = advise::apply(plan, &refs);
-    let mut counts = GpuCounts::new(arch, &free_plan);
-    for r in rows.iter_mut().filter(|r| r.gpus_needed != Some(1)) {
-        let now = r.gpus_needed.unwrap_or(u64::MAX);
-        if let Some(n) = counts.fewest(r.capacity_bytes).filter(|&n| n < now) {
-            r.gpus_needed_with_free_changes = Some(n);
-            r.free_changes = free.clone();
-        }
     }
 }
 
@@ -278,14 +373,45 @@ pub fn device_bytes_on(
     unlimited: &Estimate,
     capacity_bytes: u64,
 ) -> u64 {
+    device_bytes_within(
+        arch,
+        plan,
+        unlimited,
+        capacity_bytes,
+        &mut Replayed::default(),
+        &mut None,
+    )
+    .unwrap_or(unlimited.device_bytes)
+}
+
+/// [`device_bytes_on`] with `plan`'s replays in `replayed`, at most `budget` of them run.
+fn device_bytes_within(
+    arch: &Architecture,
+    plan: &Plan,
+    unlimited: &Estimate,
+    capacity_bytes: u64,
+    replayed: &mut Replayed,
+    budget: &mut Option<u32>,
+) -> Option<u64> {
     let lowest = unlimited
         .peak_allocated_bytes
         .saturating_add(CUDA_CONTEXT_BYTES);
     if capacity_bytes >= unlimited.device_bytes || capacity_bytes < lowest {
-        unlimited.device_bytes
-    } else {
-        estimate_on(arch, plan, capacity_bytes).device_bytes
+        return Some(unlimited.device_bytes);
     }
+    within(replayed, budget, |r| {
+        estimate_on_within(arch, plan, capacity_bytes, r)
+    })
+    .map(|e| e.device_bytes)
+}
+
+/// One GPU count's figures, as far as worked out: the lowest device bytes any replay can give (the allocated
+/// peak, the CUDA context and paged states), its estimate without limit once needed, and its replays.
+#[derive(Clone, Debug)]
+pub struct Counted {
+    lowest: u64,
+    unlimited: Option<Estimate>,
+    replayed: Replayed,
 }
 
 /// The fewest GPUs of a capacity that hold a plan ([`plan_on_gpus`]), over every count up to
@@ -295,9 +421,8 @@ pub fn device_bytes_on(
 pub struct GpuCounts<'a> {
     arch: &'a Architecture,
     plan: &'a Plan,
-    /// Per count at index `n - 1`, as far as worked out: the lowest device bytes any replay can give (the
-    /// allocated peak, the CUDA context and paged states), and the estimate without limit once needed.
-    counts: Vec<(u64, Option<Estimate>)>,
+    /// Per count at index `n - 1`, as far as worked out.
+    counts: Vec<Counted>,
 }
 
 impl<'a> GpuCounts<'a> {
@@ -309,33 +434,73 @@ impl<'a> GpuCounts<'a> {
         }
     }
 
-    /// Whether `n` GPUs of `capacity_bytes` hold the plan.
-    fn holds(&mut self, n: u64, capacity_bytes: u64) -> bool {
+    /// Whether `n` GPUs of `capacity_bytes` hold the plan, running at most `budget` replays; `None` where it
+    /// needs more.
+    fn holds_within(
+        &mut self,
+        n: u64,
+        capacity_bytes: u64,
+        budget: &mut Option<u32>,
+    ) -> Option<bool> {
         while (self.counts.len() as u64) < n {
             let count = self.counts.len() as u64 + 1;
             let e = estimate_rough(self.arch, &plan_on_gpus(self.plan, count));
-            self.counts.push((e.device_bytes_uncached(), None));
+            self.counts.push(Counted {
+                lowest: e.device_bytes_uncached(),
+                unlimited: None,
+                replayed: Replayed::default(),
+            });
         }
-        let (lowest, unlimited) = &mut self.counts[n as usize - 1];
-        if *lowest > capacity_bytes {
-            return false;
+        let arch = self.arch;
+        let c = &mut self.counts[n as usize - 1];
+        if c.lowest > capacity_bytes {
+            return Some(false);
         }
         let plan = plan_on_gpus(self.plan, n);
-        let unlimited = unlimited.get_or_insert_with(|| estimate_on(self.arch, &plan, u64::MAX));
-        unlimited.device_bytes <= capacity_bytes || fits_on(self.arch, &plan, capacity_bytes)
+        let Counted {
+            unlimited,
+            replayed,
+            ..
+        } = c;
+        within(replayed, budget, |r| {
+            let u = match unlimited {
+                Some(u) => u,
+                None => unlimited.insert(estimate_on_within(arch, &plan, u64::MAX, r)?),
+            };
+            if u.device_bytes <= capacity_bytes {
+                return Some(true);
+            }
+            fits_on_within(arch, &plan, capacity_bytes, r)
+        })
     }
 
     /// The fewest GPUs of `capacity_bytes` that hold the plan; none when not even [`MAX_GPUS_SEARCHED`] do.
     /// Every count is tried in order (not a bisection): one GPU shards nothing and two gather layers, so the
     /// figure is not monotone from one to two.
     pub fn fewest(&mut self, capacity_bytes: u64) -> Option<u64> {
-        (1..=MAX_GPUS_SEARCHED).find(|&n| self.holds(n, capacity_bytes))
+        self.fewest_within(capacity_bytes, &mut None).flatten()
+    }
+
+    /// [`GpuCounts::fewest`] running at most `budget` replays; `None` where it needs more (a later call goes on
+    /// from the replays this one ran).
+    pub fn fewest_within(
+        &mut self,
+        capacity_bytes: u64,
+        budget: &mut Option<u32>,
+    ) -> Option<Option<u64>> {
+        for n in 1..=MAX_GPUS_SEARCHED {
+            if self.holds_within(n, capacity_bytes, budget)? {
+                return Some(Some(n));
+            }
+        }
+        Some(None)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::estimate_on;
     use crate::preset_arch;
     use crate::solve;
 
@@ -443,7 +608,8 @@ mod tests {
         let mut counts = GpuCounts::new(preset_arch(&p), &p);
         let cap = t4.capacity_bytes;
         assert_eq!(counts.fewest(cap), Some(4));
-        assert!(!counts.holds(3, cap) && counts.holds(4, cap));
+        let mut holds = |n| counts.holds_within(n, cap, &mut None);
+        assert_eq!((holds(3), holds(4)), (Some(false), Some(true)));
     }
 
     #[test]
@@ -477,6 +643,32 @@ mod tests {
         assert!(fused
             .iter()
             .all(|r| r.gpus_needed_with_free_changes.is_none()));
+    }
+
+    #[test]
+    fn the_table_stepped_a_replay_at_a_time_is_the_whole_table() {
+        // The page runs a step per task, each at most one replay; stepped, the rows are those of one run, and the
+        // steps are at least the replays' count (the plan's own, the needs, then rows' counts and free changes).
+        for (q, least_steps) in [
+            ("model=llama-3.1-8b&method=qlora&s=1024&gpu=rtx-4090", 3),
+            ("model=llama-3.1-8b&method=lora&b=4&s=2048&lens=grouped&lmean=300&lsd=200&gc=1&gpu=rtx-4090", 30),
+            ("model=llama-3.1-70b&method=full&prec=amp_bf16&gc=1&b=1&s=2048&opt=adamw_torch", 50),
+            ("model=qwen2.5-1.5b&method=lora&task=grpo&gen=vllm_colocate&gens=8&b=8&gpu=rtx-4090", 25),
+        ] {
+            let p = Plan::parse_query(q).plan;
+            let a = preset_arch(&p);
+            let mut search = GpuFitsSearch::new(&p);
+            let mut steps = 0;
+            let rows = loop {
+                steps += 1;
+                assert!(steps < 2000, "{q}: did not end");
+                if let Some(rows) = search.step(a) {
+                    break rows;
+                }
+            };
+            assert_eq!(rows, gpu_fits_without_limits(a, &p), "{q}");
+            assert!(steps >= least_steps, "{q}: {steps} steps");
+        }
     }
 
     #[test]

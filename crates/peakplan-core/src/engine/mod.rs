@@ -32,7 +32,7 @@ mod working;
 pub use events::{allocation_events, varying_allocation_events, StepEvents};
 pub use lengths::Shape;
 pub use picture::segments_at_peak;
-pub use reserved::{CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
+pub use reserved::{Replayed, CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
 pub use result::{Category, Estimate, Kind, Phase, PhaseMemory};
 
 use crate::arch::Architecture;
@@ -107,7 +107,7 @@ pub fn estimate_on(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Est
         capacity_bytes,
         replays: Replays::Card,
     };
-    estimate_by(arch, plan, by)
+    estimate_by(arch, plan, by, &mut Replayed::default())
 }
 
 /// The smallest GPU (as `nvidia-smi` counts it) on which the plan's step runs: near its limit the allocator frees
@@ -121,14 +121,60 @@ pub fn needs_bytes(arch: &Architecture, plan: &Plan) -> u64 {
         capacity_bytes: plan.gpu.preset().capacity_bytes,
         replays: Replays::Smallest,
     };
-    estimate_by(arch, plan, by).device_bytes
+    estimate_by(arch, plan, by, &mut Replayed::default()).device_bytes
+}
+
+/// [`needs_bytes`] within what `replayed` allows ([`Replayed::allow`]): the calls for one plan share one
+/// `Replayed`, each running only the replays the earlier ones did not, so a page can work the answer out a replay per
+/// task. `None` until the allowance covers the last replay; then what [`needs_bytes`] answers.
+pub fn needs_bytes_within(
+    arch: &Architecture,
+    plan: &Plan,
+    replayed: &mut Replayed,
+) -> Option<u64> {
+    let by = Reserve::Replay {
+        capacity_bytes: plan.gpu.preset().capacity_bytes,
+        replays: Replays::Smallest,
+    };
+    let device_bytes = estimate_by(arch, plan, by, replayed).device_bytes;
+    (!replayed.paused).then_some(device_bytes)
+}
+
+/// [`estimate_on`] within what `replayed` allows, as [`needs_bytes_within`].
+pub fn estimate_on_within(
+    arch: &Architecture,
+    plan: &Plan,
+    capacity_bytes: u64,
+    replayed: &mut Replayed,
+) -> Option<Estimate> {
+    let by = Reserve::Replay {
+        capacity_bytes,
+        replays: Replays::Card,
+    };
+    let e = estimate_by(arch, plan, by, replayed);
+    (!replayed.paused).then_some(e)
+}
+
+/// [`fits_on`] within what `replayed` allows, as [`needs_bytes_within`].
+pub fn fits_on_within(
+    arch: &Architecture,
+    plan: &Plan,
+    capacity_bytes: u64,
+    replayed: &mut Replayed,
+) -> Option<bool> {
+    let by = Reserve::Replay {
+        capacity_bytes,
+        replays: Replays::CardOnly,
+    };
+    let fits = estimate_by(arch, plan, by, replayed).device_bytes <= capacity_bytes;
+    (!replayed.paused).then_some(fits)
 }
 
 /// [`estimate`] with reserved and device memory by the allocator's rule of thumb instead of a replay: about a
 /// hundred times quicker, for searches that weigh many plans and then check their answer with [`estimate`].
 /// Allocated memory and every component but the allocator's slack are the same.
 pub fn estimate_rough(arch: &Architecture, plan: &Plan) -> Estimate {
-    estimate_by(arch, plan, Reserve::Rule)
+    estimate_by(arch, plan, Reserve::Rule, &mut Replayed::default())
 }
 
 /// Whether `plan` fits a GPU of `capacity_bytes` (as `nvidia-smi` counts it): the same answer as
@@ -139,7 +185,7 @@ pub fn fits_on(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> bool {
         capacity_bytes,
         replays: Replays::CardOnly,
     };
-    estimate_by(arch, plan, by).device_bytes <= capacity_bytes
+    estimate_by(arch, plan, by, &mut Replayed::default()).device_bytes <= capacity_bytes
 }
 
 /// How reserved memory is found.
@@ -153,10 +199,12 @@ enum Reserve {
     Rule,
 }
 
-fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
+/// The plan's estimate, reserved memory as `by` says; `replayed` holds the replays an earlier call for the same
+/// plan ran and limits those this one runs (see [`Replayed`]).
+fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve, replayed: &mut Replayed) -> Estimate {
     match runs(arch, plan) {
-        Runs::Resolved(resolved) => return estimate_by(arch, &resolved, by),
-        Runs::Split => return estimate_split(arch, plan, by),
+        Runs::Resolved(resolved) => return estimate_by(arch, &resolved, by, replayed),
+        Runs::Split => return estimate_split(arch, plan, by, replayed),
         Runs::AsPlanned => {}
     }
     // Batches that vary in length: everything allocated is the longest batch's; the replay runs a step at each
@@ -215,6 +263,7 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
             timeline.peak,
             resident.paged_states,
             rule,
+            replayed,
         ),
     };
     let components = components(&st, &reserved);
@@ -374,9 +423,14 @@ fn components(st: &Stages, reserved: &reserved::Reserved) -> [Count; Kind::COUNT
 /// last one also holds the final norm and the head and computes the logits, which makes it the fullest. It is
 /// planned as a one-GPU run of its slice of layers, which also counts the input embedding (on the first GPU in
 /// fact: a small overcount for an untied model).
-fn estimate_split(arch: &Architecture, plan: &Plan, by: Reserve) -> Estimate {
+fn estimate_split(
+    arch: &Architecture,
+    plan: &Plan,
+    by: Reserve,
+    replayed: &mut Replayed,
+) -> Estimate {
     let (slice, whole) = split_slice(arch, plan);
-    let mut e = estimate_by(&slice, &whole, by);
+    let mut e = estimate_by(&slice, &whole, by, replayed);
     // The counts shown stay the whole model's.
     let s = setup::setup(arch, &whole);
     e.total_params = setup::total_params(&s) as u64;

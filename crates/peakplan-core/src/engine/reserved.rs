@@ -117,10 +117,86 @@ pub const MAX_REPLAYED_EVENTS: usize = 400_000;
 /// A device without limit, below PyTorch's 1 EB request refusal.
 pub(super) const UNLIMITED_BYTES: u64 = 1 << 59;
 
+/// What replaying a step on one device found: its reserved peak, `Ok(None)` where the middle micro-batches did not
+/// settle, `Err` where it ran out of memory.
+type Outcome = Result<Option<u64>, ()>;
+
+/// The replays run so far for one plan, by device and setting, and how many more the current call may run: a search
+/// that stops after any replay ([`super::needs_bytes_within`]) runs the same code again and finds here the replays it
+/// made before, so its answer is the one-shot answer. The default runs every replay at once.
+#[derive(Clone, Debug, Default)]
+pub struct Replayed {
+    outcomes: Vec<((u64, bool), Outcome)>,
+    /// Replays the current call may still run; `None`: no limit.
+    pub(super) allowed: Option<u32>,
+    /// Set where a replay was needed past what was allowed: the call's answer is not the plan's yet.
+    pub(super) paused: bool,
+}
+
+impl Replayed {
+    /// Lets the calls that follow run at most `n` more replays (`None`: any number), and clears `paused`.
+    pub fn allow(&mut self, n: Option<u32>) {
+        self.allowed = n;
+        self.paused = false;
+    }
+
+    /// The replays still allowed (`None`: any number).
+    pub fn allowed(&self) -> Option<u32> {
+        self.allowed
+    }
+}
+
+/// A step's replays: its events, built at the first replay not already in `replayed`.
+struct Probe<'r, E> {
+    settings: AllocSettings,
+    events: Option<E>,
+    built: Option<StepEvents>,
+    replayed: &'r mut Replayed,
+}
+
+impl<E: FnOnce(usize) -> Option<StepEvents>> Probe<'_, E> {
+    /// The outcome of a replay on a device of `capacity_bytes` (releasing the cache before every new segment where
+    /// asked); `None` where the step has no events to replay (too many) or the call may run no more replays.
+    fn replay(&mut self, capacity_bytes: u64, release_before_growing: bool) -> Option<Outcome> {
+        let key = (capacity_bytes, release_before_growing);
+        if let Some((_, known)) = self.replayed.outcomes.iter().find(|(k, _)| *k == key) {
+            return Some(*known);
+        }
+        if self.replayed.allowed == Some(0) {
+            self.replayed.paused = true;
+            return None;
+        }
+        if let Some(make) = self.events.take() {
+            self.built = make(MAX_REPLAYED_EVENTS);
+        }
+        let events = self.built.as_ref()?;
+        let outcome = replay(
+            self.settings,
+            events,
+            capacity_bytes,
+            release_before_growing,
+        )
+        .map(|s| s.map(|s| s.reserved_bytes.peak))
+        .map_err(|_| ());
+        if let Some(n) = &mut self.replayed.allowed {
+            *n -= 1;
+        }
+        self.replayed.outcomes.push((key, outcome));
+        Some(outcome)
+    }
+
+    /// Whether the step runs on a device of `capacity_bytes`; `None` as for [`Probe::replay`].
+    fn runs(&mut self, capacity_bytes: u64) -> Option<bool> {
+        Some(matches!(self.replay(capacity_bytes, false)?, Ok(Some(_))))
+    }
+}
+
 /// The reserved and device memory of a step by replaying its events (built by `events` only when a replay
 /// runs, at most [`MAX_REPLAYED_EVENTS`] of them, else `None`) on a GPU of `capacity_bytes` (see the module
 /// doc); `fallback` (the rule's figures) where no replay can stand for the step: too many events, or middle
-/// micro-batches that never settle. `replays` says which replays run ([`Replays`]).
+/// micro-batches that never settle, or where `replayed` allows no more replays (then it says it paused).
+/// `replays` says which replays run ([`Replays`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn replayed(
     settings: AllocSettings,
     capacity_bytes: u64,
@@ -129,6 +205,7 @@ pub(super) fn replayed(
     peak: Count,
     paged_states: Count,
     fallback: Reserved,
+    replayed: &mut Replayed,
 ) -> Reserved {
     let alloc = settings.alloc;
     let device = capacity_bytes.saturating_sub(CUDA_CONTEXT_BYTES);
@@ -137,34 +214,48 @@ pub(super) fn replayed(
     if replays == Replays::CardOnly && beyond_card {
         return with_reserved(peak, u64::MAX as Count, paged_states);
     }
-    let Some(events) = events(MAX_REPLAYED_EVENTS) else {
-        return fallback;
+    let mut probe = Probe {
+        settings,
+        events: Some(events),
+        built: None,
+        replayed,
     };
     if replays == Replays::CardOnly {
-        let reserved = match replay(settings, &events, device, false) {
-            Ok(Some(s)) => s.reserved_bytes.peak,
+        let Some(outcome) = probe.replay(device, false) else {
+            return fallback;
+        };
+        let reserved = match outcome {
+            Ok(Some(peak_bytes)) => peak_bytes,
             Ok(None) => return fallback,
-            Err(_) => u64::MAX,
+            Err(()) => u64::MAX,
         };
         return with_reserved(peak, reserved as Count, paged_states);
     }
-    let Ok(Some(unlimited)) = replay(settings, &events, UNLIMITED_BYTES, false) else {
+    let Some(Ok(Some(peak_bytes))) = probe.replay(UNLIMITED_BYTES, false) else {
         return fallback;
     };
-    let peak_bytes = unlimited.reserved_bytes.peak;
     // Paged optimizer states sit outside the allocator, on the GPU while it has room: a replay on a card does not
     // leave them theirs, so no card smaller than the one that shows it all is known to hold the step. An emptied
     // cache's figures are the measured step's, after a first step that may have reserved more.
     if replays == Replays::Smallest && paged_states == 0.0 && alloc != Alloc::Emptied {
-        let mut smallest = smallest_device(settings, &events, peak_bytes);
+        let Some(mut smallest) = smallest_device(&mut probe, peak_bytes) else {
+            return fallback;
+        };
         // Whether a device runs the step is not monotone in its size (where the allocator must release and retry
         // depends on what it cached): where the plan's own card runs the step, it bounds what the plan needs, and
         // so does what it reserves there, where a device of that size runs the step too.
         if peak_bytes > device && !beyond_card {
-            if let Ok(Some(on_card)) = replay(settings, &events, device, false) {
-                let on_card = on_card.reserved_bytes.peak;
-                if on_card < smallest && runs(settings, &events, on_card) {
-                    smallest = on_card;
+            let Some(outcome) = probe.replay(device, false) else {
+                return fallback;
+            };
+            if let Ok(Some(on_card)) = outcome {
+                if on_card < smallest {
+                    let Some(runs) = probe.runs(on_card) else {
+                        return fallback;
+                    };
+                    if runs {
+                        smallest = on_card;
+                    }
                 }
                 smallest = smallest.min(device);
             }
@@ -176,10 +267,10 @@ pub(super) fn replayed(
     let reserved = if peak_bytes <= device || beyond_card {
         peak_bytes
     } else {
-        match replay(settings, &events, device, false) {
-            Ok(Some(on_card)) => on_card.reserved_bytes.peak,
-            Ok(None) => return fallback,
-            Err(_) => peak_bytes,
+        match probe.replay(device, false) {
+            None | Some(Ok(None)) => return fallback,
+            Some(Ok(Some(on_card))) => on_card,
+            Some(Err(())) => peak_bytes,
         }
     };
     with_reserved(peak, reserved as Count, paged_states)
@@ -191,15 +282,18 @@ const MAX_BISECTIONS: u32 = 8;
 /// The smallest device, to 2 MiB, on which the step runs, below `unlimited` (the reserved peak of a device
 /// without limit, which runs it). An allocator that releases its cache before every new segment reserves what the
 /// tightest device would; a replay on a device of that size confirms it, else a bisection between the two finds
-/// the size (at most [`MAX_BISECTIONS`] replays, then the smallest size known to run).
-fn smallest_device(settings: AllocSettings, events: &StepEvents, unlimited: u64) -> u64 {
-    let tight = match replay(settings, events, UNLIMITED_BYTES, true) {
-        Ok(Some(s)) => s.reserved_bytes.peak,
-        _ => return unlimited,
+/// the size (at most [`MAX_BISECTIONS`] replays, then the smallest size known to run). `None` where the probe
+/// may run no more replays.
+fn smallest_device<E: FnOnce(usize) -> Option<StepEvents>>(
+    probe: &mut Probe<'_, E>,
+    unlimited: u64,
+) -> Option<u64> {
+    let tight = match probe.replay(UNLIMITED_BYTES, true)? {
+        Ok(Some(tight)) => tight,
+        _ => return Some(unlimited),
     };
-    let runs = |bytes: u64| runs(settings, events, bytes);
-    if tight >= unlimited || runs(tight) {
-        return tight.min(unlimited);
+    if tight >= unlimited || probe.runs(tight)? {
+        return Some(tight.min(unlimited));
     }
     let (mut fails, mut holds) = (tight, unlimited);
     for _ in 0..MAX_BISECTIONS {
@@ -207,18 +301,13 @@ fn smallest_device(settings: AllocSettings, events: &StepEvents, unlimited: u64)
             break;
         }
         let mid = fails + (holds - fails) / 2;
-        if runs(mid) {
+        if probe.runs(mid)? {
             holds = mid;
         } else {
             fails = mid;
         }
     }
-    holds
-}
-
-/// Whether the step runs on a device of `capacity_bytes`.
-fn runs(settings: AllocSettings, events: &StepEvents, capacity_bytes: u64) -> bool {
-    matches!(replay(settings, events, capacity_bytes, false), Ok(Some(_)))
+    Some(holds)
 }
 
 /// Loading, a first step, and the measured second step, on a device of `capacity_bytes` (releasing the cache
