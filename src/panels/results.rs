@@ -1,12 +1,13 @@
 //! The answer in words and figures: the verdict, the category figures and the table of every component.
 
 use crate::planner::{compact_verdict, Computed, LimitsSearch};
-use crate::state::{ctx, on_settled_plan, on_settled_plan_stepped};
+use crate::state::{ctx, on_settled_plan_stepped};
 use leptos::prelude::*;
+use peakplan_core::engine::{needs_bytes_within, Replayed};
 use peakplan_core::plan::Plan;
 use peakplan_core::solve::Steps;
 use peakplan_core::units::{self, format_bytes, format_count};
-use peakplan_core::{needs_bytes, Kind};
+use peakplan_core::Kind;
 
 /// What the answer's figure counts, and the two figures PyTorch itself would print for the same step.
 fn measured(e: &peakplan_core::Estimate) -> String {
@@ -106,13 +107,22 @@ pub(crate) fn Verdict() -> impl IntoView {
             true
         },
     );
-    // What the plan needs (the smallest card its step runs on: a few replays), once it settles.
+    // What the plan needs (the smallest card its step runs on: a bisection of replays), once it settles, a replay
+    // per step.
     let needs: RwSignal<Option<(Plan, u64)>> = RwSignal::new(None);
-    on_settled_plan(
+    on_settled_plan_stepped(
         "smallest card",
         SETTLE,
         || true,
-        move |arch, plan| needs.set(Some((plan.clone(), needs_bytes(arch, plan)))),
+        |plan| (plan.clone(), Replayed::default()),
+        move |(plan, replayed), arch| {
+            replayed.allow(Some(1));
+            let Some(n) = needs_bytes_within(arch, plan, replayed) else {
+                return false;
+            };
+            needs.set(Some((plan.clone(), n)));
+            true
+        },
     );
     let needs_now = Memo::new(move |_| {
         let p = c.plan.get();

@@ -1,7 +1,7 @@
 //! The advisor: the changes that lower a plan's peak, what each saves and costs, and the smallest set that fits.
 
 use crate::arch::Architecture;
-use crate::engine::{estimate_on, estimate_rough};
+use crate::engine::{estimate_on_within, Replayed};
 use crate::plan::{
     Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Plan, Reference,
     Shard, Task, TokenTraining, DS_MAX_LIVE, DS_SUB_GROUP, MAX_GRAD_ACCUMULATION,
@@ -10,6 +10,7 @@ use crate::solve::{Limit, Steps};
 use crate::{gpu_choice, solve, units};
 use serde::Serialize;
 
+mod fitting;
 mod free;
 mod grpo;
 mod search;
@@ -721,18 +722,21 @@ pub fn apply(plan: &Plan, changes: &[&Change]) -> Plan {
 }
 
 /// The plan with `changes` applied and its figures, its largest batch and longest sequence not yet worked out
-/// ([`add_limits`]: the two searches are most of a suggestion's cost).
-fn suggestion(
+/// ([`add_limits`]: the two searches are most of a suggestion's cost); within what `replayed` allows (`None` until
+/// the allowance covers its replays, [`crate::engine::Replayed`]).
+fn suggestion_within(
     arch: &Architecture,
     plan: &Plan,
     base_bytes: u64,
     changes: &[&Change],
     capacity: Option<u64>,
-) -> Suggestion {
+    replayed: &mut Replayed,
+) -> Option<Suggestion> {
     let p = apply(plan, changes);
-    let e = estimate_on(arch, &p, capacity.unwrap_or(p.gpu.preset().capacity_bytes));
+    let on = capacity.unwrap_or(p.gpu.preset().capacity_bytes);
+    let e = estimate_on_within(arch, &p, on, replayed)?;
     let saved_bytes = base_bytes.saturating_sub(e.device_bytes);
-    Suggestion {
+    Some(Suggestion {
         changes: changes.iter().map(|c| (*c).clone()).collect(),
         query: p.to_query(),
         device_bytes: e.device_bytes,
@@ -743,7 +747,7 @@ fn suggestion(
         max_seq: None,
         limits_known: false,
         plan: p,
-    }
+    })
 }
 
 /// Works out a suggestion's largest micro-batch and longest sequence on a GPU of `capacity_bytes`.
@@ -772,9 +776,6 @@ pub fn set_limit(s: &mut Suggestion, limit: Limit, answer: Option<u64>) {
     }
 }
 
-/// The ranking key of a change set (highest cost, size, total cost, bytes) and the set.
-type Best<'a> = ((Cost, usize, usize, u64), Vec<&'a Change>);
-
 /// Most changes combined when searching for a fitting set.
 const MAX_SET: usize = 4;
 
@@ -790,12 +791,12 @@ pub fn advise(arch: &Architecture, plan: &Plan, capacity: Option<u64>) -> Advice
     advice
 }
 
-/// The fewest GPUs of `capacity_bytes` that hold the plan, sharded as [`gpu_choice::plan_on_gpus`] shards it
-/// (ZeRO-3 beyond one, or the plan's layer split), when that is more than it has.
-fn more_gpus(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<Change> {
-    let n = gpu_choice::GpuCounts::new(arch, plan)
-        .fewest(capacity_bytes)
-        .filter(|&n| n > plan.gpus)?;
+/// The change to `n` GPUs, sharded as [`gpu_choice::plan_on_gpus`] shards them (ZeRO-3 beyond one, or the plan's
+/// layer split), when that is more than the plan has: `n` the fewest of a capacity that hold it.
+fn gpus_change(plan: &Plan, n: u64) -> Option<Change> {
+    if n <= plan.gpus {
+        return None;
+    }
     let on_n = gpu_choice::plan_on_gpus(plan, n);
     let mut c = change(
         "gpus",
@@ -814,106 +815,4 @@ fn more_gpus(arch: &Architecture, plan: &Plan, capacity_bytes: u64) -> Option<Ch
         });
     }
     Some(c)
-}
-
-/// The fitting set with the lowest highest cost, then the fewest changes, then the lowest total cost, then the
-/// lowest peak. Only changes that save memory on their own take part, one per key.
-fn smallest_fitting_set(
-    arch: &Architecture,
-    plan: &Plan,
-    base: u64,
-    all: &[Change],
-    levers: &[Suggestion],
-    cap: u64,
-) -> Option<Suggestion> {
-    let useful: Vec<&Change> = all
-        .iter()
-        .filter(|c| levers.iter().any(|l| l.changes[0] == **c))
-        .collect();
-    let mut best: Option<Best> = None;
-    let mut set: Vec<&Change> = Vec::with_capacity(MAX_SET);
-    fn walk<'a>(
-        start: usize,
-        useful: &[&'a Change],
-        set: &mut Vec<&'a Change>,
-        best: &mut Option<Best<'a>>,
-        check: &dyn Fn(&[&'a Change]) -> Option<u64>,
-    ) {
-        if !set.is_empty() {
-            let max_cost = set.iter().map(|c| c.cost).max().unwrap_or(Cost::Free);
-            let key = (
-                max_cost,
-                set.len(),
-                set.iter().map(|c| c.cost as usize).sum(),
-                0,
-            );
-            let worse = best
-                .as_ref()
-                .is_some_and(|(b, _)| (b.0, b.1, b.2) < (key.0, key.1, key.2));
-            if worse {
-                return;
-            }
-            if let Some(bytes) = check(set) {
-                let key = (key.0, key.1, key.2, bytes);
-                if best.as_ref().is_none_or(|(b, _)| key < *b) {
-                    *best = Some((key, set.clone()));
-                }
-                return;
-            }
-        }
-        if set.len() == MAX_SET {
-            return;
-        }
-        for i in start..useful.len() {
-            // No two changes of a set set one key: the later would undo the earlier's label.
-            if set.iter().any(|c| {
-                c.settings()
-                    .any(|(k, _)| useful[i].settings().any(|(k2, _)| k2 == k))
-            }) {
-                continue;
-            }
-            set.push(useful[i]);
-            walk(i + 1, useful, set, best, check);
-            set.pop();
-        }
-    }
-    // The allocated peak (exact in the rough estimate) rules a set out before any replay.
-    let check = |changes: &[&Change]| {
-        let p = apply(plan, changes);
-        if estimate_rough(arch, &p).device_bytes_uncached() > cap {
-            return None;
-        }
-        let bytes = estimate_on(arch, &p, cap).device_bytes;
-        (bytes <= cap).then_some(bytes)
-    };
-    walk(0, &useful, &mut set, &mut best, &check);
-    if let Some((_, changes)) = best {
-        return Some(suggestion(arch, plan, base, &changes, Some(cap)));
-    }
-    // Nothing fits within MAX_SET changes: take every free and speed change, then the largest micro-batch that fits.
-    let cheap: Vec<&Change> = {
-        let mut seen: Vec<&'static str> = Vec::new();
-        useful
-            .iter()
-            .copied()
-            .filter(|c| c.cost != Cost::Quality && c.key != "b")
-            .filter(|c| {
-                let fresh = !seen.contains(&c.key);
-                seen.push(c.key);
-                fresh
-            })
-            .collect()
-    };
-    let p = apply(plan, &cheap);
-    let lower = |b: u64| batch_change(plan, b, format!("Lower the micro-batch to {b}"));
-    let mut batch = lower(solve::max_batch(arch, &p, cap)?);
-    // Accumulating keeps a gradient buffer between micro-batches: solve again with it when the batch needs it.
-    if let Some(ga) = batch.also.first().and_then(|s| s.value.parse::<u64>().ok()) {
-        let mut q = p.clone();
-        q.grad_accumulation = ga;
-        batch = lower(solve::max_batch(arch, &q, cap)?);
-    }
-    let mut changes = cheap;
-    changes.push(&batch);
-    Some(suggestion(arch, plan, base, &changes, Some(cap)))
 }

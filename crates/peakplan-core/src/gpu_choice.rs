@@ -199,18 +199,19 @@ impl GpuFitsSearch {
         let unlimited = match &self.unlimited {
             Some(u) => u.clone(),
             None => {
-                let u = within(&mut self.replayed, budget, |r| {
-                    estimate_on_within(arch, &plan, u64::MAX, r)
-                })?;
+                let u = self
+                    .replayed
+                    .within(budget, |r| estimate_on_within(arch, &plan, u64::MAX, r))?;
                 self.unlimited.insert(u).clone()
             }
         };
         // What the plan needs, the smallest card it runs on: a bisection of replays.
         let needs = match self.needs {
             Some(n) => n,
-            None => *self.needs.insert(within(&mut self.replayed, budget, |r| {
-                needs_bytes_within(arch, &plan, r)
-            })?),
+            None => *self.needs.insert(
+                self.replayed
+                    .within(budget, |r| needs_bytes_within(arch, &plan, r))?,
+            ),
         };
         while let Some(g) = self.gpus.get(self.rows.len()).copied() {
             let device_bytes = match self.row_device_bytes {
@@ -221,7 +222,7 @@ impl GpuFitsSearch {
                         Some(row) => {
                             let r = &mut self.row_replayed;
                             let u =
-                                within(r, budget, |r| estimate_on_within(arch, &row, u64::MAX, r))?;
+                                r.within(budget, |r| estimate_on_within(arch, &row, u64::MAX, r))?;
                             device_bytes_within(arch, &row, &u, g.capacity_bytes, r, budget)?
                         }
                         None => device_bytes_within(
@@ -236,9 +237,7 @@ impl GpuFitsSearch {
                     *self.row_device_bytes.insert(d)
                 }
             };
-            let fewest = counted(arch, &plan, &mut self.counts, |c| {
-                c.fewest_within(g.capacity_bytes, budget)
-            })?;
+            let fewest = fewest_kept(arch, &plan, &mut self.counts, g.capacity_bytes, budget)?;
             self.rows
                 .push(row_on(&plan, g, device_bytes, needs, fewest));
             self.row_device_bytes = None;
@@ -272,9 +271,7 @@ impl GpuFitsSearch {
         while let Some(r) = self.rows.get(self.free_row) {
             let (cap, now) = (r.capacity_bytes, r.gpus_needed);
             if now != Some(1) {
-                let n = counted(arch, &free_plan, &mut self.free_counts, |c| {
-                    c.fewest_within(cap, budget)
-                })?;
+                let n = fewest_kept(arch, &free_plan, &mut self.free_counts, cap, budget)?;
                 if let Some(n) = n.filter(|&n| n < now.unwrap_or(u64::MAX)) {
                     let r = &mut self.rows[self.free_row];
                     r.gpus_needed_with_free_changes = Some(n);
@@ -295,38 +292,35 @@ impl Steps for GpuFitsSearch {
         self.go(arch, &mut Some(1))
     }
 
-    /// Runs every step at once.
+    /// Runs every step at once (without a limit nothing pauses; were it to, the steps would go on from there).
     fn run(mut self, arch: &Architecture) -> Vec<GpuFit> {
-        self.go(arch, &mut None).unwrap_or_default()
+        match self.go(arch, &mut None) {
+            Some(rows) => rows,
+            None => loop {
+                if let Some(rows) = self.step(arch) {
+                    return rows;
+                }
+            },
+        }
     }
 }
 
-/// Runs `f` with `replayed` allowed what is left of `budget`, and takes back from `budget` the replays it ran.
-fn within<T>(
-    replayed: &mut Replayed,
-    budget: &mut Option<u32>,
-    f: impl FnOnce(&mut Replayed) -> Option<T>,
-) -> Option<T> {
-    replayed.allow(*budget);
-    let out = f(replayed);
-    *budget = replayed.allowed();
-    out
-}
-
-/// Runs `f` on the [`GpuCounts`] of `plan` kept in `counts`.
-fn counted<T>(
+/// [`GpuCounts::fewest_within`] for `plan`, with its counts kept in `kept` from one call to the next (a stepped
+/// search's state).
+pub fn fewest_kept(
     arch: &Architecture,
     plan: &Plan,
-    counts: &mut Vec<Counted>,
-    f: impl FnOnce(&mut GpuCounts) -> T,
-) -> T {
+    kept: &mut Vec<Counted>,
+    capacity_bytes: u64,
+    budget: &mut Option<u32>,
+) -> Option<Option<u64>> {
     let mut c = GpuCounts {
         arch,
         plan,
-        counts: std::mem::take(counts),
+        counts: std::mem::take(kept),
     };
-    let out = f(&mut c);
-    *counts = c.counts;
+    let out = c.fewest_within(capacity_bytes, budget);
+    *kept = c.counts;
     out
 }
 
@@ -399,10 +393,11 @@ fn device_bytes_within(
     if capacity_bytes >= unlimited.device_bytes || capacity_bytes < lowest {
         return Some(unlimited.device_bytes);
     }
-    within(replayed, budget, |r| {
-        estimate_on_within(arch, plan, capacity_bytes, r)
-    })
-    .map(|e| e.device_bytes)
+    replayed
+        .within(budget, |r| {
+            estimate_on_within(arch, plan, capacity_bytes, r)
+        })
+        .map(|e| e.device_bytes)
 }
 
 /// One GPU count's figures, as far as worked out: the lowest device bytes any replay can give (the allocated
@@ -462,7 +457,7 @@ impl<'a> GpuCounts<'a> {
             replayed,
             ..
         } = c;
-        within(replayed, budget, |r| {
+        replayed.within(budget, |r| {
             let u = match unlimited {
                 Some(u) => u,
                 None => unlimited.insert(estimate_on_within(arch, &plan, u64::MAX, r)?),

@@ -80,10 +80,10 @@ impl FreeChanges {
         plan: &Plan,
         budget: &mut Option<u32>,
     ) -> Option<u64> {
-        self.replayed.allow(*budget);
         let cap = plan.gpu.preset().capacity_bytes;
-        let e = estimate_on_within(arch, plan, cap, &mut self.replayed);
-        *budget = self.replayed.allowed();
+        let e = self
+            .replayed
+            .within(budget, |r| estimate_on_within(arch, plan, cap, r));
         if e.is_some() {
             self.replayed = Default::default();
         }

@@ -144,6 +144,19 @@ impl Replayed {
     pub fn allowed(&self) -> Option<u32> {
         self.allowed
     }
+
+    /// Runs `f` allowed what is left of `budget` (`None`: any number), and takes from `budget` the replays it ran:
+    /// one allowance shared by the replays of several plans.
+    pub fn within<T>(
+        &mut self,
+        budget: &mut Option<u32>,
+        f: impl FnOnce(&mut Replayed) -> Option<T>,
+    ) -> Option<T> {
+        self.allow(*budget);
+        let out = f(self);
+        *budget = self.allowed;
+        out
+    }
 }
 
 /// A step's replays: its events, built at the first replay not already in `replayed`.

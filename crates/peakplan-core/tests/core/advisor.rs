@@ -176,6 +176,50 @@ fn advice_without_limits_is_the_advice_until_each_card_works_its_limits_out() {
 }
 
 #[test]
+fn the_advice_stepped_a_replay_at_a_time_is_the_whole_advice() {
+    // The page runs a step per task, each at most one replay: the plan's figure, the fewest GPUs, each change, the
+    // fitting set's candidates (and, where no set of four fits, the largest micro-batch's probes); stepped, the
+    // advice is the one run at once.
+    use peakplan_core::solve::Steps;
+    for (q, least_steps) in [
+        ("model=llama-2-13b&method=lora&b=8&s=4096&gpu=rtx-4090", 20),
+        ("model=llama-3.1-70b&method=full&prec=amp_bf16&gc=1&b=1&s=2048&opt=adamw_torch&gpu=h100-80gb", 30),
+        ("model=llama-3.1-8b&method=lora&b=4&s=2048&lens=grouped&lmean=300&lsd=200&gc=1&gpu=rtx-4090", 20),
+        // No set of four changes fits: the cheap changes and the largest micro-batch that fits.
+        ("model=llama-2-7b&method=lora&b=128&s=8192&gpu=a100-40gb&gc=1", 20),
+        ("model=llama-3.1-8b&method=qlora&b=4&s=2048&gpu=rtx-4090", 10),
+    ] {
+        let p = plan(q);
+        let (arch, cap) = (preset_arch(&p), p.gpu.preset().capacity_bytes);
+        let mut search = peakplan_core::advise::AdviceSearch::new(&p, Some(cap));
+        let mut steps = 0;
+        let stepped = loop {
+            steps += 1;
+            assert!(steps < 5000, "{q}: did not end");
+            if let Some(advice) = search.step(arch) {
+                break advice;
+            }
+        };
+        assert_eq!(stepped, peakplan_core::advise::advise_without_limits(arch, &p, Some(cap)), "{q}");
+        assert!(steps >= least_steps, "{q}: {steps} steps");
+    }
+    let p = plan("model=llama-2-7b&method=lora&b=128&s=8192&gpu=a100-40gb&gc=1");
+    let advice = peakplan_core::advise::advise_without_limits(
+        preset_arch(&p),
+        &p,
+        Some(p.gpu.preset().capacity_bytes),
+    );
+    let to_fit = advice.to_fit.expect("a fitting set");
+    assert!(
+        to_fit
+            .changes
+            .iter()
+            .any(|c| c.label.starts_with("Lower the micro-batch to")),
+        "{to_fit:?}"
+    );
+}
+
+#[test]
 fn a_full_fine_tune_over_its_gpus_is_offered_cpu_offload_and_the_gpu_count_that_fits() {
     // Llama 3.1 70B full under ZeRO-3 on 8 H100s: the smallest change used to be LoRA, though offloading fits and
     // so does a larger count of the same GPUs, sharded the same way.
