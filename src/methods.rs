@@ -1,10 +1,11 @@
 //! The chart's three methods filled in one at a time: a slider move estimates the plan's own method at once and
-//! the other two afterwards, a task each, so a move waits for one estimate instead of three.
+//! the other two afterwards (once the slider rests, a task each: `fill_stale_bars` in `state.rs`), so a move waits
+//! for one estimate instead of three.
 //!
 //! A plan whose batches vary replays sixteen steps twice a method (about 15 ms in the page's wasm), so three
-//! estimates on every move held a drag at about 40 ms a frame. Only the plan's own method feeds the verdict, the
+//! estimates on every move held a drag at about 55 ms a frame. Only the plan's own method feeds the verdict, the
 //! component table and the timeline; the other two are bars beside it, which keep the previous slider value's
-//! figures for the one task until theirs are made. Any other change (model, GPU, a setting) estimates all three
+//! figures until theirs are made. Any other change (model, GPU, a setting) estimates all three
 //! at once: bars that belong to another model or setting are never shown.
 
 use crate::planner::Computed;

@@ -87,43 +87,7 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
             comp
         })
     });
-    // A bar still at an earlier slider value's figures gets its own after the repaint, in a task of its own: the
-    // bars' estimates until it has run for `FILL_FOR_MS` (a fixed plan's both, a varying plan's one), so a drag's
-    // next move waits behind one estimate at most.
-    Effect::new(move |_| {
-        if computed.with(|comp| comp.next_stale().is_none()) {
-            return;
-        }
-        set_timeout(
-            move || {
-                browser::timed("other methods", || {
-                    let start = browser::now_ms();
-                    let mut made = false;
-                    custom.with_untracked(|c| {
-                        hub_models.with_untracked(|h| {
-                            plan.with_untracked(|p| {
-                                let Some(arch) = planned_arch(c, h, p) else {
-                                    return;
-                                };
-                                while browser::now_ms() - start < FILL_FOR_MS
-                                    && methods
-                                        .try_update_value(|m| m.fill_next(arch, p))
-                                        .flatten()
-                                        .is_some()
-                                {
-                                    made = true;
-                                }
-                            })
-                        })
-                    });
-                    if made {
-                        filled.notify();
-                    }
-                })
-            },
-            std::time::Duration::ZERO,
-        );
-    });
+    fill_stale_bars(plan, custom, hub_models, computed, methods, filled);
     // The URL is the state, and the plan's history the browser's: a burst of changes (a slider drag) is one entry,
     // and Back or Forward restore the plan the URL then holds.
     // The write itself waits for the end of the task: `history.replaceState` costs Chromium about 1.8 ms, which
@@ -240,6 +204,69 @@ thread_local! {
 pub(crate) fn edits() -> u64 {
     EDITS.get()
 }
+
+/// A slider move leaves the bars it did not estimate at the previous value's figures ([`crate::methods`]); they get
+/// their own once the slider has rested for [`FILL_AFTER`] (each move of a drag restarts the wait, so a drag runs
+/// one estimate a move, not three), then in tasks of their own: the bars' estimates until a task has run for
+/// [`FILL_FOR_MS`] (a fixed plan's both, a varying plan's one).
+fn fill_stale_bars(
+    plan: RwSignal<Plan>,
+    custom: RwSignal<Option<Architecture>>,
+    hub_models: RwSignal<HubModels>,
+    computed: Memo<Computed>,
+    methods: StoredValue<MethodCache>,
+    filled: Trigger,
+) {
+    let pending = StoredValue::new(None::<TimeoutHandle>);
+    // The plan whose bars a task has started filling: its next bar follows at once.
+    let filling = StoredValue::new(None::<Plan>);
+    let fill = move || {
+        browser::timed("other methods", || {
+            let start = browser::now_ms();
+            let mut made = false;
+            custom.with_untracked(|c| {
+                hub_models.with_untracked(|h| {
+                    plan.with_untracked(|p| {
+                        let Some(arch) = planned_arch(c, h, p) else {
+                            return;
+                        };
+                        filling.set_value(Some(p.clone()));
+                        while browser::now_ms() - start < FILL_FOR_MS
+                            && methods
+                                .try_update_value(|m| m.fill_next(arch, p))
+                                .flatten()
+                                .is_some()
+                        {
+                            made = true;
+                        }
+                    })
+                })
+            });
+            if made {
+                filled.notify();
+            }
+        })
+    };
+    Effect::new(move |_| {
+        if computed.with(|comp| comp.next_stale().is_none()) {
+            return;
+        }
+        if let Some(h) = pending.try_update_value(Option::take).flatten() {
+            h.clear();
+        }
+        let going_on = plan.with_untracked(|p| filling.with_value(|f| f.as_ref() == Some(p)));
+        let wait = if going_on {
+            std::time::Duration::ZERO
+        } else {
+            FILL_AFTER
+        };
+        pending.set_value(set_timeout_with_handle(fill, wait).ok());
+    });
+}
+
+/// How long the slider rests before the bars a move did not estimate get theirs: longer than the gap between a
+/// drag's moves (a frame, or a move's estimate where that is longer), short enough to follow a release at once.
+const FILL_AFTER: std::time::Duration = std::time::Duration::from_millis(60);
 
 /// How much longer settled work waits when the page has not painted its first chart yet: the first layout and paint
 /// of the page take 100-200 ms on a slow machine.
