@@ -258,6 +258,8 @@ fn fill_stale_bars(
         let wait = if going_on {
             std::time::Duration::ZERO
         } else {
+            // A move: the plan filled last is no longer being filled (a drag back onto it waits too).
+            filling.set_value(None);
             FILL_AFTER
         };
         pending.set_value(set_timeout_with_handle(fill, wait).ok());

@@ -4,7 +4,7 @@
 use crate::browser;
 use crate::panels::controls::KeySelect;
 use crate::panels::interop::CopyAsCode;
-use crate::planner::PastedLink;
+use crate::planner::{Computed, PastedLink};
 use crate::state::ctx;
 use leptos::prelude::*;
 use peakplan_chart::{chart_svg, SvgMeta, Theme};
@@ -60,6 +60,11 @@ pub(crate) fn ShareBar() -> impl IntoView {
         // A file has no reader whose scheme it could follow: light unless the plan chose dark.
         let theme = Theme::of(plan.theme, false);
         let svg = c.computed.with_untracked(|comp| {
+            // Bars a slider move has not estimated yet (`crate::methods`) are made now: a file keeps its figures.
+            let whole = comp
+                .next_stale()
+                .and_then(|_| c.with_model(|a, p| a.map(|a| Computed::new(a, p))));
+            let comp = whole.as_ref().unwrap_or(comp);
             let meta = SvgMeta {
                 description: chart_description(&comp.model_name, &plan, comp.selected.device_bytes),
                 link: Some(browser::url_with_query(&plan.to_query())),

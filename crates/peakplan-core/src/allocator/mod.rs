@@ -47,7 +47,7 @@ pub use config::{
     LARGE_BUFFER_BYTES, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, MIN_LARGE_ALLOC_BYTES,
     ROUND_LARGE_BYTES, SMALL_BUFFER_BYTES, SMALL_SIZE_BYTES,
 };
-pub use settle::{Run, Settled, MAX_UNSETTLED_PIECES};
+pub use settle::{Moment, Run, Settled, MAX_UNSETTLED_PIECES};
 pub use state::{Allocator, BlockId};
 pub use stats::{BlockInfo, OutOfMemory, Segment, Stat, Stats};
 

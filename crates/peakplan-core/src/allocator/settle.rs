@@ -73,7 +73,68 @@ struct BlockShape {
 /// further up the address space is the same state.
 type Place = (usize, u64);
 
+/// A moment of a replay: the allocator's state as it decides by ([`Shape`]), its counters and its current
+/// figures. A later moment at the same shape replays the events that followed the earlier one alike.
+#[derive(Clone, Debug)]
+pub struct Moment {
+    /// A quick first comparison: reserved bytes, segments and blocks, allocated bytes.
+    glance: [u64; 4],
+    shape: Shape,
+    counters: [u64; 5],
+    stats: super::Stats,
+}
+
 impl Replay {
+    /// The replay's state now, for [`Replay::is_at`] and [`Replay::skip_to`].
+    pub fn moment(&self) -> Moment {
+        Moment {
+            glance: self.glance(),
+            shape: self.shape(),
+            counters: self.counters(),
+            stats: self.allocator.stats,
+        }
+    }
+
+    /// Whether the allocator (and the tags it holds) is where it was at `earlier`: from here the events replayed
+    /// after `earlier` replay alike, the same currents, so no new high-water mark (see the module doc).
+    pub fn is_at(&self, earlier: &Moment) -> bool {
+        self.glance() == earlier.glance && self.shape() == earlier.shape
+    }
+
+    /// Stands for replaying again what was replayed from `from` to `to`, where [`Replay::is_at`] `from`: the
+    /// counters grow by what they grew then, and the current figures are `to`'s (the peaks stay: none is new). The
+    /// allocator's blocks stay where they are, so nothing further should be replayed. False, changing nothing,
+    /// where the next segment's address would pass the end of the address space.
+    pub fn skip_to(&mut self, from: &Moment, to: &Moment) -> bool {
+        if !self.add_counters(from.counters, to.counters, 1) {
+            return false;
+        }
+        let s = &mut self.allocator.stats;
+        for (now, then) in [
+            (&mut s.allocated_bytes, to.stats.allocated_bytes),
+            (&mut s.reserved_bytes, to.stats.reserved_bytes),
+            (&mut s.active_bytes, to.stats.active_bytes),
+            (&mut s.requested_bytes, to.stats.requested_bytes),
+            (&mut s.inactive_split_bytes, to.stats.inactive_split_bytes),
+            (&mut s.inactive_split_blocks, to.stats.inactive_split_blocks),
+            (&mut s.segments, to.stats.segments),
+            (&mut s.allocations, to.stats.allocations),
+        ] {
+            now.current = then.current;
+        }
+        true
+    }
+
+    fn glance(&self) -> [u64; 4] {
+        let a = &self.allocator;
+        [
+            a.total_reserved,
+            a.segments.iter().count() as u64,
+            a.slab.live().count() as u64,
+            a.stats.allocated_bytes.current,
+        ]
+    }
+
     fn shape(&self) -> Shape {
         let a = &self.allocator;
         let blocks = &a.slab.blocks;
