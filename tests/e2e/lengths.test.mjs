@@ -166,4 +166,32 @@ await test('a slider drag on a varying plan: every bar ends at the figures the l
   assert(moved === opened, `after the drag: ${moved}; the link opens with: ${opened}`);
 });
 
+await test('Download SVG right after a slider move holds every bar at the new value', async page => {
+  // The bars a move has not estimated yet (src/methods.rs) are made for the file: it never keeps the earlier value's.
+  const plan = PLAN.replace('b=8&s=4096&gpu=a100-80gb', 'b=4&s=2048&gpu=rtx-4090') + '&lens=grouped&lmean=300&lsd=200&gc=1';
+  await page.goto(base + plan);
+  await ready(page);
+  const before = await page.locator('[data-testid="chart"]').getAttribute('aria-label');
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.evaluate(() => {
+    const s = document.querySelector('[data-testid="slider-seq"]');
+    s.value = String(Number(s.value) + 1);
+    s.dispatchEvent(new Event('input', { bubbles: true }));
+    document.querySelector('[data-testid="download-svg"]').click();
+  })]);
+  const file = path.join(out, 'p45-moved.svg'); await dl.saveAs(file);
+  const svg = (await import('node:fs')).readFileSync(file, 'utf8');
+  await page.waitForTimeout(1000);
+  const link = page.url();
+  await page.goto(link);
+  await ready(page);
+  const aria = await page.locator('[data-testid="chart"]').getAttribute('aria-label');
+  const lines = svg.split('\n').map(l => l.trim());
+  for (const [, bar, total] of aria.matchAll(/(Full|LoRA|QLoRA): ([0-9.]+ [KMGT]?i?B)/g)) {
+    assert(lines.includes(total), `the SVG lacks ${bar}'s ${total} (the link's page: ${aria})`);
+  }
+  for (const [, bar, total] of before.matchAll(/(Full|LoRA|QLoRA): ([0-9.]+ [KMGT]?i?B)/g)) {
+    assert(aria.includes(`${bar}: ${total}`) || !lines.includes(total), `the SVG keeps ${bar}'s earlier ${total}`);
+  }
+});
+
 await finish();
