@@ -244,6 +244,25 @@ pub(super) fn replayed(
         };
         return with_reserved(peak, reserved as Count, paged_states);
     }
+    // On a card (not the unlimited device) without expandable segments, the card's replay goes first. Until the
+    // capacity refuses a segment it is the unlimited replay, so a step that runs on the card shows the card's figure
+    // either way, and one that does not never did; only where it runs out is the unlimited replay needed, for what
+    // the step would reserve. A plan near its card so takes one replay where it took two.
+    if replays == Replays::Card
+        && !beyond_card
+        && alloc != Alloc::Expandable
+        && device < UNLIMITED_BYTES
+    {
+        let reserved = match probe.replay(device, false) {
+            Some(Ok(Some(on_card))) => on_card,
+            Some(Err(())) => match probe.replay(UNLIMITED_BYTES, false) {
+                Some(Ok(Some(peak_bytes))) => peak_bytes,
+                _ => return fallback,
+            },
+            None | Some(Ok(None)) => return fallback,
+        };
+        return with_reserved(peak, reserved as Count, paged_states);
+    }
     let Some(Ok(Some(peak_bytes))) = probe.replay(UNLIMITED_BYTES, false) else {
         return fallback;
     };
