@@ -132,12 +132,8 @@ pub fn needs_bytes_within(
     plan: &Plan,
     replayed: &mut Replayed,
 ) -> Option<u64> {
-    let by = Reserve::Replay {
-        capacity_bytes: plan.gpu.preset().capacity_bytes,
-        replays: Replays::Smallest,
-    };
-    let device_bytes = estimate_by(arch, plan, by, replayed).device_bytes;
-    (!replayed.paused).then_some(device_bytes)
+    let capacity_bytes = plan.gpu.preset().capacity_bytes;
+    replayed_within(arch, plan, capacity_bytes, Replays::Smallest, replayed).map(|e| e.device_bytes)
 }
 
 /// [`estimate_on`] within what `replayed` allows, as [`needs_bytes_within`].
@@ -147,12 +143,7 @@ pub fn estimate_on_within(
     capacity_bytes: u64,
     replayed: &mut Replayed,
 ) -> Option<Estimate> {
-    let by = Reserve::Replay {
-        capacity_bytes,
-        replays: Replays::Card,
-    };
-    let e = estimate_by(arch, plan, by, replayed);
-    (!replayed.paused).then_some(e)
+    replayed_within(arch, plan, capacity_bytes, Replays::Card, replayed)
 }
 
 /// [`fits_on`] within what `replayed` allows, as [`needs_bytes_within`].
@@ -162,12 +153,24 @@ pub fn fits_on_within(
     capacity_bytes: u64,
     replayed: &mut Replayed,
 ) -> Option<bool> {
+    replayed_within(arch, plan, capacity_bytes, Replays::CardOnly, replayed)
+        .map(|e| e.device_bytes <= capacity_bytes)
+}
+
+/// The estimate with `replays` on a card of `capacity_bytes`, unless `replayed`'s allowance ran out first.
+fn replayed_within(
+    arch: &Architecture,
+    plan: &Plan,
+    capacity_bytes: u64,
+    replays: Replays,
+    replayed: &mut Replayed,
+) -> Option<Estimate> {
     let by = Reserve::Replay {
         capacity_bytes,
-        replays: Replays::CardOnly,
+        replays,
     };
-    let fits = estimate_by(arch, plan, by, replayed).device_bytes <= capacity_bytes;
-    (!replayed.paused).then_some(fits)
+    let e = estimate_by(arch, plan, by, replayed);
+    (!replayed.paused).then_some(e)
 }
 
 /// [`estimate`] with reserved and device memory by the allocator's rule of thumb instead of a replay: about a
