@@ -10,7 +10,7 @@ cargo bench -q -p peakplan-core --bench estimate -- --warm-up-time 1 --measureme
 native="$root/target/bench-native.json"
 python3 - "$root/target/criterion" "$native" <<'PY'
 import json, sys, os
-names = {"estimate 70B QLoRA": "estimate_ns", "estimate 70B QLoRA, replayed": "replayed_ns", "sweep 256 seq x 3 methods": "sweep_ns", "max batch": "max_batch_ns", "max seq": "max_seq_ns", "gpu table": "gpu_table_ns"}
+names = {"estimate 70B QLoRA": "estimate_ns", "estimate 70B QLoRA, replayed": "replayed_ns", "sweep 256 seq x 3 methods": "sweep_ns", "max batch": "max_batch_ns", "max seq": "max_seq_ns", "gpu table": "gpu_table_ns", "slider track, varying lengths": "slider_track_ns"}
 out = {}
 for name, key in names.items():
     p = os.path.join(sys.argv[1], name, "new", "estimates.json")

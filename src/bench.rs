@@ -1,6 +1,8 @@
 //! The core's speed budgets measured inside the browser, for comparing wasm with native (`window.wasmBindings.bench_core`).
 
-use peakplan_core::workloads::{gpu_table, plan_70b_qlora, sweep_256x3, INVERSE_CAPACITY_BYTES};
+use peakplan_core::workloads::{
+    gpu_table, plan_70b_qlora, plan_varying, slider_track, sweep_256x3, INVERSE_CAPACITY_BYTES,
+};
 use peakplan_core::{estimate, estimate_rough, preset_arch, solve};
 use wasm_bindgen::prelude::*;
 
@@ -56,6 +58,11 @@ pub fn bench_core(iters: u32) -> js_sys::Object {
     put(
         "gpu_table_ns",
         time_ns(iters.div_ceil(100), || gpu_table(&plan)),
+    );
+    let varying = plan_varying();
+    put(
+        "slider_track_ns",
+        time_ns(iters.div_ceil(20), || slider_track(&varying)),
     );
     out
 }

@@ -99,7 +99,8 @@ const us = ns => (ns / 1000).toFixed(2) + ' µs';
 for (const [k, label, budget, factor] of [['estimate_ns', 'one 70B QLoRA estimate, engine pipeline', '≤ 5 µs', 1],
   ['replayed_ns', 'one 70B QLoRA estimate, allocator replayed', '', 1], ['sweep_ns', '256 x 3 sweep', '≤ 1000 µs', 1],
   ['max_batch_ns', 'largest batch (replayed; after settling)', '', 1], ['max_seq_ns', 'longest sequence (replayed; after settling)', '', 1],
-  ['gpu_table_ns', 'GPU table (every bundled GPU; after settling)', '', 1]]) {
+  ['gpu_table_ns', 'GPU table (every bundled GPU; after settling)', '', 1],
+  ['slider_track_ns', 'varying plan, 11 slider lengths, own method', '', 1]]) {
   if (native[k] !== undefined) row(`native: ${label}`, us(native[k]), budget);
   row(`wasm: ${label}`, us(wasm[k]), native[k] !== undefined ? `≤ 3x native (${(wasm[k] / native[k]).toFixed(1)}x)` : budget);
 }

@@ -25,6 +25,28 @@ pub fn sweep_256x3(plan: &Plan) -> u64 {
     acc
 }
 
+/// The plan whose batches vary in length that the page's slider budget is measured on (#45): Llama 3.1 8B LoRA,
+/// grouped by length around 300 ± 200 tokens, on an RTX 4090.
+pub fn plan_varying() -> Plan {
+    Plan::parse_query(
+        "model=llama-3.1-8b&method=lora&b=4&s=2048&lens=grouped&lmean=300&lsd=200&gc=1&gpu=rtx-4090",
+    )
+    .plan
+}
+
+/// What a drag of the sequence slider over its whole track estimates: the plan at each of the slider's eleven
+/// lengths (128 to 131,072 tokens), its own method only, as a move does; returns a checksum.
+pub fn slider_track(plan: &Plan) -> u64 {
+    let arch = preset_arch(plan);
+    let mut p = plan.clone();
+    (7..=17)
+        .map(|power| {
+            p.seq_len = 1 << power;
+            crate::estimate(arch, &p).peak_reserved_bytes
+        })
+        .fold(0, u64::wrapping_add)
+}
+
 /// Capacity used by the inverse-question benchmarks: an 80 GiB card.
 pub const INVERSE_CAPACITY_BYTES: u64 = 80 << 30;
 

@@ -41,6 +41,7 @@ mod release;
 mod settle;
 mod state;
 mod stats;
+mod tags;
 
 pub use config::{
     get_allocation_size, round_size, roundup_power2_next_division, AllocatorConfig,
@@ -53,7 +54,6 @@ pub use stats::{BlockInfo, OutOfMemory, Segment, Stat, Stats};
 
 use block::PoolKind;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
 impl Allocator {
@@ -179,7 +179,7 @@ pub fn replay_steps(
     setup: &[Event],
     steps: &[&[Event]],
 ) -> Result<Stats, OutOfMemory> {
-    let mut r = Replay::new(config.clone(), setup.len() / 2);
+    let mut r = Replay::new(config.clone());
     r.run(setup)?;
     for step in steps {
         r.run(step)?;
@@ -193,16 +193,16 @@ pub struct Replay {
     pub allocator: Allocator,
     /// The latest allocation of each tag (its [`BlockId`]'s number); earlier ones still live under the same tag
     /// wait in `shadowed`, latest last (a sequence that reuses a live tag is rare: the engine's never does).
-    tags: HashMap<u64, u64, TagHash>,
+    tags: tags::TagTable,
     shadowed: Vec<(u64, u64)>,
 }
 
 impl Replay {
-    /// A fresh allocator, with room for about `live_tags` tags live at once.
-    pub fn new(config: AllocatorConfig, live_tags: usize) -> Replay {
+    /// A fresh allocator.
+    pub fn new(config: AllocatorConfig) -> Replay {
         Replay {
             allocator: Allocator::new(config),
-            tags: HashMap::with_capacity_and_hasher(live_tags, TagHash),
+            tags: tags::TagTable::default(),
             shadowed: Vec::new(),
         }
     }
@@ -216,7 +216,7 @@ impl Replay {
         } = self;
         for event in events {
             match *event {
-                Event::AllocOnce { tag, .. } if tags.contains_key(&tag) => {}
+                Event::AllocOnce { tag, .. } if tags.contains(tag) => {}
                 Event::Alloc { tag, bytes } | Event::AllocOnce { tag, bytes } => {
                     let id = allocator.malloc(bytes)?;
                     if let Some(earlier) = tags.insert(tag, id.0) {
@@ -224,7 +224,7 @@ impl Replay {
                     }
                 }
                 Event::Free { tag } => {
-                    if let Some(id) = tags.remove(&tag) {
+                    if let Some(id) = tags.remove(tag) {
                         allocator.free(BlockId(id));
                         if let Some(at) = shadowed.iter().rposition(|&(t, _)| t == tag) {
                             tags.insert(tag, shadowed.remove(at).1);

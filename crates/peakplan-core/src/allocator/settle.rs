@@ -172,7 +172,7 @@ impl Replay {
             })
             .collect();
         shape_blocks.sort_unstable();
-        let mut tags: Vec<_> = self.tags.iter().map(|(&t, &id)| (t, tagged(id))).collect();
+        let mut tags: Vec<_> = self.tags.iter().map(|(t, id)| (t, tagged(id))).collect();
         tags.sort_unstable();
         Shape {
             blocks: shape_blocks,

@@ -42,7 +42,7 @@ fn segments_on(
     let config = settings.config(capacity_bytes, false);
     // Loading and a first step, then the measured one as far as `upto` events.
     let replay_to = |upto: Option<usize>| -> Option<Replay> {
-        let mut r = Replay::new(config.clone(), events.setup.len());
+        let mut r = Replay::new(config.clone());
         r.run(&events.setup).ok()?;
         r.run(step).ok()?;
         if settings.alloc == Alloc::Emptied {

@@ -374,7 +374,7 @@ fn replay_skipping(
 ) -> Result<Option<(Stats, bool)>, crate::allocator::OutOfMemory> {
     let alloc = settings.alloc;
     let config = settings.config(capacity_bytes, release_before_growing);
-    let mut r = Replay::new(config, events.setup.len());
+    let mut r = Replay::new(config);
     r.run(&events.setup)?;
     // An emptied cache resets the peaks between the steps, so the first step's cannot stand for the second's.
     let skippable = skip && alloc != Alloc::Emptied && events.step.len() >= MIN_PIECES_TO_SKIP;

@@ -28,7 +28,7 @@ fn settled_on(
     capacity_bytes: u64,
 ) -> Result<Stats, OutOfMemory> {
     let ev = allocation_events(arch, p);
-    let mut r = Replay::new(config(expandable, capacity_bytes), ev.setup.len());
+    let mut r = Replay::new(config(expandable, capacity_bytes));
     r.run(&ev.setup)?;
     for _ in 0..2 {
         for run in &ev.step {
@@ -163,7 +163,7 @@ fn a_run_that_never_repeats_stops_unsettled() {
         }],
         times: 1_000_000,
     };
-    let mut r = Replay::new(config(false, UNLIMITED), 1);
+    let mut r = Replay::new(config(false, UNLIMITED));
     assert_eq!(r.run_repeated(&run).unwrap(), Settled::Unsettled);
     assert_eq!(
         r.allocator.stats().allocations.current,
@@ -181,7 +181,7 @@ fn a_run_that_never_repeats_stops_unsettled() {
         ],
         times: 1_000_000,
     };
-    let mut r = Replay::new(config(false, UNLIMITED), 1);
+    let mut r = Replay::new(config(false, UNLIMITED));
     assert_eq!(r.run_repeated(&run).unwrap(), Settled::Done);
     assert_eq!(r.allocator.stats().device_allocs, 1_000_000);
     assert_eq!(r.allocator.stats().device_frees, 1_000_000);
