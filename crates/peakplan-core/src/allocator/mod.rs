@@ -43,6 +43,8 @@ mod state;
 mod stats;
 mod tags;
 
+pub(crate) use tags::TagTable;
+
 pub use config::{
     get_allocation_size, round_size, roundup_power2_next_division, AllocatorConfig,
     LARGE_BUFFER_BYTES, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, MIN_LARGE_ALLOC_BYTES,
@@ -193,7 +195,7 @@ pub struct Replay {
     pub allocator: Allocator,
     /// The latest allocation of each tag (its [`BlockId`]'s number); earlier ones still live under the same tag
     /// wait in `shadowed`, latest last (a sequence that reuses a live tag is rare: the engine's never does).
-    tags: tags::TagTable,
+    tags: TagTable,
     shadowed: Vec<(u64, u64)>,
 }
 
@@ -202,7 +204,7 @@ impl Replay {
     pub fn new(config: AllocatorConfig) -> Replay {
         Replay {
             allocator: Allocator::new(config),
-            tags: tags::TagTable::default(),
+            tags: TagTable::default(),
             shadowed: Vec::new(),
         }
     }

@@ -2,7 +2,7 @@
 //! the device for a segment, releasing cached segments and retrying before it gives up; the found block is split
 //! when the rules allow; `free` returns a block to its pool, merged with its free neighbours.
 
-use super::block::{Block, Pool, PoolKind, Slab, SortedSet};
+use super::block::{Block, Key, Pool, PoolKind, Slab, SortedSet};
 use super::config::{
     get_allocation_size, round_size, Limits, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, SMALL_SIZE_BYTES,
 };
@@ -71,6 +71,26 @@ impl Allocator {
         self.pool(kind).free.insert(key);
     }
 
+    /// [`Allocator::insert_free`] in the place of `old` in the pool's free set, which leaves it.
+    fn replace_free(&mut self, old: &Key, slot: usize) {
+        let kind = self.slab.blocks[slot].pool;
+        let count = self.pools[kind.index()].get_free_blocks_call_count;
+        let b = &mut self.slab.blocks[slot];
+        b.gc_count_base = count;
+        let key = (b.size, b.addr, slot);
+        self.pool(kind).free.replace(old, key);
+    }
+
+    /// [`Allocator::insert_free`] in the place of the key at `at` of the pool's free set, which leaves it.
+    fn replace_free_at(&mut self, at: usize, slot: usize) {
+        let kind = self.slab.blocks[slot].pool;
+        let count = self.pools[kind.index()].get_free_blocks_call_count;
+        let b = &mut self.slab.blocks[slot];
+        b.gc_count_base = count;
+        let key = (b.size, b.addr, slot);
+        self.pool(kind).free.replace_at(at, key);
+    }
+
     pub(super) fn remove_free(&mut self, slot: usize) {
         let b = &self.slab.blocks[slot];
         let (key, kind) = ((b.size, b.addr, slot), b.pool);
@@ -92,7 +112,11 @@ impl Allocator {
             PoolKind::Large
         };
         let alloc_size = get_allocation_size(size);
-        let mut found = self.get_free_block(kind, size);
+        // Where the found block is still in its pool's free set, its index there.
+        let (mut found, still_free) = match self.get_free_block(kind, size) {
+            Some((slot, at)) => (Some(slot), at),
+            None => (None, None),
+        };
         if found.is_none() {
             if self.limits.gc_threshold.is_some() {
                 self.garbage_collect_cached_blocks();
@@ -117,7 +141,7 @@ impl Allocator {
             return Err(self.out_of_memory(orig_size, alloc_size));
         };
         let split = self.should_split(slot, size);
-        self.alloc_found_block(slot, size, orig_size, split);
+        self.alloc_found_block(slot, size, orig_size, split, still_free);
         Ok(BlockId(self.slab.id(slot)))
     }
 
@@ -140,26 +164,23 @@ impl Allocator {
     /// `get_free_block` (line 2497): the smallest free block of at least `size` in the pool, unless it
     /// is oversize (≥ `max_split_size`) and the request is not, or the request is oversize and the block exceeds
     /// it by `kLargeBuffer` (20 MiB) or more. Only that one candidate is considered: a refused best fit is a miss.
-    fn get_free_block(&mut self, kind: PoolKind, size: u64) -> Option<usize> {
+    /// The block's slot, and its index in the pool's free set where it is left there for
+    /// [`Allocator::alloc_found_block`] to take out.
+    fn get_free_block(&mut self, kind: PoolKind, size: u64) -> Option<(usize, Option<usize>)> {
         if self.limits.gc_threshold.is_some() {
             // Searches age the cached blocks only while garbage collection is on, as in the source.
             self.pool(kind).get_free_blocks_call_count += 1;
         }
         let max_split = self.limits.max_split_bytes;
         if !self.limits.expandable {
-            // Outside expandable segments the best fit is the first candidate: one search finds and takes it,
-            // and a refused one goes back.
-            let free = &mut self.pools[kind.index()].free;
-            let best = free.take_from((size, 0, 0))?;
+            // Outside expandable segments the best fit is the first candidate: one search finds it, and it stays
+            // in the set until the split that follows puts the rest of it in its place.
+            let (at, best) = self.pools[kind.index()].free.first_from((size, 0, 0))?;
             let block_size = best.0;
             let refused = (size < max_split && block_size >= max_split)
                 || (size >= max_split
                     && block_size >= size.saturating_add(super::config::LARGE_BUFFER_BYTES));
-            if refused {
-                free.insert(best);
-                return None;
-            }
-            return Some(best.2);
+            return (!refused).then_some((best.2, Some(at)));
         }
         let best = {
             let mut candidates = self.pools[kind.index()].free.from((size, 0, 0));
@@ -187,7 +208,7 @@ impl Allocator {
             return None;
         }
         self.pool(kind).free.remove(&best);
-        Some(best.2)
+        Some((best.2, None))
     }
 
     fn expandable_size(&self, slot: usize) -> u64 {
@@ -269,8 +290,16 @@ impl Allocator {
     }
 
     /// `alloc_found_block` (line 1384): hands the block out, first cutting `size` off its front when
-    /// it splits (the rest goes back to the pool), and keeps the inactive-split figures.
-    fn alloc_found_block(&mut self, slot: usize, size: u64, orig_size: u64, split: bool) {
+    /// it splits (the rest goes back to the pool), and keeps the inactive-split figures. `still_free`: the block's
+    /// index in its pool's free set, where it is still there.
+    fn alloc_found_block(
+        &mut self,
+        slot: usize,
+        size: u64,
+        orig_size: u64,
+        split: bool,
+        still_free: Option<usize>,
+    ) {
         let already_split = self.slab.blocks[slot].is_split();
         let expandable = self.slab.blocks[slot].expandable;
         if split {
@@ -290,7 +319,10 @@ impl Allocator {
             let block = &mut self.slab.blocks[slot];
             block.next = Some(rest);
             block.size = size;
-            self.insert_free(rest);
+            match still_free {
+                Some(at) => self.replace_free_at(at, rest),
+                None => self.insert_free(rest),
+            }
             if !expandable {
                 if already_split {
                     // An already split free block shrinks by what is handed out.
@@ -300,10 +332,16 @@ impl Allocator {
                     self.stats.inactive_split_blocks.add(1);
                 }
             }
-        } else if already_split && !expandable {
-            let whole = self.slab.blocks[slot].size;
-            self.stats.inactive_split_bytes.sub(whole);
-            self.stats.inactive_split_blocks.sub(1);
+        } else {
+            if let Some(at) = still_free {
+                let kind = self.slab.blocks[slot].pool;
+                self.pool(kind).free.remove_at(at);
+            }
+            if already_split && !expandable {
+                let whole = self.slab.blocks[slot].size;
+                self.stats.inactive_split_bytes.sub(whole);
+                self.stats.inactive_split_blocks.sub(1);
+            }
         }
         let block = &mut self.slab.blocks[slot];
         block.allocated = true;
@@ -337,14 +375,19 @@ impl Allocator {
         self.slab.blocks[slot].requested = 0;
         let mut net_blocks: i64 = 0;
         let mut net_bytes: i128 = 0;
+        // A merged neighbour's key left in the free set, for the merged block to take its place.
+        let mut left = None;
         for neighbour in [self.slab.blocks[slot].prev, self.slab.blocks[slot].next] {
-            let subsumed = self.try_merge_blocks(slot, neighbour);
+            let subsumed = self.merge_blocks(slot, neighbour, Some(&mut left));
             if subsumed > 0 {
                 net_blocks -= 1;
                 net_bytes -= i128::from(subsumed);
             }
         }
-        self.insert_free(slot);
+        match left {
+            Some(old) => self.replace_free(&old, slot),
+            None => self.insert_free(slot),
+        }
         let b = &self.slab.blocks[slot];
         if b.is_split() {
             net_blocks += 1;
@@ -364,6 +407,17 @@ impl Allocator {
     /// `try_merge_blocks` (line 2411): `dst` absorbs the neighbour `src` if it is free and in the
     /// same mapped state; returns the bytes absorbed (0 when not merged). `dst` must not be in a pool set.
     pub(super) fn try_merge_blocks(&mut self, dst: usize, src: Option<usize>) -> u64 {
+        self.merge_blocks(dst, src, None)
+    }
+
+    /// [`Allocator::try_merge_blocks`]; where `leave` is given and holds no key yet, a mapped `src`'s key stays
+    /// in the free set and goes there instead, for `dst` to take its place.
+    fn merge_blocks(
+        &mut self,
+        dst: usize,
+        src: Option<usize>,
+        leave: Option<&mut Option<Key>>,
+    ) -> u64 {
         let Some(src) = src else {
             return 0;
         };
@@ -387,7 +441,11 @@ impl Allocator {
         self.slab.blocks[dst].size += s.size;
         let kind = s.pool;
         if s.mapped {
-            self.pool(kind).free.remove(&(s.size, s.addr, src));
+            let key = (s.size, s.addr, src);
+            match leave {
+                Some(left) if left.is_none() => *left = Some(key),
+                _ => self.pool(kind).free.remove(&key),
+            }
         } else {
             self.pool(kind).unmapped.remove(&(s.addr, 0, src));
         }

@@ -1,7 +1,8 @@
 //! The live allocations of a replay by tag. The engine's tags are a kind in the high 32 bits and a small index in
 //! the low ones (`engine::events`); those are kept in an array by kind and index, so the replay's every event is an
 //! index instead of a hash lookup (in the page's wasm the hash map's insert and remove were a fifth of a replay).
-//! Any other tag (a recorded trace's addresses, say) goes to a hash map, as every tag did before.
+//! Any other tag (a recorded trace's addresses, say) goes to a hash map, as every tag did before. The engine's
+//! sequence builder keeps its live tags' bytes in one too.
 
 use super::TagHash;
 use std::collections::HashMap;
@@ -12,9 +13,10 @@ const DIRECT_KINDS: u64 = 64;
 /// Indices kept in the array, per kind: the engine's are at most a few thousand (layers times parts).
 const DIRECT_INDICES: u64 = 1 << 16;
 
-/// Tag to the number of its latest allocation's [`super::BlockId`].
+/// Tag to a number: in a replay, the number of the tag's latest allocation's [`super::BlockId`]; in the engine's
+/// sequence builder, the bytes a live tag holds.
 #[derive(Clone, Debug, Default)]
-pub(super) struct TagTable {
+pub(crate) struct TagTable {
     /// By kind, then index; grown to the largest index seen, in powers of two.
     direct: Vec<Vec<Option<u64>>>,
     other: HashMap<u64, u64, TagHash>,
@@ -27,15 +29,20 @@ fn direct_place(tag: u64) -> Option<(usize, usize)> {
 }
 
 impl TagTable {
-    pub fn contains(&self, tag: u64) -> bool {
+    pub fn get(&self, tag: u64) -> Option<u64> {
         match direct_place(tag) {
             Some((k, i)) => self
                 .direct
                 .get(k)
                 .and_then(|row| row.get(i))
-                .is_some_and(Option::is_some),
-            None => self.other.contains_key(&tag),
+                .copied()
+                .flatten(),
+            None => self.other.get(&tag).copied(),
         }
+    }
+
+    pub fn contains(&self, tag: u64) -> bool {
+        self.get(tag).is_some()
     }
 
     /// Sets the tag's allocation; the one it replaces, if any.
@@ -100,6 +107,7 @@ mod tests {
             }
             for &u in &tags {
                 assert_eq!(table.contains(u), plain.contains_key(&u), "contains {u:#x}");
+                assert_eq!(table.get(u), plain.get(&u).copied(), "get {u:#x}");
             }
             let mut listed: Vec<_> = table.iter().collect();
             let mut expected: Vec<_> = plain.iter().map(|(&t, &i)| (t, i)).collect();

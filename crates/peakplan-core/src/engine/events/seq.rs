@@ -1,9 +1,7 @@
 //! The sequence being built: its events, the bytes each live tag holds, and the cap on how many it makes.
 
-use std::collections::HashMap;
-
 use super::{bytes, tag, Count, Tag};
-use crate::allocator::{Event, TagHash};
+use crate::allocator::{Event, TagTable};
 
 /// A burst of transients: the parts made before it, and its tensors' bytes.
 pub(super) type Bursts = (usize, Vec<u64>);
@@ -14,7 +12,7 @@ const ROUNDING_SLACK: u64 = 8;
 /// The events, and the bytes live after them as the steady-state step sees them.
 pub(super) struct Seq {
     pub(super) events: Vec<Event>,
-    pub(super) sizes: HashMap<u64, u64, TagHash>,
+    pub(super) sizes: TagTable,
     pub(super) live: u64,
     /// Events made so far (those taken away into runs included), and the most to make: past it, `over` is set
     /// and nothing more is kept.
@@ -27,7 +25,7 @@ impl Default for Seq {
     fn default() -> Self {
         Seq {
             events: Vec::new(),
-            sizes: HashMap::default(),
+            sizes: TagTable::default(),
             live: 0,
             made: 0,
             max_events: usize::MAX,
@@ -51,7 +49,7 @@ impl Seq {
             return;
         }
         debug_assert!(
-            self.over || !self.sizes.contains_key(&tag),
+            self.over || !self.sizes.contains(tag),
             "tag {tag:#x} allocated twice"
         );
         self.push(Event::Alloc { tag, bytes });
@@ -60,14 +58,14 @@ impl Seq {
     }
 
     pub(super) fn free(&mut self, tag: u64) {
-        if let Some(b) = self.sizes.remove(&tag) {
+        if let Some(b) = self.sizes.remove(tag) {
             self.push(Event::Free { tag });
             self.live = self.live.saturating_sub(b);
         }
     }
 
     pub(super) fn size(&self, tag: u64) -> u64 {
-        self.sizes.get(&tag).copied().unwrap_or(0)
+        self.sizes.get(tag).unwrap_or(0)
     }
     /// Transient tensors made in turn, each while the live bytes stay within `cap`, then let go.
     pub(super) fn burst(&mut self, sizes: &[u64], cap: u64) {
