@@ -23,8 +23,7 @@ impl Allocator {
     /// The base address of the segment holding `addr`.
     fn segment_base(&self, addr: u64) -> u64 {
         self.segments
-            .up_to((addr, u64::MAX, usize::MAX))
-            .last()
+            .last_up_to((addr, u64::MAX, usize::MAX))
             .map_or(addr, |(base, _, _)| base)
     }
 

@@ -39,6 +39,7 @@ mod config;
 mod expandable;
 mod release;
 mod settle;
+mod sorted;
 mod state;
 mod stats;
 mod tags;

@@ -49,8 +49,7 @@ impl Allocator {
         }
         let mut released: u64 = 0;
         while released < key {
-            let Some((block_size, _, slot)) = self.pools[kind.index()].free.iter().next_back()
-            else {
+            let Some((block_size, _, slot)) = self.pools[kind.index()].free.last() else {
                 break;
             };
             if block_size < max_split || !self.releasable(slot) {

@@ -129,7 +129,7 @@ impl Replay {
         let a = &self.allocator;
         [
             a.total_reserved,
-            a.segments.iter().count() as u64,
+            a.segments.len() as u64,
             a.slab.live().count() as u64,
             a.stats.allocated_bytes.current,
         ]

@@ -2,10 +2,11 @@
 //! the device for a segment, releasing cached segments and retrying before it gives up; the found block is split
 //! when the rules allow; `free` returns a block to its pool, merged with its free neighbours.
 
-use super::block::{Block, Key, Pool, PoolKind, Slab, SortedSet};
+use super::block::{Block, Pool, PoolKind, Slab};
 use super::config::{
     get_allocation_size, round_size, Limits, MAX_REQUEST_BYTES, MIN_BLOCK_BYTES, SMALL_SIZE_BYTES,
 };
+use super::sorted::{At, Key, SortedSet};
 use super::stats::{OutOfMemory, Stats};
 
 /// A handed-out allocation (its block's slot and that slot's generation, so a stale id matches nothing).
@@ -82,7 +83,7 @@ impl Allocator {
     }
 
     /// [`Allocator::insert_free`] in the place of the key at `at` of the pool's free set, which leaves it.
-    fn replace_free_at(&mut self, at: usize, slot: usize) {
+    fn replace_free_at(&mut self, at: At, slot: usize) {
         let kind = self.slab.blocks[slot].pool;
         let count = self.pools[kind.index()].get_free_blocks_call_count;
         let b = &mut self.slab.blocks[slot];
@@ -112,7 +113,7 @@ impl Allocator {
             PoolKind::Large
         };
         let alloc_size = get_allocation_size(size);
-        // Where the found block is still in its pool's free set, its index there.
+        // Where the found block is still in its pool's free set, its place there.
         let (mut found, still_free) = match self.get_free_block(kind, size) {
             Some((slot, at)) => (Some(slot), at),
             None => (None, None),
@@ -164,9 +165,9 @@ impl Allocator {
     /// `get_free_block` (line 2497): the smallest free block of at least `size` in the pool, unless it
     /// is oversize (≥ `max_split_size`) and the request is not, or the request is oversize and the block exceeds
     /// it by `kLargeBuffer` (20 MiB) or more. Only that one candidate is considered: a refused best fit is a miss.
-    /// The block's slot, and its index in the pool's free set where it is left there for
+    /// The block's slot, and its place in the pool's free set where it is left there for
     /// [`Allocator::alloc_found_block`] to take out.
-    fn get_free_block(&mut self, kind: PoolKind, size: u64) -> Option<(usize, Option<usize>)> {
+    fn get_free_block(&mut self, kind: PoolKind, size: u64) -> Option<(usize, Option<At>)> {
         if self.limits.gc_threshold.is_some() {
             // Searches age the cached blocks only while garbage collection is on, as in the source.
             self.pool(kind).get_free_blocks_call_count += 1;
@@ -291,14 +292,14 @@ impl Allocator {
 
     /// `alloc_found_block` (line 1384): hands the block out, first cutting `size` off its front when
     /// it splits (the rest goes back to the pool), and keeps the inactive-split figures. `still_free`: the block's
-    /// index in its pool's free set, where it is still there.
+    /// place in its pool's free set, where it is still there.
     fn alloc_found_block(
         &mut self,
         slot: usize,
         size: u64,
         orig_size: u64,
         split: bool,
-        still_free: Option<usize>,
+        still_free: Option<At>,
     ) {
         let already_split = self.slab.blocks[slot].is_split();
         let expandable = self.slab.blocks[slot].expandable;
