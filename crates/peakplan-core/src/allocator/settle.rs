@@ -144,10 +144,17 @@ impl Replay {
             (rank, addr - bases.get(rank).copied().unwrap_or(0).min(addr))
         };
         let tagged = |id: u64| a.slab.slot_of(id).map(|slot| place(blocks[slot].addr));
-        let mut shape_blocks: Vec<_> = a
+        // Blocks in address order: their addresses sorted (no two blocks share one), then each block made, where
+        // sorting the made blocks moved every one of them at each step.
+        let mut by_address: Vec<(u64, usize)> = a
             .slab
             .live()
-            .map(|slot| {
+            .map(|slot| (blocks[slot].addr, slot))
+            .collect();
+        by_address.sort_unstable();
+        let shape_blocks: Vec<_> = by_address
+            .into_iter()
+            .map(|(_, slot)| {
                 let b = &blocks[slot];
                 let flags = u8::from(b.allocated)
                     | u8::from(b.mapped) << 1
@@ -171,9 +178,11 @@ impl Replay {
                 }
             })
             .collect();
-        shape_blocks.sort_unstable();
+        // The table lists the engine's tags in order already; only tags outside its array need the sort.
         let mut tags: Vec<_> = self.tags.iter().map(|(t, id)| (t, tagged(id))).collect();
-        tags.sort_unstable();
+        if !tags.is_sorted() {
+            tags.sort_unstable();
+        }
         Shape {
             blocks: shape_blocks,
             segments: a.segments.iter().map(|k| k.1).collect(),
