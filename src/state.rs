@@ -46,8 +46,10 @@ pub(crate) struct Refused {
     pub(crate) typed: Vec<Diagnostic>,
 }
 
-/// How long a slider move's estimates may have taken for the next method's to be made at once too (a fixed plan's
-/// three take about 2 ms in headless Chromium; a varying plan's one about 13 ms, and its other two follow).
+/// How long a slider move's estimates may take together for the other methods' to be made at once too: the next one
+/// is made only where the time so far and one more estimate of the mean cost so far stay within it. A fixed plan's
+/// three take about 2 ms in headless Chromium; a varying plan's one 3-6 ms, and its other two follow in tasks of
+/// their own (starting the next on time spent alone let a short varying estimate take a second, a 6-8 ms move).
 const ALL_AT_ONCE_MS: f64 = 4.0;
 
 /// How long the task that fills in the other methods' bars after a slider move goes on making estimates.
@@ -76,7 +78,16 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
             let mut comp = methods
                 .try_update_value(|m| {
                     let start = browser::now_ms();
-                    let more_now = || browser::now_ms() - start < ALL_AT_ONCE_MS;
+                    // Estimates made so far: the plan's own first.
+                    let mut made = 1.0;
+                    let more_now = move || {
+                        let spent = browser::now_ms() - start;
+                        let more = spent + spent / made <= ALL_AT_ONCE_MS;
+                        if more {
+                            made += 1.0;
+                        }
+                        more
+                    };
                     Computed::assemble(arch, &p, m, prev, more_now)
                 })
                 .unwrap_or_else(|| Computed::new(arch, &p));
