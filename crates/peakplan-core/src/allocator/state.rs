@@ -62,33 +62,31 @@ impl Allocator {
         &mut self.pools[kind.index()]
     }
 
-    /// Puts a free mapped block into its pool's free set, stamping its age base (`insert_into_blocks`).
-    pub(super) fn insert_free(&mut self, slot: usize) {
+    /// Stamps a block going back to its pool's free set with its age base (`insert_into_blocks`), and gives its
+    /// pool and its key there.
+    fn stamp_free(&mut self, slot: usize) -> (PoolKind, Key) {
         let kind = self.slab.blocks[slot].pool;
         let count = self.pools[kind.index()].get_free_blocks_call_count;
         let b = &mut self.slab.blocks[slot];
         b.gc_count_base = count;
-        let key = (b.size, b.addr, slot);
+        (kind, (b.size, b.addr, slot))
+    }
+
+    /// Puts a free mapped block into its pool's free set, stamping its age base (`insert_into_blocks`).
+    pub(super) fn insert_free(&mut self, slot: usize) {
+        let (kind, key) = self.stamp_free(slot);
         self.pool(kind).free.insert(key);
     }
 
     /// [`Allocator::insert_free`] in the place of `old` in the pool's free set, which leaves it.
     fn replace_free(&mut self, old: &Key, slot: usize) {
-        let kind = self.slab.blocks[slot].pool;
-        let count = self.pools[kind.index()].get_free_blocks_call_count;
-        let b = &mut self.slab.blocks[slot];
-        b.gc_count_base = count;
-        let key = (b.size, b.addr, slot);
+        let (kind, key) = self.stamp_free(slot);
         self.pool(kind).free.replace(old, key);
     }
 
     /// [`Allocator::insert_free`] in the place of the key at `at` of the pool's free set, which leaves it.
     fn replace_free_at(&mut self, at: At, slot: usize) {
-        let kind = self.slab.blocks[slot].pool;
-        let count = self.pools[kind.index()].get_free_blocks_call_count;
-        let b = &mut self.slab.blocks[slot];
-        b.gc_count_base = count;
-        let key = (b.size, b.addr, slot);
+        let (kind, key) = self.stamp_free(slot);
         self.pool(kind).free.replace_at(at, key);
     }
 
