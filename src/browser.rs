@@ -153,7 +153,8 @@ pub fn now_ms() -> f64 {
 }
 
 /// Records one latency in `window[key]` for benchmarks (a plain JS array): `__peakplanTimings` from a slider's
-/// input to the repaint, `__peakplanFilledTimings` to the repaint that has every bar at the new value.
+/// input to the repaint (`__peakplanColdTimings` again for the moves that estimated their plan: none kept), and
+/// `__peakplanFilledTimings` to the repaint that has every bar at the new value.
 pub fn record_timing(key: &str, ms: f64) {
     if let Some(arr) = bench_array(key).filter(|a| a.length() < 100_000) {
         arr.push(&wasm_bindgen::JsValue::from_f64(ms));

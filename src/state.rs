@@ -20,6 +20,8 @@ pub(crate) struct Ctx {
     /// values and reasons read, so that a slider move re-runs one memo here instead of eighty in the controls.
     pub(crate) steady: Memo<Plan>,
     pub(crate) computed: Memo<Computed>,
+    /// The estimates made for the plan shown and kept for others (see [`crate::methods`]).
+    pub(crate) methods: StoredValue<MethodCache>,
     pub(crate) custom: RwSignal<Option<Architecture>>,
     /// When the current slider input started, for the latency figure.
     pub(crate) input_started: StoredValue<Option<f64>>,
@@ -47,9 +49,10 @@ pub(crate) struct Refused {
 }
 
 /// How long a slider move's estimates may take together for the other methods' to be made at once too: the next one
-/// is made only where the time so far and one more estimate of the mean cost so far stay within it. A fixed plan's
-/// three take about 2 ms in headless Chromium; a varying plan's one 3-6 ms, and its other two follow in tasks of
-/// their own (starting the next on time spent alone let a short varying estimate take a second, a 6-8 ms move).
+/// is made only where the time so far and what the plan's estimates took so far stay within it. A fixed plan's
+/// three take about 2 ms in headless Chromium; a varying plan's one 3-9 ms, and its other two follow in tasks of
+/// their own (starting the next on time spent alone let a short varying estimate take a second, a 6-8 ms move,
+/// and a kept estimate, which took no time now, would have let one start on every move).
 const ALL_AT_ONCE_MS: f64 = 4.0;
 
 /// How long the task that fills in the other methods' bars after a slider move goes on making estimates.
@@ -61,8 +64,9 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
     let custom: RwSignal<Option<Architecture>> = RwSignal::new(None);
     let preview: RwSignal<Option<(Plan, String)>> = RwSignal::new(None);
     let hub_models = RwSignal::new(HubModels::default());
-    // The methods' estimates made for the plan shown; `filled` says another one is made (see `crate::methods`).
-    let methods = StoredValue::new(MethodCache::default());
+    // The methods' estimates made for the plan shown and kept for others; `filled` says another one is made (see
+    // `crate::methods`).
+    let methods = StoredValue::new(MethodCache::with_clock(browser::now_ms));
     let filled = Trigger::new();
     let computed = Memo::new(move |prev: Option<&Computed>| {
         let p = plan.get();
@@ -78,15 +82,8 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
             let mut comp = methods
                 .try_update_value(|m| {
                     let start = browser::now_ms();
-                    // Estimates made so far: the plan's own first.
-                    let mut made = 1.0;
-                    let more_now = move || {
-                        let spent = browser::now_ms() - start;
-                        let more = spent + spent / made <= ALL_AT_ONCE_MS;
-                        if more {
-                            made += 1.0;
-                        }
-                        more
+                    let more_now = move |expected_ms: f64| {
+                        browser::now_ms() - start + expected_ms <= ALL_AT_ONCE_MS
                     };
                     Computed::assemble(arch, &p, m, prev, more_now)
                 })
@@ -142,6 +139,7 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
         plan,
         steady,
         computed,
+        methods,
         custom,
         preview,
         input_started: StoredValue::new(None),
@@ -191,6 +189,59 @@ pub(crate) fn memo<T: Clone + PartialEq + Send + Sync + 'static>(
 
 pub(crate) fn ctx() -> Ctx {
     use_context::<Ctx>().expect("App provides the context")
+}
+
+/// Applies an edit to `plan` as every control's does: `change`, then what follows from it (the task's lengths
+/// follow the sequence, rules between keys settle); the keys those rules put back, with why.
+fn edited(plan: &mut Plan, change: impl FnOnce(&mut Plan)) -> Vec<Diagnostic> {
+    let seq_before = plan.seq_len;
+    change(plan);
+    crate::task::follow_sequence(plan, seq_before);
+    crate::task::settle(plan)
+}
+
+/// Makes, one a task, the plans a slider's next positions would show (`values`, by `set`) from the plan now, as long
+/// as no edit came after the move that asked (number `edits_then`). A task queued by a slider's input runs after
+/// the frame it painted, before the next input (a drag's come a frame apart; `requestIdleCallback` found no idle
+/// time between them in headless Chromium, and a timeout queued from the next frame ran after that frame's move).
+fn prefetch_values(c: Ctx, set: fn(&mut Plan, u64), mut values: Vec<u64>, edits_then: u64) {
+    if values.is_empty() {
+        return;
+    }
+    set_timeout(
+        move || {
+            if edits() != edits_then {
+                return;
+            }
+            browser::timed("neighbour", || {
+                c.custom.with_untracked(|cu| {
+                    c.hub.with_untracked(|h| {
+                        c.plan.with_untracked(|p| {
+                            let Some(arch) = planned_arch(cu, h, p) else {
+                                values.clear();
+                                return;
+                            };
+                            // One estimate an idle period: a replay may take 9 ms, and the next move may come at
+                            // the next frame.
+                            while !values.is_empty() {
+                                let v = values.remove(0);
+                                let mut next = p.clone();
+                                edited(&mut next, |q| set(q, v));
+                                if next != *p
+                                    && c.methods.try_update_value(|m| m.prefetch(arch, &next))
+                                        == Some(true)
+                                {
+                                    break;
+                                }
+                            }
+                        })
+                    })
+                })
+            });
+            prefetch_values(c, set, values, edits_then);
+        },
+        std::time::Duration::ZERO,
+    );
 }
 
 /// The planned model: the pasted config, else the plan's Hub model (`None` until it has loaded), else its preset.
@@ -420,12 +471,7 @@ impl Ctx {
         EDITS.set(EDITS.get() + 1);
         self.input_started.set_value(Some(browser::now_ms()));
         let mut said = Vec::new();
-        self.plan.update(|p| {
-            let seq_before = p.seq_len;
-            change(p);
-            crate::task::follow_sequence(p, seq_before);
-            said = crate::task::settle(p);
-        });
+        self.plan.update(|p| said = edited(p, change));
         let keys = said.iter().map(|d| d.key.clone()).collect();
         if !said.is_empty() {
             self.refused.update(|r| {
@@ -434,6 +480,28 @@ impl Ctx {
             });
         }
         keys
+    }
+
+    /// Has the plans of a slider's neighbouring positions to `position` (the one it moved to) made at idle, the
+    /// way it was moving first (`rising`), so that the drag's next move, or a move back, finds its figures made
+    /// ([`MethodCache::prefetch`]); `set` is how the slider's value enters the plan. A later edit stops it.
+    pub(crate) fn prefetch_around(
+        self,
+        scale: crate::scale::Scale,
+        set: fn(&mut Plan, u64),
+        position: u32,
+        rising: bool,
+    ) {
+        let ahead = if rising { [1, -1] } else { [-1, 1] };
+        let values = ahead
+            .iter()
+            .filter_map(|d: &i64| {
+                let at = i64::from(position) + d;
+                (at >= i64::from(scale.min) && at <= i64::from(scale.max))
+                    .then(|| scale.value(at as u32))
+            })
+            .collect();
+        prefetch_values(self, set, values, edits());
     }
 
     /// Applies a value that arrives as text (a select's key, a typed number), parsed once by the core. A refused

@@ -138,7 +138,12 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
             );
         }
         if let Some(t0) = c.input_started.get_value() {
-            browser::record_timing("__peakplanTimings", browser::now_ms() - t0);
+            let ms = browser::now_ms() - t0;
+            browser::record_timing("__peakplanTimings", ms);
+            // The moves whose own estimate was not kept (nor made at idle), apart: what a replay costs a move.
+            if c.methods.with_value(|m| m.made_own) {
+                browser::record_timing("__peakplanColdTimings", ms);
+            }
             c.input_started.set_value(None);
             filling_since.set_value(Some(t0));
         }

@@ -23,10 +23,14 @@ pub(crate) fn LogSlider(
     let c = ctx();
     let id = format!("in-{key}");
     let num_id = format!("num-{key}");
+    // The slider's last position, for the way it is moving.
+    let last = StoredValue::new(None::<u32>);
     let on_input = move |ev: leptos::ev::Event| {
         let Ok(pos) = event_target_value(&ev).parse::<u32>() else {
             return;
         };
+        let rising = last.get_value().is_none_or(|l| pos >= l);
+        last.set_value(Some(pos));
         let v = scale.value(pos);
         // data-value is set at once as well, so scripts reading it right after the event see the new value.
         if let Some(el) = ev
@@ -37,6 +41,7 @@ pub(crate) fn LogSlider(
         }
         c.accepted(key);
         c.edit(|p| set(p, v));
+        c.prefetch_around(scale, set, pos, rising);
     };
     let on_number = move |ev: leptos::ev::Event| {
         let text = event_target_value(&ev);

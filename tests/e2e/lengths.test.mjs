@@ -166,6 +166,36 @@ await test('a slider drag on a varying plan: every bar ends at the figures the l
   assert(moved === opened, `after the drag: ${moved}; the link opens with: ${opened}`);
 });
 
+await test('a drag finds the plans it showed and the next position made ahead: their figures are the links', async page => {
+  // The page keeps recent plans' estimates and, after a move, makes the slider's neighbours in a task of their
+  // own (src/methods.rs): a drag on to the next position or back estimates nothing during the move.
+  const plan = PLAN.replace('b=8&s=4096&gpu=a100-80gb', 'b=4&s=2048&gpu=rtx-4090') + '&lens=grouped&lmean=300&lsd=200&gc=1';
+  await page.goto(base + plan);
+  await ready(page);
+  const peaks = await page.locator('[data-testid="slider-seq"]').evaluate(async s => {
+    window.__peakplanTimings = [];
+    window.__peakplanColdTimings = [];
+    const peaks = [];
+    // Down three positions a frame apart, then back up: 2048 -> 256 -> 2048.
+    for (const d of [-1, -1, -1, 1, 1, 1]) {
+      s.value = String(Number(s.value) + d);
+      s.dispatchEvent(new Event('input', { bubbles: true }));
+      // Two frames: the neighbour's task runs between them, as between a reader's moves.
+      for (let f = 0; f < 2; f++) await new Promise(r => requestAnimationFrame(() => r()));
+      peaks.push([s.dataset.value, document.querySelector('[data-testid="value-peak"]').dataset.bytes]);
+    }
+    return { peaks, moves: window.__peakplanTimings.length, cold: window.__peakplanColdTimings.length };
+  });
+  assert(peaks.moves === 6, `moves timed: ${peaks.moves}`);
+  assert(peaks.cold === 1, `moves that estimated: ${peaks.cold} of 6 (the first, and only it, should)`);
+  for (const [s, bytes] of peaks.peaks.slice(2, 4)) {
+    await page.goto(base + plan.replace('s=2048', `s=${s}`));
+    await ready(page);
+    const opened = await page.locator('[data-testid="value-peak"]').getAttribute('data-bytes');
+    assert(opened === bytes, `s=${s}: the drag showed ${bytes}, the link opens with ${opened}`);
+  }
+});
+
 await test('Download SVG right after a slider move holds every bar at the new value', async page => {
   // The bars a move has not estimated yet (src/methods.rs) are made for the file: it never keeps the earlier value's.
   const plan = PLAN.replace('b=8&s=4096&gpu=a100-80gb', 'b=4&s=2048&gpu=rtx-4090') + '&lens=grouped&lmean=300&lsd=200&gc=1';
