@@ -89,7 +89,7 @@ impl Entry {
 }
 
 /// The methods' estimates made so far for the plan shown (first) and for up to [`KEPT_PLANS`] - 1 other plans,
-/// most recently shown first: what a later computation of the same plan (a method filled in, a preview shown, a
+/// most recently shown or made ahead first (a plan made ahead goes second, so it may push out one shown): what a later computation of the same plan (a method filled in, a preview shown, a
 /// slider dragged back, a neighbour made at idle by [`MethodCache::prefetch`]) takes instead of estimating again.
 /// An estimate is a pure function of the plan and model, so a kept one is the one a new estimate would make.
 #[derive(Clone, Debug)]
@@ -162,8 +162,10 @@ impl MethodCache {
         let at = match self.entries.iter().position(|e| e.is(arch, plan)) {
             Some(i) if self.entries[i].made[own].is_some() => return false,
             Some(i) => i,
+            // Nothing shown yet: the first entry is the plan shown's.
+            None if self.entries.is_empty() => return false,
             None => {
-                let at = self.entries.len().min(1);
+                let at = 1;
                 self.entries.insert(at, Entry::new(arch, plan));
                 self.entries.truncate(KEPT_PLANS);
                 at
@@ -174,7 +176,20 @@ impl MethodCache {
         true
     }
 
+    /// `plan`'s own method's estimate, made unless kept (then kept as [`MethodCache::prefetch`] keeps it): an advisor
+    /// card's preview, which a click on the card then shows without estimating again.
+    pub fn own(&mut self, arch: &Architecture, plan: &Plan) -> Estimate {
+        self.prefetch(arch, plan);
+        let own = bar_of(plan.method);
+        self.entries
+            .iter()
+            .find(|e| e.is(arch, plan))
+            .and_then(|e| e.made[own].clone())
+            .unwrap_or_else(|| estimate(arch, plan))
+    }
+
     /// Whether `plan`'s own method's estimate is kept.
+    #[cfg(test)]
     pub fn has_own(&self, arch: &Architecture, plan: &Plan) -> bool {
         let own = bar_of(plan.method);
         self.entries
@@ -401,6 +416,14 @@ mod tests {
         let back = Computed::assemble(arch, &first, &mut cache, Some(&moved), |_| false);
         assert!(!cache.made_own);
         assert_eq!(back, Computed::new(arch, &first));
+        // An advisor card's preview: made once, and the plan the card makes is shown from it.
+        let mut card = next.clone();
+        card.micro_batch = 2;
+        assert_eq!(cache.own(arch, &card), estimate(arch, &card));
+        assert!(!cache.prefetch(arch, &card), "kept");
+        let clicked = Computed::assemble(arch, &card, &mut cache, Some(&back), |_| false);
+        assert!(!cache.made_own);
+        assert_eq!(clicked.selected, estimate(arch, &card));
     }
 
     #[test]

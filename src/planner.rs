@@ -4,9 +4,7 @@ use peakplan_chart::ChartData;
 use peakplan_core::advise::Suggestion;
 use peakplan_core::plan::Method;
 use peakplan_core::solve::{Limit, Search, Steps};
-use peakplan_core::{
-    estimate, estimate_each_method, needs_on_card, presets, Architecture, Estimate, Plan,
-};
+use peakplan_core::{estimate_each_method, needs_on_card, presets, Architecture, Estimate, Plan};
 
 /// Everything derived from one plan on a slider move: the three methods' estimates and the verdict.
 #[derive(Clone, Debug, PartialEq)]
@@ -266,9 +264,9 @@ impl Computed {
         }
     }
 
-    /// Adds an "after" bar for a suggested plan beside the three methods, named by the change it shows.
-    pub fn add_preview(&mut self, arch: &Architecture, after: &Plan, change: &str) {
-        let e = estimate(arch, after);
+    /// Adds an "after" bar for a suggested plan (its estimate `e`) beside the three methods, named by the change it
+    /// shows.
+    pub fn add_preview(&mut self, e: Estimate, change: &str) {
         self.chart.bars.push(peakplan_chart::Bar {
             label: format!("After: {}", short_change(change)),
             parts: e.at_peak(),
@@ -440,7 +438,7 @@ mod card_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use peakplan_core::preset_arch;
+    use peakplan_core::{estimate, preset_arch};
 
     #[test]
     fn selected_is_the_plans_method_and_bars_are_in_order() {
@@ -472,8 +470,7 @@ mod tests {
         let mut after = p.clone();
         after.checkpointing = peakplan_core::plan::Checkpointing::On;
         c.add_preview(
-            preset_arch(&p),
-            &after,
+            estimate(preset_arch(&p), &after),
             "Turn on gradient checkpointing (recompute, slower)",
         );
         let bar = c.chart.bars.last().map(|b| b.label.as_str());

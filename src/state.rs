@@ -90,7 +90,10 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
                 .unwrap_or_else(|| Computed::new(arch, &p));
             browser::milestone("peakplan:first-estimate");
             if let Some((after, change)) = preview.get() {
-                comp.add_preview(arch, &after, &change);
+                let e = methods
+                    .try_update_value(|m| m.own(arch, &after))
+                    .unwrap_or_else(|| peakplan_core::estimate(arch, &after));
+                comp.add_preview(e, &change);
             }
             comp
         })
@@ -269,7 +272,7 @@ pub(crate) fn edits() -> u64 {
 
 /// A slider move leaves the bars it did not estimate at the previous value's figures ([`crate::methods`]); they get
 /// their own once the slider has rested for [`FILL_AFTER`] (each move of a drag restarts the wait, so a drag runs
-/// one estimate a move, not three), then in tasks of their own: the bars' estimates until a task has run for
+/// at most one estimate a move, not three, and none where the plan's was kept or made ahead), then in tasks of their own: the bars' estimates until a task has run for
 /// [`FILL_FOR_MS`] (a fixed plan's both, a varying plan's one).
 fn fill_stale_bars(
     plan: RwSignal<Plan>,
@@ -466,10 +469,27 @@ impl Ctx {
         self.edit_settled(change);
     }
 
+    /// [`Ctx::edit`] for an input event that happened at `started_ms` (its `timeStamp`): the latency figure then
+    /// counts the wait before the event was handled (a task that ran before it) too.
+    pub(crate) fn edit_since(self, started_ms: f64, change: impl FnOnce(&mut Plan)) {
+        let now = browser::now_ms();
+        let started = if started_ms > 0.0 && started_ms <= now {
+            started_ms
+        } else {
+            now
+        };
+        self.edit_settled_at(started, change);
+    }
+
     /// [`Ctx::edit`], returning the keys a rule between keys put back to their defaults.
     fn edit_settled(self, change: impl FnOnce(&mut Plan)) -> Vec<String> {
+        self.edit_settled_at(browser::now_ms(), change)
+    }
+
+    /// [`Ctx::edit_settled`] with the latency figure's clock started at `started_ms`.
+    fn edit_settled_at(self, started_ms: f64, change: impl FnOnce(&mut Plan)) -> Vec<String> {
         EDITS.set(EDITS.get() + 1);
-        self.input_started.set_value(Some(browser::now_ms()));
+        self.input_started.set_value(Some(started_ms));
         let mut said = Vec::new();
         self.plan.update(|p| said = edited(p, change));
         let keys = said.iter().map(|d| d.key.clone()).collect();

@@ -78,7 +78,7 @@ fn warm_up(
     let own = plan.method;
     let mut p = plan;
     // A method at a length at a time until the task has run its share of time (a plan whose batches vary replays
-    // sixteen steps twice a method, about 15 ms): step `i` is length `i / 3`'s method `i % 3`, and a length's
+    // sixteen steps a method, 3-9 ms): step `i` is length `i / 3`'s method `i % 3`, and a length's
     // third estimate paints both charts and writes the link.
     let (start, mut i) = (browser::now_ms(), from);
     while i < 3 * WARM_UP_LENGTHS {

@@ -40,7 +40,7 @@ pub(crate) fn LogSlider(
             let _ = el.set_attribute("data-value", &v.to_string());
         }
         c.accepted(key);
-        c.edit(|p| set(p, v));
+        c.edit_since(ev.time_stamp(), |p| set(p, v));
         c.prefetch_around(scale, set, pos, rising);
     };
     let on_number = move |ev: leptos::ev::Event| {
