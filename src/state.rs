@@ -178,6 +178,7 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
         }
     });
     provide_context(ctx);
+    prefetch_on_settle();
     ctx
 }
 
@@ -203,12 +204,34 @@ fn edited(plan: &mut Plan, change: impl FnOnce(&mut Plan)) -> Vec<Diagnostic> {
     crate::task::settle(plan)
 }
 
-/// Makes, one a task, the plans a slider's next positions would show (`values`, by `set`) from the plan now, as long
-/// as no edit came after the move that asked (number `edits_then`). A task queued by a slider's input runs after
-/// the frame it painted, before the next input (a drag's come a frame apart; `requestIdleCallback` found no idle
-/// time between them in headless Chromium, and a timeout queued from the next frame ran after that frame's move).
-fn prefetch_values(c: Ctx, set: fn(&mut Plan, u64), mut values: Vec<u64>, edits_then: u64) {
-    if values.is_empty() {
+/// The plans one slider's positions beside `position` would show from `plan` (`set` is how its value enters a
+/// plan), the one `ahead` first; the plan itself where a position would not change it is left out.
+fn slider_neighbours(
+    plan: &Plan,
+    scale: crate::scale::Scale,
+    set: fn(&mut Plan, u64),
+    position: u32,
+    ahead: i64,
+) -> Vec<Plan> {
+    [ahead, -ahead]
+        .iter()
+        .filter_map(|d| {
+            let at = i64::from(position) + d;
+            let value = (at >= i64::from(scale.min) && at <= i64::from(scale.max))
+                .then(|| scale.value(at as u32))?;
+            let mut next = plan.clone();
+            edited(&mut next, |q| set(q, value));
+            (next != *plan).then_some(next)
+        })
+        .collect()
+}
+
+/// Makes the own estimates of `plans` (a slider's next positions), one a task, as long as no edit came after the
+/// moment that asked (number `edits_then`). A task queued by a slider's input runs after the frame it painted,
+/// before the next input (a drag's come a frame apart; `requestIdleCallback` found no idle time between them in
+/// headless Chromium, and a timeout queued from the next frame ran after that frame's move).
+fn prefetch_plans(c: Ctx, mut plans: Vec<Plan>, edits_then: u64) {
+    if plans.is_empty() {
         return;
     }
     set_timeout(
@@ -221,18 +244,15 @@ fn prefetch_values(c: Ctx, set: fn(&mut Plan, u64), mut values: Vec<u64>, edits_
                     c.hub.with_untracked(|h| {
                         c.plan.with_untracked(|p| {
                             let Some(arch) = planned_arch(cu, h, p) else {
-                                values.clear();
+                                plans.clear();
                                 return;
                             };
-                            // One estimate an idle period: a replay may take 9 ms, and the next move may come at
-                            // the next frame.
-                            while !values.is_empty() {
-                                let v = values.remove(0);
-                                let mut next = p.clone();
-                                edited(&mut next, |q| set(q, v));
-                                if next != *p
-                                    && c.methods.try_update_value(|m| m.prefetch(arch, &next))
-                                        == Some(true)
+                            // One estimate a task: a replay may take 9 ms, and the next move may come at the next
+                            // frame.
+                            while !plans.is_empty() {
+                                let next = plans.remove(0);
+                                if c.methods.try_update_value(|m| m.prefetch(arch, &next))
+                                    == Some(true)
                                 {
                                     break;
                                 }
@@ -241,9 +261,43 @@ fn prefetch_values(c: Ctx, set: fn(&mut Plan, u64), mut values: Vec<u64>, edits_
                     })
                 })
             });
-            prefetch_values(c, set, values, edits_then);
+            prefetch_plans(c, plans, edits_then);
         },
         std::time::Duration::ZERO,
+    );
+}
+
+/// How long the plan rests before the sequence and batch sliders' neighbouring positions are made ahead: after the
+/// verdict's limits and the advisor have started (60 and 120 ms), so their first tasks go first.
+const NEIGHBOURS_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Once the plan settles, makes the own estimates of the sequence and batch sliders' neighbouring positions (a task
+/// each), so that a first move of either shows figures already made.
+fn prefetch_on_settle() {
+    let c = ctx();
+    on_settled_plan(
+        "neighbours",
+        NEIGHBOURS_AFTER,
+        || true,
+        move |_, plan| {
+            let seq = crate::scale::SEQ;
+            let batch = crate::scale::BATCH;
+            let mut plans = slider_neighbours(
+                plan,
+                seq,
+                |p, v| p.seq_len = v,
+                seq.position(plan.seq_len),
+                1,
+            );
+            plans.extend(slider_neighbours(
+                plan,
+                batch,
+                |p, v| p.micro_batch = v,
+                batch.position(plan.micro_batch),
+                1,
+            ));
+            prefetch_plans(c, plans, edits());
+        },
     );
 }
 
@@ -512,16 +566,10 @@ impl Ctx {
         position: u32,
         rising: bool,
     ) {
-        let ahead = if rising { [1, -1] } else { [-1, 1] };
-        let values = ahead
-            .iter()
-            .filter_map(|d: &i64| {
-                let at = i64::from(position) + d;
-                (at >= i64::from(scale.min) && at <= i64::from(scale.max))
-                    .then(|| scale.value(at as u32))
-            })
-            .collect();
-        prefetch_values(self, set, values, edits());
+        let plans = self.plan.with_untracked(|p| {
+            slider_neighbours(p, scale, set, position, if rising { 1 } else { -1 })
+        });
+        prefetch_plans(self, plans, edits());
     }
 
     /// Applies a value that arrives as text (a select's key, a typed number), parsed once by the core. A refused
