@@ -267,12 +267,12 @@ fn prefetch_plans(c: Ctx, mut plans: Vec<Plan>, edits_then: u64) {
     );
 }
 
-/// How long the plan rests before the sequence and batch sliders' neighbouring positions are made ahead: after the
-/// verdict's limits and the advisor have started (60 and 120 ms), so their first tasks go first.
+/// How long the plan rests before the sliders' neighbouring positions are made ahead: after the verdict's limits
+/// and the advisor have started (60 and 120 ms), so their first tasks go first.
 const NEIGHBOURS_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Once the plan settles, makes the own estimates of the sequence and batch sliders' neighbouring positions (a task
-/// each), so that a first move of either shows figures already made.
+/// Once the plan settles, makes the own estimates of the sliders' neighbouring positions (a task each: sequence,
+/// batch, then the LoRA rank where the plan has one), so that a first move of any shows figures already made.
 fn prefetch_on_settle() {
     let c = ctx();
     on_settled_plan(
@@ -280,8 +280,7 @@ fn prefetch_on_settle() {
         NEIGHBOURS_AFTER,
         || true,
         move |_, plan| {
-            let seq = crate::scale::SEQ;
-            let batch = crate::scale::BATCH;
+            let (seq, batch, rank) = (crate::scale::SEQ, crate::scale::BATCH, crate::scale::RANK);
             let mut plans = slider_neighbours(
                 plan,
                 seq,
@@ -296,6 +295,16 @@ fn prefetch_on_settle() {
                 batch.position(plan.micro_batch),
                 1,
             ));
+            // The rank slider is off under full fine-tuning (`not_peft_reason`).
+            if plan.method != peakplan_core::plan::Method::Full {
+                plans.extend(slider_neighbours(
+                    plan,
+                    rank,
+                    |p, v| p.rank = v,
+                    rank.position(plan.rank),
+                    1,
+                ));
+            }
             prefetch_plans(c, plans, edits());
         },
     );

@@ -210,6 +210,30 @@ await test('a drag finds the plans it showed and the positions made ahead: their
   }
 });
 
+await test('a first move of the batch or rank slider shows figures made once the plan settled', async page => {
+  const plan = PLAN.replace('b=8&s=4096&gpu=a100-80gb', 'b=4&s=2048&gpu=rtx-4090') + '&lens=grouped&lmean=300&lsd=200&gc=1';
+  for (const [id, key] of [['slider-batch', 'b'], ['slider-rank', 'r']]) {
+    await page.goto(base + plan);
+    await ready(page);
+    // Six neighbours: the sequence's, the batch's and the rank's, below and above.
+    await page.waitForFunction(() => (window.__peakplanTasks || []).filter(([n]) => n === 'neighbour').length >= 6,
+      null, { timeout: 10000 }).catch(() => assert(false, 'the settled plan had not its six neighbours made'));
+    const moved = await page.locator(`[data-testid="${id}"]`).evaluate(async s => {
+      window.__peakplanColdTimings = [];
+      s.value = String(Number(s.value) + 1);
+      s.dispatchEvent(new Event('input', { bubbles: true }));
+      await new Promise(r => requestAnimationFrame(() => r()));
+      return { value: s.dataset.value, cold: window.__peakplanColdTimings.length,
+        bytes: document.querySelector('[data-testid="value-peak"]').dataset.bytes };
+    });
+    assert(moved.cold === 0, `${key}=${moved.value}: the move estimated`);
+    await page.goto(base + (key === 'b' ? plan.replace('b=4', `b=${moved.value}`) : plan + `&r=${moved.value}`));
+    await ready(page);
+    const opened = await page.locator('[data-testid="value-peak"]').getAttribute('data-bytes');
+    assert(opened === moved.bytes, `${key}=${moved.value}: the move showed ${moved.bytes}, the link opens with ${opened}`);
+  }
+});
+
 await test('Download SVG right after a slider move holds every bar at the new value', async page => {
   // The bars a move has not estimated yet (src/methods.rs) are made for the file: it never keeps the earlier value's.
   const plan = PLAN.replace('b=8&s=4096&gpu=a100-80gb', 'b=4&s=2048&gpu=rtx-4090') + '&lens=grouped&lmean=300&lsd=200&gc=1';
