@@ -30,6 +30,8 @@ pub fn App() -> impl IntoView {
     if embed {
         view! { <EmbedView/> }.into_any()
     } else {
+        // An embedded chart has no sliders: only the planner makes their neighbouring positions ahead.
+        state::prefetch_on_settle();
         view! { <Planner/> }.into_any()
     }
 }

@@ -178,7 +178,6 @@ pub(crate) fn provide(parsed: Parsed) -> Ctx {
         }
     });
     provide_context(ctx);
-    prefetch_on_settle();
     ctx
 }
 
@@ -272,8 +271,9 @@ fn prefetch_plans(c: Ctx, mut plans: Vec<Plan>, edits_then: u64) {
 const NEIGHBOURS_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Once the plan settles, makes the own estimates of the sliders' neighbouring positions (a task each: sequence,
-/// batch, then the LoRA rank where the plan has one), so that a first move of any shows figures already made.
-fn prefetch_on_settle() {
+/// batch, then the LoRA rank where the plan has one), so that a first move of any shows figures already made. The
+/// planner's, after [`provide`]: an embedded chart has no sliders.
+pub(crate) fn prefetch_on_settle() {
     let c = ctx();
     on_settled_plan(
         "neighbours",

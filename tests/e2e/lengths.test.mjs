@@ -234,6 +234,21 @@ await test('a first move of the batch or rank slider shows figures made once the
   }
 });
 
+await test('an embedded chart, which has no sliders, makes no neighbouring positions ahead', async page => {
+  const plan = PLAN.replace('b=8&s=4096&gpu=a100-80gb', 'b=4&s=2048&gpu=rtx-4090') + '&lens=grouped&lmean=300&lsd=200&gc=1';
+  await page.goto(base + plan + '&embed=1');
+  await page.waitForSelector('[data-testid="embed-caption"]');
+  await page.waitForTimeout(1500);
+  const made = await page.evaluate(() => (window.__peakplanTasks || []).filter(([n]) => n.startsWith('neighbour')).length);
+  assert(made === 0, `neighbour tasks in the embed: ${made}`);
+  // The planner's page, the same time after opening, has them (the test above waits for them).
+  await page.goto(base + plan);
+  await ready(page);
+  await page.waitForTimeout(1500);
+  const planner = await page.evaluate(() => (window.__peakplanTasks || []).filter(([n]) => n === 'neighbour').length);
+  assert(planner >= 4, `neighbour tasks on the planner: ${planner}`);
+});
+
 await test('Download SVG right after a slider move holds every bar at the new value', async page => {
   // The bars a move has not estimated yet (src/methods.rs) are made for the file: it never keeps the earlier value's.
   const plan = PLAN.replace('b=8&s=4096&gpu=a100-80gb', 'b=4&s=2048&gpu=rtx-4090') + '&lens=grouped&lmean=300&lsd=200&gc=1';
