@@ -89,8 +89,9 @@ impl Entry {
 }
 
 /// The methods' estimates made so far for the plan shown (first) and for up to [`KEPT_PLANS`] - 1 other plans,
-/// most recently shown or made ahead first (a plan made ahead goes second, so it may push out one shown): what a later computation of the same plan (a method filled in, a preview shown, a
-/// slider dragged back, a neighbour made at idle by [`MethodCache::prefetch`]) takes instead of estimating again.
+/// most recently shown or made ahead first (a plan made ahead goes second, so it may push out one shown): what a
+/// later computation of the same plan (a method filled in, a preview shown, a slider dragged back, a neighbour
+/// made at idle by [`MethodCache::prefetch`]) takes instead of estimating again.
 /// An estimate is a pure function of the plan and model, so a kept one is the one a new estimate would make.
 #[derive(Clone, Debug)]
 pub struct MethodCache {

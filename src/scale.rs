@@ -38,6 +38,40 @@ pub const SEQ: Scale = Scale {
     steps: None,
 };
 
+/// One of the planner's three sliders: the plan key it edits, its track, and how its value is read from and
+/// written into a plan. The slider and the neighbours made ahead of its moves (`state.rs`) both go by it.
+#[derive(Clone, Copy)]
+pub struct Slider {
+    pub key: &'static str,
+    pub scale: Scale,
+    pub get: fn(&peakplan_core::Plan) -> u64,
+    pub set: fn(&mut peakplan_core::Plan, u64),
+}
+
+/// The LoRA rank slider (`r`).
+pub const RANK_SLIDER: Slider = Slider {
+    key: "r",
+    scale: RANK,
+    get: |p| p.rank,
+    set: |p, v| p.rank = v,
+};
+
+/// The micro-batch slider (`b`).
+pub const BATCH_SLIDER: Slider = Slider {
+    key: "b",
+    scale: BATCH,
+    get: |p| p.micro_batch,
+    set: |p, v| p.micro_batch = v,
+};
+
+/// The sequence-length slider (`s`).
+pub const SEQ_SLIDER: Slider = Slider {
+    key: "s",
+    scale: SEQ,
+    get: |p| p.seq_len,
+    set: |p, v| p.seq_len = v,
+};
+
 impl Scale {
     /// The plan value at a slider position.
     pub fn value(self, position: u32) -> u64 {
@@ -97,5 +131,16 @@ mod tests {
         check(RANK, 0, 0);
         check(BATCH, 9, 8);
         check(BATCH, 100_000, BATCH.max);
+    }
+
+    #[test]
+    fn each_slider_reads_and_writes_the_key_it_names() {
+        for slider in [RANK_SLIDER, BATCH_SLIDER, SEQ_SLIDER] {
+            let mut plan = peakplan_core::Plan::parse_query("model=llama-2-7b&method=lora").plan;
+            let v = slider.scale.value(slider.scale.min + 1);
+            (slider.set)(&mut plan, v);
+            assert_eq!((slider.get)(&plan), v, "{}", slider.key);
+            assert_eq!(plan.get(slider.key), Some(v.to_string()), "{}", slider.key);
+        }
     }
 }

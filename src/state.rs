@@ -7,6 +7,7 @@ use crate::history::{Steps, Write};
 use crate::hub::{self, Failure, HubModels};
 use crate::methods::{sliders_cleared, MethodCache};
 use crate::planner::Computed;
+use crate::scale::{Slider, BATCH_SLIDER, RANK_SLIDER, SEQ_SLIDER};
 use leptos::prelude::*;
 use peakplan_core::hf::MAX_CONFIG_BYTES;
 use peakplan_core::hub::{stated_params, ConfigError, HubId, MAX_INFO_BYTES};
@@ -203,15 +204,10 @@ fn edited(plan: &mut Plan, change: impl FnOnce(&mut Plan)) -> Vec<Diagnostic> {
     crate::task::settle(plan)
 }
 
-/// The plans one slider's positions beside `position` would show from `plan` (`set` is how its value enters a
-/// plan), the one `ahead` first; the plan itself where a position would not change it is left out.
-fn slider_neighbours(
-    plan: &Plan,
-    scale: crate::scale::Scale,
-    set: fn(&mut Plan, u64),
-    position: u32,
-    ahead: i64,
-) -> Vec<Plan> {
+/// The plans `slider`'s positions beside `position` would show from `plan`, the one `ahead` first; a position
+/// that would not change the plan is left out.
+fn slider_neighbours(plan: &Plan, slider: Slider, position: u32, ahead: i64) -> Vec<Plan> {
+    let scale = slider.scale;
     [ahead, -ahead]
         .iter()
         .filter_map(|d| {
@@ -219,7 +215,7 @@ fn slider_neighbours(
             let value = (at >= i64::from(scale.min) && at <= i64::from(scale.max))
                 .then(|| scale.value(at as u32))?;
             let mut next = plan.clone();
-            edited(&mut next, |q| set(q, value));
+            edited(&mut next, |q| (slider.set)(q, value));
             (next != *plan).then_some(next)
         })
         .collect()
@@ -239,25 +235,18 @@ fn prefetch_plans(c: Ctx, mut plans: Vec<Plan>, edits_then: u64) {
                 return;
             }
             browser::timed("neighbour", || {
-                c.custom.with_untracked(|cu| {
-                    c.hub.with_untracked(|h| {
-                        c.plan.with_untracked(|p| {
-                            let Some(arch) = planned_arch(cu, h, p) else {
-                                plans.clear();
-                                return;
-                            };
-                            // One estimate a task: a replay may take 9 ms, and the next move may come at the next
-                            // frame.
-                            while !plans.is_empty() {
-                                let next = plans.remove(0);
-                                if c.methods.try_update_value(|m| m.prefetch(arch, &next))
-                                    == Some(true)
-                                {
-                                    break;
-                                }
-                            }
-                        })
-                    })
+                with_planned_untracked(c.custom, c.hub, c.plan, |arch, _| {
+                    let Some(arch) = arch else {
+                        plans.clear();
+                        return;
+                    };
+                    // One estimate a task: a replay may take 9 ms, and the next move may come at the next frame.
+                    while !plans.is_empty() {
+                        let next = plans.remove(0);
+                        if c.methods.try_update_value(|m| m.prefetch(arch, &next)) == Some(true) {
+                            break;
+                        }
+                    }
                 })
             });
             prefetch_plans(c, plans, edits_then);
@@ -280,34 +269,28 @@ pub(crate) fn prefetch_on_settle() {
         NEIGHBOURS_AFTER,
         || true,
         move |_, plan| {
-            let (seq, batch, rank) = (crate::scale::SEQ, crate::scale::BATCH, crate::scale::RANK);
-            let mut plans = slider_neighbours(
-                plan,
-                seq,
-                |p, v| p.seq_len = v,
-                seq.position(plan.seq_len),
-                1,
-            );
-            plans.extend(slider_neighbours(
-                plan,
-                batch,
-                |p, v| p.micro_batch = v,
-                batch.position(plan.micro_batch),
-                1,
-            ));
             // The rank slider is off under full fine-tuning (`not_peft_reason`).
-            if plan.method != peakplan_core::plan::Method::Full {
-                plans.extend(slider_neighbours(
-                    plan,
-                    rank,
-                    |p, v| p.rank = v,
-                    rank.position(plan.rank),
-                    1,
-                ));
-            }
+            let with_rank = plan.method != peakplan_core::plan::Method::Full;
+            let plans = [SEQ_SLIDER, BATCH_SLIDER, RANK_SLIDER]
+                .into_iter()
+                .filter(|s| with_rank || s.key != RANK_SLIDER.key)
+                .flat_map(|s| slider_neighbours(plan, s, s.scale.position((s.get)(plan)), 1))
+                .collect();
             prefetch_plans(c, plans, edits());
         },
     );
+}
+
+/// [`planned_arch`] and the plan, read untracked (in a task, not an effect): what `f` makes of them.
+fn with_planned_untracked<R>(
+    custom: RwSignal<Option<Architecture>>,
+    hub: RwSignal<HubModels>,
+    plan: RwSignal<Plan>,
+    f: impl FnOnce(Option<&Architecture>, &Plan) -> R,
+) -> R {
+    custom.with_untracked(|c| {
+        hub.with_untracked(|h| plan.with_untracked(|p| f(planned_arch(c, h, p), p)))
+    })
 }
 
 /// The planned model: the pasted config, else the plan's Hub model (`None` until it has loaded), else its preset.
@@ -335,8 +318,9 @@ pub(crate) fn edits() -> u64 {
 
 /// A slider move leaves the bars it did not estimate at the previous value's figures ([`crate::methods`]); they get
 /// their own once the slider has rested for [`FILL_AFTER`] (each move of a drag restarts the wait, so a drag runs
-/// at most one estimate a move, not three, and none where the plan's was kept or made ahead), then in tasks of their own: the bars' estimates until a task has run for
-/// [`FILL_FOR_MS`] (a fixed plan's both, a varying plan's one).
+/// at most one estimate a move, not three, and none where the plan's was kept or made ahead), then in tasks of
+/// their own: the bars' estimates until a task has run for [`FILL_FOR_MS`] (a fixed plan's both, a varying
+/// plan's one).
 fn fill_stale_bars(
     plan: RwSignal<Plan>,
     custom: RwSignal<Option<Architecture>>,
@@ -352,23 +336,19 @@ fn fill_stale_bars(
         browser::timed("other methods", || {
             let start = browser::now_ms();
             let mut made = false;
-            custom.with_untracked(|c| {
-                hub_models.with_untracked(|h| {
-                    plan.with_untracked(|p| {
-                        let Some(arch) = planned_arch(c, h, p) else {
-                            return;
-                        };
-                        filling.set_value(Some(p.clone()));
-                        while browser::now_ms() - start < FILL_FOR_MS
-                            && methods
-                                .try_update_value(|m| m.fill_next(arch, p))
-                                .flatten()
-                                .is_some()
-                        {
-                            made = true;
-                        }
-                    })
-                })
+            with_planned_untracked(custom, hub_models, plan, |arch, p| {
+                let Some(arch) = arch else {
+                    return;
+                };
+                filling.set_value(Some(p.clone()));
+                while browser::now_ms() - start < FILL_FOR_MS
+                    && methods
+                        .try_update_value(|m| m.fill_next(arch, p))
+                        .flatten()
+                        .is_some()
+                {
+                    made = true;
+                }
             });
             if made {
                 filled.notify();
@@ -565,19 +545,14 @@ impl Ctx {
         keys
     }
 
-    /// Has the plans of a slider's neighbouring positions to `position` (the one it moved to) made at idle, the
+    /// Has the plans of `slider`'s neighbouring positions to `position` (the one it moved to) made at idle, the
     /// way it was moving first (`rising`), so that the drag's next move, or a move back, finds its figures made
-    /// ([`MethodCache::prefetch`]); `set` is how the slider's value enters the plan. A later edit stops it.
-    pub(crate) fn prefetch_around(
-        self,
-        scale: crate::scale::Scale,
-        set: fn(&mut Plan, u64),
-        position: u32,
-        rising: bool,
-    ) {
-        let plans = self.plan.with_untracked(|p| {
-            slider_neighbours(p, scale, set, position, if rising { 1 } else { -1 })
-        });
+    /// ([`MethodCache::prefetch`]). A later edit stops it.
+    pub(crate) fn prefetch_around(self, slider: Slider, position: u32, rising: bool) {
+        let ahead = if rising { 1 } else { -1 };
+        let plans = self
+            .plan
+            .with_untracked(|p| slider_neighbours(p, slider, position, ahead));
         prefetch_plans(self, plans, edits());
     }
 

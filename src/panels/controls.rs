@@ -1,26 +1,24 @@
 //! The plan's generic controls: a log-scale slider with its number box, and a `<select>` over a key's values.
 
-use crate::scale::Scale;
+use crate::scale::Slider;
 use crate::state::{ctx, Ctx};
 use leptos::prelude::*;
 use peakplan_core::plan::Method;
-use peakplan_core::Plan;
 use wasm_bindgen::JsCast;
 
-/// A slider over a scale's steps, with a number box for any value. The track hands `set` its value typed (every
-/// scale lies within the core's bounds); the box's text is parsed by the core under `key`, and a refused value is
-/// said beside the box (and in the page's banner) while the box shows the value kept.
+/// A slider over a scale's steps, with a number box for any value. The track hands the slider's `set` its value
+/// typed (every scale lies within the core's bounds); the box's text is parsed by the core under its `key`, and a
+/// refused value is said beside the box (and in the page's banner) while the box shows the value kept.
 #[component]
 pub(crate) fn LogSlider(
     label: &'static str,
-    key: &'static str,
     testid: &'static str,
-    scale: Scale,
-    #[prop(into)] value: Signal<u64>,
-    set: fn(&mut Plan, u64),
+    slider: Slider,
     #[prop(into)] disabled: Signal<Option<&'static str>>,
 ) -> impl IntoView {
     let c = ctx();
+    let Slider { key, scale, .. } = slider;
+    let value = crate::state::memo(move || c.plan.with(slider.get));
     let id = format!("in-{key}");
     let num_id = format!("num-{key}");
     // The slider's last position, for the way it is moving.
@@ -40,8 +38,8 @@ pub(crate) fn LogSlider(
             let _ = el.set_attribute("data-value", &v.to_string());
         }
         c.accepted(key);
-        c.edit_since(ev.time_stamp(), |p| set(p, v));
-        c.prefetch_around(scale, set, pos, rising);
+        c.edit_since(ev.time_stamp(), |p| (slider.set)(p, v));
+        c.prefetch_around(slider, pos, rising);
     };
     let on_number = move |ev: leptos::ev::Event| {
         let text = event_target_value(&ev);

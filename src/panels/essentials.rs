@@ -55,13 +55,10 @@ pub(crate) fn PlanEssentials() -> impl IntoView {
         <KeySelect label="GPU" key="gpu" options=gpus/>
         <NumberBox label="GPUs" key="gpus" min="1" testid="gpus"
             hint="Any count from 1: data-parallel copies (ZeRO stage 0), shards (stages 1-3), or a layer split."/>
-        <LogSlider label="LoRA rank" key="r" testid="slider-rank" scale=scale::RANK
-            value=crate::state::memo(move || c.plan.with(|p| p.rank)) set=|p, v| p.rank = v disabled=not_peft/>
-        <LogSlider label="Micro-batch per GPU" key="b" testid="slider-batch" scale=scale::BATCH
-            value=crate::state::memo(move || c.plan.with(|p| p.micro_batch)) set=|p, v| p.micro_batch = v
+        <LogSlider label="LoRA rank" testid="slider-rank" slider=scale::RANK_SLIDER disabled=not_peft/>
+        <LogSlider label="Micro-batch per GPU" testid="slider-batch" slider=scale::BATCH_SLIDER
             disabled=Signal::derive(|| None)/>
-        <LogSlider label="Sequence length (tokens)" key="s" testid="slider-seq" scale=scale::SEQ
-            value=crate::state::memo(move || c.plan.with(|p| p.seq_len)) set=|p, v| p.seq_len = v
+        <LogSlider label="Sequence length (tokens)" testid="slider-seq" slider=scale::SEQ_SLIDER
             disabled=Signal::derive(|| None)/>
         <TargetPicker disabled=not_peft/>
     }
