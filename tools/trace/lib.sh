@@ -17,3 +17,18 @@ emit() {
 total_of() {
   "$py" "$here/$1" "${@:2}" 2>/dev/null | tail -1 | "$py" -c 'import json, sys; print(json.load(sys.stdin)["total"])'
 }
+
+# sequence_peak FILE: the most a traced sequence's (SEQUENCE=) live allocations ever add up to: its allocated peak.
+sequence_peak() {
+  "$py" - "$1" <<'PY'
+import sys
+live, now, peak = {}, 0, 0
+for line in open(sys.argv[1]):
+    f = line.strip().split(",")
+    if f[0] == "a":
+        live[f[1]] = int(f[2]); now += int(f[2]); peak = max(peak, now)
+    elif f[0] == "f":
+        now -= live.pop(f[1])
+print(peak)
+PY
+}

@@ -16,19 +16,6 @@ lengths_of() { # plan query -> the replayed batches' lengths, comma-separated
   (cd "$root" && cargo run -q --release -p peakplan-cli -- estimate --query "model=llama-2-7b&$1" --format json) |
     "$py" -c 'import json, sys; print(",".join(str(b["len"]) for b in json.load(sys.stdin)["replayed_batches"]))'
 }
-sequence_peak() {
-  "$py" - "$1" <<'PY'
-import sys
-live, now, peak = {}, 0, 0
-for line in open(sys.argv[1]):
-    f = line.strip().split(",")
-    if f[0] == "a":
-        live[f[1]] = int(f[2]); now += int(f[2]); peak = max(peak, now)
-    elif f[0] == "f":
-        now -= live.pop(f[1])
-print(peak)
-PY
-}
 run() { # id, harness flags, plan keys
   [[ -n ${ONLY:-} && ! $1 =~ $ONLY ]] && return 0
   local keys="b=$B&s=$S&$LENS&loss=standard&opt=adamw_torch&fw=hf&gpus=1&gpu=h200-141gb&$3"

@@ -131,9 +131,32 @@ pub fn varying_allocation_events(arch: &Architecture, plan: &Plan) -> Option<Ste
         Runs::AsPlanned => {}
     }
     let shapes = super::lengths::batch_shapes(arch, plan)?;
-    let largest = super::lengths::at_shape(plan, super::lengths::largest(&shapes));
+    varying_allocation_events_at(arch, plan, &shapes)
+}
+
+/// [`varying_allocation_events`] for batches the caller states, in order, instead of those the plan's length
+/// distribution draws: a run as long as a real one, or a dataset's own batches (a traced run's, in the tests).
+/// `None` for no batches; a plan whose attention or layer split resolves runs as [`varying_allocation_events`]
+/// would run it.
+pub fn varying_allocation_events_at(
+    arch: &Architecture,
+    plan: &Plan,
+    shapes: &[super::Shape],
+) -> Option<StepEvents> {
+    match runs(arch, plan) {
+        Runs::Resolved(resolved) => return varying_allocation_events_at(arch, &resolved, shapes),
+        Runs::Split => {
+            let (slice, whole) = split_slice(arch, plan);
+            return varying_allocation_events_at(&slice, &whole, shapes);
+        }
+        Runs::AsPlanned => {}
+    }
+    if shapes.is_empty() {
+        return None;
+    }
+    let largest = super::lengths::at_shape(plan, super::lengths::largest(shapes));
     let longest = step_events(&stages(arch, &largest), usize::MAX)?;
-    super::lengths::varying_events(arch, &largest, &longest, &shapes, usize::MAX)
+    super::lengths::varying_events(arch, &largest, &longest, shapes, usize::MAX)
 }
 
 /// The allocation sequence of a plan's stages, or `None` if it holds more than `max_events` events (built no

@@ -29,7 +29,9 @@ mod timeline;
 mod trainable;
 mod working;
 
-pub use events::{allocation_events, varying_allocation_events, StepEvents};
+pub use events::{
+    allocation_events, varying_allocation_events, varying_allocation_events_at, StepEvents,
+};
 pub use lengths::Shape;
 pub use picture::segments_at_peak;
 pub use reserved::{Replayed, CUDA_CONTEXT_BYTES, MAX_REPLAYED_EVENTS};
