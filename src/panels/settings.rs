@@ -9,7 +9,7 @@ use leptos::prelude::*;
 use peakplan_core::import_config;
 use peakplan_core::plan::{
     Alloc, Attn, DType, DatasetLengths, Framework, GradSync, Loss, Method, MoeExperts, Optimizer,
-    Peft, Precision, Quant, Shard, Wrap,
+    Overlong, Peft, Precision, Quant, Shard, Wrap,
 };
 use peakplan_core::profile::Profile;
 use peakplan_core::units::format_count;
@@ -124,6 +124,8 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             <LengthInput label="Mean length (tokens)" key="lmean" disabled=fixed_lengths/>
             <LengthInput label="Length deviation (tokens)" key="lsd" disabled=fixed_lengths/>
             <LengthInput label="Longest sequence (tokens)" key="lmax" disabled=fixed_lengths/>
+            <KeySelect label="Longer sequences" key="ltrunc" options=vec![(Overlong::Cut.key(), "cut to the longest"), (Overlong::Drop.key(), "dropped")] disabled=fixed_lengths
+                hint="What becomes of the dataset's sequences longer than the longest above: cut to it (the tokenizer's truncation, as the Trainer's and TRL's max_length do), or dropped before training (ms-swift's default truncation_strategy='delete'). Dropped, fewer batches are exactly the longest, so more of them are longer than every batch before them, and each of those leaves new segments cached."/>
             <DatasetLengthsInput/>
             <KeySelect label="Attention" key="attn" options=vec![(Attn::Sdpa.key(), "SDPA"), (Attn::Flash.key(), "Flash"), (Attn::Eager.key(), "Eager (s² scores)")]/>
             <KeySelect label="Loss" key="loss" options=vec![(Loss::Standard.key(), "standard"), (Loss::Chunked.key(), "chunked"), (Loss::Fused.key(), "fused linear CE"), (Loss::Kernel.key(), "kernel (unsloth)")]/>
@@ -277,11 +279,11 @@ fn DatasetLengthsInput() -> impl IntoView {
         Ok(d) => {
             let mut cut = false;
             c.edit(|p| cut = d.apply(p));
-            let s = c.plan.with_untracked(|p| p.seq_len);
-            let cut = if cut {
-                format!(" (longer sequences are cut to s = {s})")
-            } else {
-                String::new()
+            let (s, overlong) = c.plan.with_untracked(|p| (p.seq_len, p.len_overlong));
+            let cut = match (cut, overlong) {
+                (false, _) => String::new(),
+                (true, Overlong::Cut) => format!(" (longer sequences are cut to s = {s})"),
+                (true, Overlong::Drop) => format!(" (sequences longer than s = {s} are dropped)"),
             };
             said.set(Some(Ok(format!(
                 "{} sequences: mean {}, deviation {}, longest {}{cut}.",

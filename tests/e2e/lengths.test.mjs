@@ -63,6 +63,29 @@ await test('a link with varying lengths opens with them, and packed batches are 
   assert(await bytes(page, 'value-peak') === fixed, 'packed differs from fixed');
 });
 
+await test('longer sequences cut or dropped: the select writes ltrunc, allocated stays, and the link opens with it', async page => {
+  // ms-swift's benchmark dataset (3,234 +- 2,548 tokens) at L = 2,048, batch size 1.
+  const swift = '?model=qwen2.5-7b&method=lora&b=1&s=2048&lens=padded&lmean=3234&lsd=2548&gpu=a100-80gb';
+  await page.goto(base + swift);
+  await ready(page);
+  assert(await page.locator('[data-testid="select-ltrunc"]').inputValue() === 'cut', 'ltrunc not cut by default');
+  const [allocated, reserved] = [await bytes(page, 'value-allocated'), await bytes(page, 'value-reserved')];
+  await page.selectOption('[data-testid="select-ltrunc"]', 'drop');
+  await urlHas(page, 'ltrunc', 'drop');
+  await page.waitForFunction(v => Number(document.querySelector('[data-testid="value-reserved"]').getAttribute('data-bytes')) !== v,
+    reserved, { timeout: 10000 });
+  assert(await bytes(page, 'value-allocated') === allocated, 'allocated moved with ltrunc');
+  const dropped = await bytes(page, 'value-reserved');
+  await page.goto(base + swift + '&ltrunc=drop');
+  await ready(page);
+  assert(await page.locator('[data-testid="select-ltrunc"]').inputValue() === 'drop', 'the link did not open with drop');
+  assert(await bytes(page, 'value-reserved') === dropped, 'the link opens with other figures');
+  // Off where every batch is b x s, as the boxes are.
+  await page.goto(base + PLAN);
+  await ready(page);
+  assert(await page.locator('[data-testid="select-ltrunc"]').isDisabled(), 'ltrunc is on under fixed lengths');
+});
+
 await test('max_split_size_mb: the box writes msplit and the replay takes it', async page => {
   // Qwen2.5-7B QLoRA b=2 s=4096 on a 4090: 16 MiB less reserved with max_split_size_mb:128 (core test).
   const Q = '?model=qwen2.5-7b&method=qlora&b=2&s=4096&gpu=rtx-4090';

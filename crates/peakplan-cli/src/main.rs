@@ -10,7 +10,7 @@ mod interop_cmd;
 
 use anyhow::{anyhow, bail, Result};
 use peakplan_chart::{chart_svg, ChartData, SvgMeta, Theme};
-use peakplan_core::plan::DatasetLengths;
+use peakplan_core::plan::{DatasetLengths, Overlong};
 use peakplan_core::text::{clean, quote};
 use peakplan_core::units::{self, format_bytes, format_count};
 use peakplan_core::{
@@ -820,8 +820,13 @@ pub(crate) fn plan_and_arch(a: &PlanArgs) -> Result<(Plan, Architecture)> {
         let d = DatasetLengths::parse(&text).map_err(|e| anyhow!("{what}: {e}"))?;
         if d.apply(&mut plan) {
             say(&format!(
-                "note: the longest of {what}, {} tokens, is cut to s={} (longer sequences are truncated)",
-                d.max, plan.seq_len
+                "note: the longest of {what}, {} tokens, is over s={} (longer sequences are {})",
+                d.max,
+                plan.seq_len,
+                match plan.len_overlong {
+                    Overlong::Cut => "truncated",
+                    Overlong::Drop => "dropped: ltrunc=drop",
+                }
             ));
         }
     }

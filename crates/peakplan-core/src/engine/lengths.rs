@@ -7,7 +7,7 @@
 use super::events::{step_events_by_tensor, StepEvents};
 use super::stages;
 use crate::arch::Architecture;
-use crate::plan::{LengthStats, Lens, Loss, Plan};
+use crate::plan::{LengthStats, Lens, Loss, Overlong, Plan};
 use crate::profile::Profile;
 
 /// Steps replayed, each at its own batch length.
@@ -45,6 +45,7 @@ pub(super) fn at_shape(plan: &Plan, shape: Shape) -> Plan {
         len_mean: None,
         len_sd: None,
         len_max: None,
+        len_overlong: Overlong::Cut,
         prompt_tokens: plan.prompt_tokens.filter(|p| *p < shape.len),
         ..plan.clone()
     }
@@ -125,8 +126,17 @@ pub(super) fn largest(shapes: &[Shape]) -> Shape {
         })
 }
 
-/// One sequence's length: normal with the plan's mean and standard deviation, rounded, within 1 and `lmax`.
+/// One sequence's length: normal with the plan's mean and standard deviation, rounded, within 1 and `lmax`: a
+/// longer draw cut to `lmax`, or, where longer sequences are dropped, drawn from the distribution below it.
 fn draw(rng: &mut SplitMix, stats: LengthStats) -> u64 {
+    match stats.overlong {
+        Overlong::Cut => draw_cut(rng, stats),
+        Overlong::Drop => draw_below(rng, stats),
+    }
+}
+
+/// A draw cut to `lmax`.
+fn draw_cut(rng: &mut SplitMix, stats: LengthStats) -> u64 {
     // The sum of twelve uniform draws less six is normal to within 0.01 of its distribution function (Irwin-Hall),
     // without the logarithm and cosine Box-Muller would bring into the page's wasm.
     let z = (0..12)
@@ -135,6 +145,118 @@ fn draw(rng: &mut SplitMix, stats: LengthStats) -> u64 {
         - 6.0;
     let len = stats.mean as f64 + stats.sd as f64 * z;
     (len.round().max(1.0) as u64).min(stats.max)
+}
+
+/// A draw of the normal within 1 and `lmax` (a truncated normal), by inverting its distribution function over
+/// that range: one draw whatever share of the distribution lies there (a dataset whose mean is far above its
+/// limit keeps a few percent of its sequences, which redrawing until one fits would take dozens of draws for).
+/// Where no representable share lies within, the draw falls at the nearer end, as a cut one would.
+fn draw_below(rng: &mut SplitMix, stats: LengthStats) -> u64 {
+    let max = stats.max.max(1);
+    let (mean, sd) = (stats.mean as f64, stats.sd as f64);
+    if sd == 0.0 {
+        return stats.mean.clamp(1, max);
+    }
+    // The lengths that round to 1 ..= max, in standard deviations; mirrored so the range's far side is the
+    // distribution's lower tail, where its share keeps its precision.
+    let (lo, hi) = ((0.5 - mean) / sd, (max as f64 + 0.5 - mean) / sd);
+    let mirrored = lo > 0.0;
+    let (a, b) = if mirrored { (-hi, -lo) } else { (lo, hi) };
+    let (pa, pb) = (normal_cdf(a), normal_cdf(b));
+    let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+    let p = pa + u * (pb - pa);
+    let z = if pb > pa && p > 0.0 && p < 1.0 {
+        normal_quantile(p)
+    } else if mirrored {
+        // All of the range in the far upper tail: its nearest end.
+        a
+    } else {
+        b
+    };
+    let z = if mirrored { -z } else { z };
+    let len = (mean + sd * z).round();
+    if len.is_finite() {
+        (len.max(1.0) as u64).clamp(1, max)
+    } else {
+        max
+    }
+}
+
+/// The standard normal distribution function, by the complementary error function's Chebyshev fit (Numerical
+/// Recipes' `erfcc`: relative error under 1.2e-7), with `exp` as a power of e (the page's wasm already has `pow`).
+fn normal_cdf(z: f64) -> f64 {
+    let x = z.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.5 * x);
+    let poly = [
+        -1.265_512_23,
+        1.000_023_68,
+        0.374_091_96,
+        0.096_784_18,
+        -0.186_288_06,
+        0.278_868_07,
+        -1.135_203_98,
+        1.488_515_87,
+        -0.822_152_23,
+        0.170_872_77,
+    ]
+    .iter()
+    .rev()
+    .fold(0.0, |acc, c| acc * t + c);
+    let erfc = t * std::f64::consts::E.powf(-x * x + poly);
+    if z >= 0.0 {
+        1.0 - 0.5 * erfc
+    } else {
+        0.5 * erfc
+    }
+}
+
+/// The standard normal quantile of `p` in (0, 1) (Acklam's rational fits: relative error under 1.2e-9), with the
+/// logarithm through `log2` (already in the page's wasm).
+fn normal_quantile(p: f64) -> f64 {
+    const A: [f64; 6] = [
+        -3.969_683_028_665_376e1,
+        2.209_460_984_245_205e2,
+        -2.759_285_104_469_687e2,
+        1.383_577_518_672_69e2,
+        -3.066_479_806_614_716e1,
+        2.506_628_277_459_239,
+    ];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784_894_002_430_293e-3,
+        -3.223_964_580_411_365e-1,
+        -2.400_758_277_161_838,
+        -2.549_732_539_343_734,
+        4.374_664_141_464_968,
+        2.938_163_982_698_783,
+    ];
+    const D: [f64; 4] = [
+        7.784_695_709_041_462e-3,
+        3.224_671_290_700_398e-1,
+        2.445_134_137_142_996,
+        3.754_408_661_907_416,
+    ];
+    const LOW: f64 = 0.024_25;
+    let horner = |coefs: &[f64], x: f64| coefs.iter().fold(0.0, |acc, c| acc * x + c);
+    let tail = |q: f64| {
+        let q = (-2.0 * q.log2() * std::f64::consts::LN_2).sqrt();
+        horner(&C, q) / (horner(&D, q) * q + 1.0)
+    };
+    if p < LOW {
+        tail(p)
+    } else if p > 1.0 - LOW {
+        -tail(1.0 - p)
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        horner(&A, r) * q / (horner(&B, r) * r + 1.0)
+    }
 }
 
 /// SplitMix64: a small generator with a fixed seed, so that every estimate of a plan draws the same lengths.
@@ -182,4 +304,91 @@ pub(super) fn varying_events(
         setup: longest.setup.clone(),
         step,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_normal_distribution_function_and_its_quantile() {
+        // Known values, then the quantile inverting the function across (0, 1), tails included.
+        for (z, cdf) in [
+            (0.0, 0.5),
+            (1.0, 0.841_344_746),
+            (-1.959_963_985, 0.025),
+            (3.0, 0.998_650_102),
+            (-5.0, 2.866_515_7e-7),
+        ] {
+            assert!((normal_cdf(z) - cdf).abs() <= 1.2e-7 * cdf.max(1e-6), "{z}");
+        }
+        for p in [1e-9, 1e-4, 0.01, 0.024, 0.3, 0.5, 0.77, 0.976, 0.999_9] {
+            let z = normal_quantile(p);
+            assert!((normal_cdf(z) / p - 1.0).abs() < 1e-6, "{p}: {z}");
+        }
+    }
+
+    fn lengths(mean: u64, sd: u64, max: u64, overlong: Overlong) -> Vec<u64> {
+        let stats = LengthStats {
+            mean,
+            sd,
+            max,
+            overlong,
+        };
+        let mut rng = SplitMix(SEED);
+        (0..20_000).map(|_| draw(&mut rng, stats)).collect()
+    }
+
+    #[test]
+    fn dropped_sequences_leave_the_distribution_below_the_limit() {
+        // ms-swift's dataset (3,234 +- 2,548 tokens) at L = 1,024: cut, most sequences are exactly L; dropped,
+        // none is, and the lengths kept rise towards L as the normal's density does below its mean.
+        let cut = lengths(3234, 2548, 1024, Overlong::Cut);
+        let dropped = lengths(3234, 2548, 1024, Overlong::Drop);
+        let at_limit = |v: &[u64]| v.iter().filter(|&&n| n == 1024).count() as f64 / v.len() as f64;
+        assert!(at_limit(&cut) > 0.7, "{}", at_limit(&cut));
+        assert!(at_limit(&dropped) < 0.01, "{}", at_limit(&dropped));
+        assert!(dropped.iter().all(|&n| (1..=1024).contains(&n)));
+        let share =
+            |lo: u64, hi: u64| dropped.iter().filter(|&&n| n > lo && n <= hi).count() as f64;
+        // The normal's density at 1,024 against 0 tokens: exp((z0^2 - z1^2) / 2), z the distance in deviations.
+        let (z0, z1) = (3234.0 / 2548.0, (3234.0 - 1024.0) / 2548.0);
+        let ratio = share(924, 1024) / share(0, 100);
+        let expected = ((z0 * z0 - z1 * z1) / 2.0f64).exp();
+        assert!(
+            (ratio / expected - 1.0).abs() < 0.15,
+            "{ratio} against {expected}"
+        );
+        // Where the limit is above most of the distribution, dropping and cutting draw alike but for the few cut.
+        let (cut, dropped) = (
+            lengths(300, 100, 4096, Overlong::Cut),
+            lengths(300, 100, 4096, Overlong::Drop),
+        );
+        let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
+        assert!(
+            (mean(&cut) - mean(&dropped)).abs() < 3.0,
+            "{} {}",
+            mean(&cut),
+            mean(&dropped)
+        );
+    }
+
+    #[test]
+    fn a_limit_no_sequence_is_under_draws_at_its_nearer_end() {
+        // 50 deviations above the limit: no share of the normal is representable there, so every draw is the
+        // limit, as cut; and a deviation of zero is the mean, cut to the limit.
+        assert!(lengths(100_000, 1_000, 512, Overlong::Drop)
+            .iter()
+            .all(|&n| n == 512));
+        assert!(lengths(3000, 0, 512, Overlong::Drop)
+            .iter()
+            .all(|&n| n == 512));
+        assert!(lengths(3000, 0, 4096, Overlong::Drop)
+            .iter()
+            .all(|&n| n == 3000));
+        // Far below the mean of a narrow distribution: the lengths near one token.
+        assert!(lengths(1, 1, 8, Overlong::Drop)
+            .iter()
+            .all(|&n| (1..=8).contains(&n)));
+    }
 }

@@ -66,7 +66,8 @@ impl DatasetLengths {
     }
 
     /// Makes them the plan's: batches padded to their longest (unless they vary already), the mean and
-    /// deviation as stated, the longest cut to `s` (longer sequences are truncated to it). Whether it was cut.
+    /// deviation as stated, the longest cut to `s` (longer sequences are cut to it, or dropped: `ltrunc`). Whether
+    /// it was cut.
     pub fn apply(&self, plan: &mut Plan) -> bool {
         if !plan.lengths.varies() {
             plan.lengths = Lens::Padded;

@@ -150,6 +150,7 @@ plan_keys! {
     "lmean"   => len_mean              = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;
     "lsd"     => len_sd                = None,                     UintOrAuto(0, MAX_SEQ),          NonDefault;
     "lmax"    => len_max               = None,                     UintOrAuto(1, MAX_SEQ),          NonDefault;
+    "ltrunc"  => len_overlong          = Overlong::Cut,            Word,                            NonDefault;
     "embed"   => embed                 = false,                    Flag,                            NonDefault;
     "theme"   => theme                 = ColorScheme::Auto,        Word,                            NonDefault;
     not keys:

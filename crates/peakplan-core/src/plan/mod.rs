@@ -147,6 +147,8 @@ pub struct Plan {
     pub len_mean: Option<u64>,
     pub len_sd: Option<u64>,
     pub len_max: Option<u64>,
+    /// Whether sequences longer than `lmax` are cut to it or dropped (`ltrunc`).
+    pub len_overlong: Overlong,
     /// The chart alone with a one-line caption, for `<iframe>` embedding (the page only).
     pub embed: bool,
     /// Light or dark colours, or the reader's own scheme (the page and the SVG only; no estimate reads it).
@@ -159,6 +161,8 @@ pub struct LengthStats {
     pub mean: u64,
     pub sd: u64,
     pub max: u64,
+    /// Whether the distribution's draws longer than `max` are cut to it or dropped.
+    pub overlong: Overlong,
 }
 
 /// One problem found in a raw query: the key it concerns and a message naming the accepted values.
@@ -251,12 +255,17 @@ impl Plan {
     /// The length distribution of a run whose batches vary (`lens=padded` or `grouped`): the longest sequence
     /// (`lmax`, at most `s`; `auto`: `s`), the mean (`lmean`; `auto`: half the longest) and the standard deviation
     /// (`lsd`; `auto`: half the mean), in tokens. The mean and deviation may be a dataset's before truncation:
-    /// longer sequences are cut to the longest.
+    /// longer sequences are cut to the longest, or dropped (`ltrunc`).
     pub fn length_stats(&self) -> LengthStats {
         let max = self.len_max.unwrap_or(self.seq_len).clamp(1, self.seq_len);
         let mean = self.len_mean.unwrap_or(max / 2).max(1);
         let sd = self.len_sd.unwrap_or(mean / 2);
-        LengthStats { mean, sd, max }
+        LengthStats {
+            mean,
+            sd,
+            max,
+            overlong: self.len_overlong,
+        }
     }
 
     /// Completion tokens of each sequence of a preference task (`s` less the prompt).

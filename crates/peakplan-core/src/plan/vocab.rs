@@ -343,6 +343,18 @@ keyword_enum!(
     }
 );
 
+keyword_enum!(
+    /// What becomes of a dataset's sequences longer than the longest a batch holds (`lmax`), for `ltrunc`.
+    Overlong {
+        /// Cut to `lmax` tokens (the tokenizer's or the collator's truncation: the Trainer's and TRL's
+        /// `max_length`): every one of them is a sequence of `lmax` tokens.
+        Cut = "cut",
+        /// Dropped from the dataset before training (ms-swift's `truncation_strategy='delete'`, a filter on
+        /// length): the lengths trained are the distribution's below `lmax`.
+        Drop = "drop",
+    }
+);
+
 impl Lens {
     /// Whether batches change length from step to step.
     pub fn varies(self) -> bool {

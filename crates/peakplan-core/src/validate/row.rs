@@ -6,8 +6,8 @@ use super::{source_label, Case, Metric, Outcome};
 use crate::arch::{Architecture, Target};
 use crate::hf::import_config;
 use crate::plan::{
-    Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Peft, Plan,
-    Precision, Quant, Shard, Targets, Wrap,
+    Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Overlong, Peft,
+    Plan, Precision, Quant, Shard, Targets, Wrap,
 };
 use crate::presets::{GpuId, ModelId};
 use serde_json::json;
@@ -449,6 +449,22 @@ fn framework_of(r: &Rec, framework_text: &str) -> Framework {
     }
 }
 
+/// What became of a stated dataset's sequences longer than the run's limit: dropped where the row says so, or
+/// where ms-swift ran it (its `truncation_strategy` defaulted to `delete`, which drops them before training:
+/// `swift/llm/utils/argument.py` and `template.py` at the commits that published its benchmark tables), cut
+/// otherwise (the tokenizer's truncation).
+fn overlong_of(r: &Rec, semantics: &str) -> Overlong {
+    let framework = r.lower("framework");
+    if semantics.contains("drops samples longer")
+        || framework.contains("ms-swift")
+        || framework.contains("swift sft")
+    {
+        Overlong::Drop
+    } else {
+        Overlong::Cut
+    }
+}
+
 /// Token lengths stated as `MEAN±SD` (numbers, decimals allowed), rounded to whole tokens.
 fn stated_lengths(text: &str) -> Option<(u64, u64)> {
     let (before, after) = text.split_once('±')?;
@@ -499,6 +515,7 @@ fn read_shape(r: &Rec, run: &Run, arch: &Architecture, plan: &mut Plan) -> Resul
         plan.lengths = Lens::Padded;
         plan.len_mean = Some(mean);
         plan.len_sd = Some(sd);
+        plan.len_overlong = overlong_of(r, &semantics);
     } else if let Some(mean) = semantics
         .contains("length-bucketed")
         .then(|| stated_mean(&semantics))

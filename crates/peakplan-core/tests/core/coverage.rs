@@ -131,7 +131,7 @@ fn domain(key: &str) -> Option<Domain> {
         "ds_overlap" | "ds_contig" | "zinit" => listed(&["0", "1"]),
         "ds_agbucket" => Some(Domain::NoEffect),
         // Varying batch lengths: allocated memory is the longest batch's, a fixed plan of lmax tokens.
-        "lens" | "lmean" | "lsd" | "lmax" => Some(Domain::NoEffect),
+        "lens" | "lmean" | "lsd" | "lmax" | "ltrunc" => Some(Domain::NoEffect),
         _ => listed(&keyword_values(key)?),
     }
 }

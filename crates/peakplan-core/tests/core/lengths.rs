@@ -270,3 +270,44 @@ fn the_longest_sequence_of_varying_batches_is_the_data_s_longest() {
     assert_eq!(a, b);
     assert!(a.is_some_and(|s| s < 65_536), "{a:?}");
 }
+
+#[test]
+fn sequences_longer_than_the_limit_are_cut_or_dropped() {
+    // ms-swift's benchmark dataset (3,234 +- 2,548 tokens) at batch size 1 and L = 2,048: swift drops the longer
+    // samples (`ltrunc=drop`), where a tokenizer's truncation cuts them to L (`cut`, the default).
+    let q = "model=qwen2.5-7b&method=lora&b=1&s=2048&lens=padded&lmean=3234&lsd=2548&gpu=a100-80gb";
+    let (cut, dropped) = (plan(q), plan(&format!("{q}&ltrunc=drop")));
+    assert_eq!(cut, plan(&format!("{q}&ltrunc=cut")));
+    assert!(
+        !cut.to_query().contains("ltrunc"),
+        "the default is left out"
+    );
+    assert!(dropped.to_query().contains("ltrunc=drop"));
+    let (c, d) = (
+        replayed_lengths(&cut).unwrap(),
+        replayed_lengths(&dropped).unwrap(),
+    );
+    // Cut, most of the normal is beyond 2,048, so most batches are exactly L; dropped, the lengths are the
+    // distribution's below L, and only the dataset's longest (one batch) is L.
+    assert!(c.iter().filter(|l| **l == 2048).count() >= 8, "{c:?}");
+    assert_eq!(d.iter().filter(|l| **l == 2048).count(), 1, "{d:?}");
+    assert!(d.iter().all(|l| (1..=2048).contains(l)), "{d:?}");
+    // What is allocated is the longest batch's either way; what the replay reserves differs.
+    let arch = preset_arch(&cut);
+    let (ec, ed) = (estimate(arch, &cut), estimate(arch, &dropped));
+    assert_eq!(ec.peak_allocated_bytes, ed.peak_allocated_bytes);
+    assert_ne!(ec.peak_reserved_bytes, ed.peak_reserved_bytes);
+    // A fixed plan draws nothing, so the key changes nothing there.
+    let fixed = "model=qwen2.5-7b&method=lora&b=1&s=2048&gpu=a100-80gb";
+    assert_eq!(
+        estimate(arch, &plan(fixed)),
+        estimate(arch, &plan(&format!("{fixed}&ltrunc=drop")))
+    );
+    let bad = Plan::parse_query(&format!("{q}&ltrunc=delete"));
+    assert_eq!(bad.diagnostics.len(), 1);
+    assert!(
+        bad.diagnostics[0].message.contains("cut") && bad.diagnostics[0].message.contains("drop"),
+        "{:?}",
+        bad.diagnostics
+    );
+}
