@@ -2,8 +2,8 @@
 //! the other two afterwards (once the slider rests, a task each: `fill_stale_bars` in `state.rs`), so a move waits
 //! for one estimate instead of three.
 //!
-//! A plan whose batches vary replays sixteen steps a method (3-9 ms in the page's wasm), so three estimates on
-//! every move held a drag at about 55 ms a frame. Only the plan's own method feeds the verdict, the component
+//! A plan whose batches vary replays sixteen steps a method (3-9 ms in the page's wasm; four runs of them where
+//! batches are padded), so three estimates on every move held a drag at about 55 ms a frame. Only the plan's own method feeds the verdict, the component
 //! table and the timeline; the other two are bars beside it, which keep the previous slider value's figures until
 //! theirs are made. Any other change (model, GPU, a setting) estimates all three at once: bars that belong to
 //! another model or setting are never shown.

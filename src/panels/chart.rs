@@ -6,6 +6,7 @@ use crate::planner::Computed;
 use crate::state::ctx;
 use leptos::prelude::*;
 use peakplan_chart::Theme;
+use peakplan_core::engine::{estimate_on_within, Replayed};
 use peakplan_core::plan::ColorScheme;
 use peakplan_core::units::format_bytes;
 use peakplan_core::Kind;
@@ -64,6 +65,7 @@ fn warm_up(
     from: u64,
     edits: u64,
     mut made: Vec<peakplan_core::Estimate>,
+    mut replayed: Replayed,
 ) {
     // A reader who has started dragging warms the code up themselves: the rest would only slow their moves.
     if crate::state::edits() != edits {
@@ -78,13 +80,21 @@ fn warm_up(
     let own = plan.method;
     let mut p = plan;
     // A method at a length at a time until the task has run its share of time (a plan whose batches vary replays
-    // sixteen steps a method, 3-9 ms): step `i` is length `i / 3`'s method `i % 3`, and a length's
-    // third estimate paints both charts and writes the link.
+    // sixteen steps a method, four runs of them where batches are padded): step `i` is length `i / 3`'s method
+    // `i % 3`, and a length's third estimate paints both charts and writes the link.
     let (start, mut i) = (browser::now_ms(), from);
     while i < 3 * WARM_UP_LENGTHS {
         p.seq_len = 64 + (i / 3 * 211) % 8192;
         p.method = crate::methods::METHODS[(i % 3) as usize];
-        made.push(peakplan_core::estimate(&arch, &p));
+        // A few replays a task: padded batches replay four runs, which at long lengths would hold one task for
+        // most of 100 ms. The same estimate goes on in the next task where this one stops.
+        replayed.allow(Some(WARM_UP_REPLAYS));
+        let capacity_bytes = p.gpu.preset().capacity_bytes;
+        let Some(e) = estimate_on_within(&arch, &p, capacity_bytes, &mut replayed) else {
+            break;
+        };
+        replayed = Replayed::default();
+        made.push(e);
         match <[_; 3]>::try_from(std::mem::take(&mut made)) {
             Ok(by_method) => {
                 p.method = own;
@@ -102,15 +112,17 @@ fn warm_up(
     }
     if i < 3 * WARM_UP_LENGTHS {
         set_timeout(
-            move || browser::timed("warm-up", || warm_up(c, size, i, edits, made)),
+            move || browser::timed("warm-up", || warm_up(c, size, i, edits, made, replayed)),
             std::time::Duration::ZERO,
         );
     }
 }
 
-/// Sequence lengths the warm-up runs, and the time one task runs them for (the last length may run past it).
+/// Sequence lengths the warm-up runs, the time one task runs them for (the last length may run past it), and the
+/// allocator replays one task runs at most.
 const WARM_UP_LENGTHS: u64 = 48;
 const WARM_UP_TASK_MS: f64 = 8.0;
+const WARM_UP_REPLAYS: u32 = 2;
 
 /// How long after the first paint the warm-up starts: once the page has built what it defers past the first
 /// figure, and after a browser test has seen the figure (its round trips to the page, 50-150 ms on a loaded
@@ -133,7 +145,11 @@ pub(crate) fn ChartCanvas() -> impl IntoView {
             warmed.set_value(true);
             let edits = crate::state::edits();
             set_timeout(
-                move || browser::timed("warm-up", || warm_up(c, size, 0, edits, Vec::new())),
+                move || {
+                    browser::timed("warm-up", || {
+                        warm_up(c, size, 0, edits, Vec::new(), Replayed::default())
+                    })
+                },
                 WARM_UP_AFTER,
             );
         }

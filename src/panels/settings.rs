@@ -120,7 +120,7 @@ pub(crate) fn PlanSettings() -> impl IntoView {
             <AutoInput label="max_split_size_mb" key="msplit" disabled=Signal::derive(|| None) placeholder=Signal::derive(|| "auto (no limit)".to_string())
                 hint="PYTORCH_CUDA_ALLOC_CONF's max_split_size_mb: cached blocks of this many MiB or more are never split for a smaller tensor (and are freed first when the card is full). Usually it costs memory; the advisor offers it where the replay says it saves. Empty: PyTorch's default, no limit; PyTorch refuses 20 and less."/>
             <KeySelect label="Batch lengths" key="lens" options=vec![("fixed", "every batch b × s"), ("padded", "padded per batch"), ("packed", "packed rows of s"), ("grouped", "grouped by length")]
-                hint="Without packing each batch is padded to its own longest sequence and lengths change every step; the allocator keeps segments sized for earlier batches. Allocated memory is the longest batch's; reserved memory comes from replaying 16 steps at lengths drawn from the mean, deviation and longest below."/>
+                hint="Without packing each batch is padded to its own longest sequence and lengths change every step; the allocator keeps segments sized for earlier batches. Allocated memory is the longest batch's; reserved memory is the mean of four replayed runs of 16 steps, at lengths drawn from the mean, deviation and longest below."/>
             <LengthInput label="Mean length (tokens)" key="lmean" disabled=fixed_lengths/>
             <LengthInput label="Length deviation (tokens)" key="lsd" disabled=fixed_lengths/>
             <LengthInput label="Longest sequence (tokens)" key="lmax" disabled=fixed_lengths/>

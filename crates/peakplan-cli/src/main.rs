@@ -365,8 +365,10 @@ fn report(arch: &Architecture, plan: &Plan) -> Value {
         "gpu": json!({"id": gpu.id, "name": gpu.name, "capacity_bytes": cap, "fits": e.device_bytes <= cap}),
         "max_micro_batch": solve::max_batch(arch, plan, cap),
         "max_seq_len": solve::max_seq(arch, plan, cap),
-        // Batches of varying length (lens=padded or grouped): each replayed step's batch, in order; null otherwise.
+        // Batches of varying length (lens=padded or grouped): each step's batch of the first replayed run, in order,
+        // and every run's (reserved is the mean of their peaks); null otherwise.
         "replayed_batches": peakplan_core::replayed_batches(arch, plan),
+        "replayed_runs": peakplan_core::replayed_runs(arch, plan),
         "model": {"name": arch.name, "model_type": arch.model_type, "layers": arch.layers, "hidden_size": arch.hidden, "vocab_size": arch.vocab},
         "plan": serde_json::to_value(plan).unwrap_or(Value::Null),
         "query": plan.to_query(),
@@ -438,7 +440,8 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         "device (nvidia-smi)",
         format_bytes(e.device_bytes)
     ));
-    if let Some(batches) = peakplan_core::replayed_batches(arch, plan) {
+    if let Some(runs) = peakplan_core::replayed_runs(arch, plan) {
+        let batches: Vec<peakplan_core::Shape> = runs.iter().flatten().copied().collect();
         let tokens = |b: &peakplan_core::Shape| b.sequences * b.len;
         let (few, most) = (
             batches.iter().min_by_key(|b| tokens(b)),
@@ -446,10 +449,11 @@ fn table(arch: &Architecture, plan: &Plan) -> String {
         );
         if let (Some(few), Some(most)) = (few, most) {
             out.push_str(&format!(
-                "{:<40} {:>12}  {} steps replayed, batches from {} x {} to {} x {} tokens; allocated is the largest's\n",
+                "{:<40} {:>12}  {} runs of {} steps replayed (reserved: their mean), batches from {} x {} to {} x {} tokens; allocated is the largest's\n",
                 "batch lengths vary",
                 format!("lens={}", plan.lengths.key()),
-                batches.len(),
+                runs.len(),
+                runs.first().map_or(0, Vec::len),
                 few.sequences,
                 few.len,
                 most.sequences,

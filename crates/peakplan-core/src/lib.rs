@@ -27,8 +27,9 @@ pub mod workloads;
 pub use arch::{ArchError, Architecture, QkNorm, Target, VisionTower};
 pub use engine::{
     allocation_events, estimate, estimate_on, estimate_rough, fits_on, needs_bytes, needs_on_card,
-    replayed_batches, segments_at_peak, varying_allocation_events, varying_allocation_events_at,
-    Category, Estimate, Kind, Phase, PhaseMemory, Shape, StepEvents,
+    replayed_batches, replayed_runs, segments_at_peak, varying_allocation_events,
+    varying_allocation_events_at, varying_allocation_runs, Category, Estimate, Kind, Phase,
+    PhaseMemory, Shape, StepEvents,
 };
 pub use hf::import_config;
 pub use plan::{Diagnostic, Parsed, Plan};

@@ -1,7 +1,7 @@
 //! The inverse questions: the largest micro-batch and the longest sequence that fit a memory budget.
 
 use crate::arch::Architecture;
-use crate::engine::{estimate_on, estimate_rough, fits_on};
+use crate::engine::{estimate_on_within, estimate_rough, fits_on_within, Replayed};
 use crate::plan::{Plan, MAX_BATCH, MAX_SEQ};
 
 /// Narrows a bracket where `fits` holds at `good` and fails at `bad` until they are neighbours; returns `good`.
@@ -60,7 +60,14 @@ pub struct Search {
     last: Option<(u64, u64)>,
     /// Bisecting the bracket, the slope phase done.
     closing: bool,
+    /// The replays the current probe has run so far (a probe of a plan whose batches vary replays several runs,
+    /// [`REPLAYS_A_STEP`] a step); cleared once it is answered.
+    replayed: Replayed,
 }
+
+/// Replays a step runs at most: one probe of a fixed plan (a card's replay, and the unlimited device's where the
+/// card runs out), so a page's task stays one probe long however many runs a probe replays.
+const REPLAYS_A_STEP: u32 = 2;
 
 impl Search {
     /// The largest micro-batch for `plan` within `capacity_bytes` ([`max_batch`]), not yet searched.
@@ -92,6 +99,7 @@ impl Search {
             probe: 0,
             last: None,
             closing: false,
+            replayed: Replayed::default(),
         }
     }
 
@@ -115,11 +123,16 @@ impl Search {
     }
 
     /// One replayed probe of the slope phase, and the next probe: by the slope between the last two, or into the
-    /// bracket's middle where that would leave it.
+    /// bracket's middle where that would leave it. Nothing but replays where the probe needs more than a step's.
     fn slope_probe(&mut self, arch: &Architecture) {
         let cap = self.capacity_bytes;
         let probe = self.probe;
-        let bytes = estimate_on(arch, &self.at(probe), cap).device_bytes;
+        self.replayed.allow(Some(REPLAYS_A_STEP));
+        let Some(e) = estimate_on_within(arch, &self.at(probe), cap, &mut self.replayed) else {
+            return;
+        };
+        self.replayed = Replayed::default();
+        let bytes = e.device_bytes;
         let fits = bytes <= cap;
         if fits {
             self.good = probe;
@@ -179,8 +192,8 @@ impl Steps for Search {
     /// The largest value that fits, or `None` when 1 does not.
     type Output = Option<u64>;
 
-    /// Runs the search a step further: at most one replayed probe (the first step also weighs rough estimates,
-    /// which cost no replay). The answer once known.
+    /// Runs the search a step further: at most one replayed probe, or [`REPLAYS_A_STEP`] of its replays (the first
+    /// step also weighs rough estimates, which cost no replay). The answer once known.
     fn step(&mut self, arch: &Architecture) -> Option<Option<u64>> {
         let cap = self.capacity_bytes;
         if self.probe == 0 {
@@ -197,7 +210,11 @@ impl Steps for Search {
         self.closing = true;
         if self.bad - self.good > 1 {
             let mid = self.good + (self.bad - self.good) / 2;
-            if fits_on(arch, &self.at(mid), cap) {
+            self.replayed.allow(Some(REPLAYS_A_STEP));
+            // Not answered within the step's replays: the search goes on at the next step.
+            let fits = fits_on_within(arch, &self.at(mid), cap, &mut self.replayed)?;
+            self.replayed = Replayed::default();
+            if fits {
                 self.good = mid;
             } else {
                 self.bad = mid;

@@ -111,27 +111,39 @@ pub fn allocation_events(arch: &Architecture, plan: &Plan) -> StepEvents {
         Runs::AsPlanned => {}
     }
     // Batches of varying length: one step of the largest batch, which is what the engine's figures count.
-    if let Some(shapes) = super::lengths::batch_shapes(arch, plan) {
-        let largest = super::lengths::at_shape(plan, super::lengths::largest(&shapes));
+    if let Some(orders) = super::lengths::batch_orders(arch, plan) {
+        let largest = super::lengths::at_shape(plan, super::lengths::largest_of(&orders));
         return allocation_events(arch, &largest);
     }
     let st = stages(arch, plan);
     step_events(&st, usize::MAX).unwrap_or_default()
 }
 
-/// The sequence the allocator replay runs for a plan whose batches vary in length: the longest batch's loading,
-/// then one step at each replayed batch ([`super::replayed_batches`]), in order. `None` for fixed lengths.
+/// The sequence the allocator replay runs first for a plan whose batches vary in length: the longest batch's
+/// loading, then one step at each of its first run's batches ([`super::replayed_batches`]), in order. `None` for
+/// fixed lengths.
 pub fn varying_allocation_events(arch: &Architecture, plan: &Plan) -> Option<StepEvents> {
+    varying_allocation_runs(arch, plan)?.into_iter().next()
+}
+
+/// Every run the allocator replay runs for a plan whose batches vary in length (reserved memory is the mean of
+/// their peaks), each the longest batch's loading and one step at each of its batches. `None` for fixed lengths.
+pub fn varying_allocation_runs(arch: &Architecture, plan: &Plan) -> Option<Vec<StepEvents>> {
     match runs(arch, plan) {
-        Runs::Resolved(resolved) => return varying_allocation_events(arch, &resolved),
+        Runs::Resolved(resolved) => return varying_allocation_runs(arch, &resolved),
         Runs::Split => {
             let (slice, whole) = split_slice(arch, plan);
-            return varying_allocation_events(&slice, &whole);
+            return varying_allocation_runs(&slice, &whole);
         }
         Runs::AsPlanned => {}
     }
-    let shapes = super::lengths::batch_shapes(arch, plan)?;
-    varying_allocation_events_at(arch, plan, &shapes)
+    let orders = super::lengths::batch_orders(arch, plan)?;
+    let largest = super::lengths::at_shape(plan, super::lengths::largest_of(&orders));
+    let longest = step_events(&stages(arch, &largest), usize::MAX)?;
+    orders
+        .iter()
+        .map(|shapes| super::lengths::varying_events(arch, &largest, &longest, shapes, usize::MAX))
+        .collect()
 }
 
 /// [`varying_allocation_events`] for batches the caller states, in order, instead of those the plan's length

@@ -63,16 +63,60 @@ fn padding_free(arch: &Architecture, plan: &Plan) -> bool {
         && !PADDING_FREE_BLOCKED.contains(&arch.model_type.as_str())
 }
 
-/// Each replayed step's batch, in order; `None` where every batch is `b` x `s` (`fixed`, `packed`). Padded batches
-/// come in random order, one of them holding the dataset's longest sequence (`lmax`), at a seeded place; grouped
-/// ones longest first, each batch a run of sorted sequences, as the Trainer's sampler orders a megabatch. A
-/// batch is its sequences padded to the longest of them, or, padding-free, one row of their real lengths (a batch
-/// of more than [`MAX_DRAWS_PER_BATCH`] sequences scaled from that many).
+/// Runs of padded batches replayed, each its own seeded draw of the steps' batches; reserved memory is the mean of
+/// their peaks. One draw's figure hangs on its records (batches longer than every one before them, each of which
+/// leaves new segments cached): at batch size 1 and a wide distribution its spread is half its mean, so the mean
+/// of several draws stands for the run where one draw is a throw of the dice. Grouped batches come longest
+/// first, so their one record is the first batch, whatever the draw: one run stands for them.
+pub(super) const ORDERS: u64 = 4;
+
+/// The first run's batches: what [`super::replayed_batches`] lists and the segment picture may show.
 pub(super) fn batch_shapes(arch: &Architecture, plan: &Plan) -> Option<Vec<Shape>> {
     // Every estimate asks: a plan whose batches do not vary answers at once.
     if !plan.lengths.varies() {
         return None;
     }
+    Some(draw_batches(arch, plan, SEED))
+}
+
+/// Every replayed run's batches ([`ORDERS`] of them where batches are padded, one where grouped; the first
+/// [`batch_shapes`]'s); `None` where every batch is `b` x `s`.
+pub(super) fn batch_orders(arch: &Architecture, plan: &Plan) -> Option<Vec<Vec<Shape>>> {
+    if !plan.lengths.varies() {
+        return None;
+    }
+    let runs = if plan.lengths == Lens::Grouped {
+        1
+    } else {
+        ORDERS
+    };
+    Some(
+        (0..runs)
+            .map(|k| {
+                draw_batches(
+                    arch,
+                    plan,
+                    SEED.wrapping_add(k.wrapping_mul(ORDER_SEED_STEP)),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The largest step of every replayed run: what the plan allocates at its largest.
+pub(super) fn largest_of(orders: &[Vec<Shape>]) -> Shape {
+    largest(&orders.iter().map(|o| largest(o)).collect::<Vec<_>>())
+}
+
+/// Between the runs' seeds: any odd step gives SplitMix64 another stream.
+const ORDER_SEED_STEP: u64 = 0x6a09_e667_f3bc_c909;
+
+/// One run's steps' batches, in order, drawn from `seed`. Padded batches come in random order, one of them holding
+/// the dataset's longest sequence (`lmax`), at a seeded place; grouped ones longest first, each batch a run of
+/// sorted sequences, as the Trainer's sampler orders a megabatch. A batch is its sequences padded to the longest
+/// of them, or, padding-free, one row of their real lengths (a batch of more than [`MAX_DRAWS_PER_BATCH`]
+/// sequences scaled from that many).
+fn draw_batches(arch: &Architecture, plan: &Plan, seed: u64) -> Vec<Shape> {
     let stats = plan.length_stats();
     let draws = plan.micro_batch.clamp(1, MAX_DRAWS_PER_BATCH) as usize;
     let free = padding_free(arch, plan);
@@ -91,7 +135,7 @@ pub(super) fn batch_shapes(arch: &Architecture, plan: &Plan) -> Option<Vec<Shape
             }
         }
     };
-    let mut rng = SplitMix(SEED);
+    let mut rng = SplitMix(seed);
     let batches: Vec<Vec<u64>> = if plan.lengths == Lens::Grouped {
         let mut sequences: Vec<u64> = (0..draws * MEGABATCH_BATCHES as usize)
             .map(|_| draw(&mut rng, stats))
@@ -111,7 +155,7 @@ pub(super) fn batch_shapes(arch: &Architecture, plan: &Plan) -> Option<Vec<Shape
         batches[at][0] = stats.max;
         batches
     };
-    Some(batches.iter().map(|b| shape(b)).collect())
+    batches.iter().map(|b| shape(b)).collect()
 }
 
 /// The step with the most tokens: what the replayed run allocates at its largest.

@@ -30,7 +30,8 @@ mod trainable;
 mod working;
 
 pub use events::{
-    allocation_events, varying_allocation_events, varying_allocation_events_at, StepEvents,
+    allocation_events, varying_allocation_events, varying_allocation_events_at,
+    varying_allocation_runs, StepEvents,
 };
 pub use lengths::Shape;
 pub use picture::segments_at_peak;
@@ -77,12 +78,18 @@ fn runs(arch: &Architecture, plan: &Plan) -> Runs {
     }
 }
 
-/// The batch of each step the allocator replays for a plan whose batches vary in length (`lens=padded` or
-/// `grouped`), in order: 16 steps drawn from its length distribution with a fixed seed, one of them holding the
-/// longest sequence (`lmax`); each `b` sequences padded to their longest, or, where the framework batches
-/// padding-free (Unsloth), one row of their real lengths. `None` where every batch is `b` x `s`.
+/// The batch of each step of the first run the allocator replays for a plan whose batches vary in length
+/// (`lens=padded` or `grouped`), in order: 16 steps drawn from its length distribution with a fixed seed, one of
+/// them holding the longest sequence (`lmax`); each `b` sequences padded to their longest, or, where the framework
+/// batches padding-free (Unsloth), one row of their real lengths. `None` where every batch is `b` x `s`.
 pub fn replayed_batches(arch: &Architecture, plan: &Plan) -> Option<Vec<Shape>> {
     lengths::batch_shapes(arch, plan)
+}
+
+/// Every run's batches ([`replayed_batches`] is the first's): reserved memory is the mean of the runs' peaks, and
+/// what is allocated is the largest batch of any run's.
+pub fn replayed_runs(arch: &Architecture, plan: &Plan) -> Option<Vec<Vec<Shape>>> {
+    lengths::batch_orders(arch, plan)
 }
 
 /// What a plan needs on a card of `capacity_bytes`, as an answer says it: [`needs_bytes`] where it agrees with the
@@ -213,12 +220,12 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve, replayed: &mut Rep
         Runs::AsPlanned => {}
     }
     // Batches that vary in length: everything allocated is the longest batch's; the replay runs a step at each
-    // drawn length.
-    let shapes = lengths::batch_shapes(arch, plan);
+    // drawn length, in each of several runs.
+    let orders = lengths::batch_orders(arch, plan);
     let longest;
-    let plan = match &shapes {
-        Some(s) => {
-            longest = lengths::at_shape(plan, lengths::largest(s));
+    let plan = match &orders {
+        Some(o) => {
+            longest = lengths::at_shape(plan, lengths::largest_of(o));
             &longest
         }
         None => plan,
@@ -260,9 +267,12 @@ fn estimate_by(arch: &Architecture, plan: &Plan, by: Reserve, replayed: &mut Rep
             replays,
             |max_events| {
                 let events = events::step_events(&st, max_events)?;
-                match &shapes {
-                    None => Some(events),
-                    Some(s) => lengths::varying_events(arch, plan, &events, s, max_events),
+                match &orders {
+                    None => Some(vec![events]),
+                    Some(o) => o
+                        .iter()
+                        .map(|s| lengths::varying_events(arch, plan, &events, s, max_events))
+                        .collect(),
                 }
             },
             timeline.peak,

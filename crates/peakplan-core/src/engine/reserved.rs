@@ -126,7 +126,8 @@ type Outcome = Result<Option<u64>, ()>;
 /// made before, so its answer is the one-shot answer. The default runs every replay at once.
 #[derive(Clone, Debug, Default)]
 pub struct Replayed {
-    outcomes: Vec<((u64, bool), Outcome)>,
+    /// By device, setting and run (`ALL_RUNS`: the runs' combined outcome).
+    outcomes: Vec<((u64, bool, u32), Outcome)>,
     /// Replays the current call may still run; `None`: no limit.
     pub(super) allowed: Option<u32>,
     /// Set where a replay was needed past what was allowed: the call's answer is not the plan's yet.
@@ -159,22 +160,32 @@ impl Replayed {
     }
 }
 
-/// A step's replays: its events, built at the first replay not already in `replayed`.
+/// The key of the runs' combined outcome in [`Replayed`].
+const ALL_RUNS: u32 = u32::MAX;
+
+/// A step's replays: its events (one sequence per replayed run: several where batches vary in length), built at
+/// the first replay not already in `replayed`.
 struct Probe<'r, E> {
     settings: AllocSettings,
     events: Option<E>,
-    built: Option<StepEvents>,
+    built: Option<Vec<StepEvents>>,
     replayed: &'r mut Replayed,
 }
 
-impl<E: FnOnce(usize) -> Option<StepEvents>> Probe<'_, E> {
+impl<E: FnOnce(usize) -> Option<Vec<StepEvents>>> Probe<'_, E> {
     /// The outcome of a replay on a device of `capacity_bytes` (releasing the cache before every new segment where
-    /// asked); `None` where the step has no events to replay (too many) or the call may run no more replays.
+    /// asked): over several runs, the mean of their peaks where every run runs, out of memory where one does not;
+    /// `None` where the step has no events to replay (too many) or the call may run no more replays (each run is
+    /// one replay, so a later call goes on where this one stopped).
     fn replay(&mut self, capacity_bytes: u64, release_before_growing: bool) -> Option<Outcome> {
-        let key = (capacity_bytes, release_before_growing);
-        if let Some((_, known)) = self.replayed.outcomes.iter().find(|(k, _)| *k == key) {
-            return Some(*known);
+        let key = |run: u32| (capacity_bytes, release_before_growing, run);
+        let known = |outcomes: &[((u64, bool, u32), Outcome)], k| {
+            outcomes.iter().find(|(o, _)| *o == k).map(|(_, v)| *v)
+        };
+        if let Some(outcome) = known(&self.replayed.outcomes, key(ALL_RUNS)) {
+            return Some(outcome);
         }
+        // Some run is still to replay (the combined outcome is kept once every run's is known).
         if self.replayed.allowed == Some(0) {
             self.replayed.paused = true;
             return None;
@@ -182,19 +193,46 @@ impl<E: FnOnce(usize) -> Option<StepEvents>> Probe<'_, E> {
         if let Some(make) = self.events.take() {
             self.built = make(MAX_REPLAYED_EVENTS);
         }
-        let events = self.built.as_ref()?;
-        let outcome = replay(
-            self.settings,
-            events,
-            capacity_bytes,
-            release_before_growing,
-        )
-        .map(|s| s.map(|s| s.reserved_bytes.peak))
-        .map_err(|_| ());
-        if let Some(n) = &mut self.replayed.allowed {
-            *n -= 1;
+        let runs = self.built.as_ref().filter(|runs| !runs.is_empty())?;
+        let (mut sum, mut unsettled, mut out_of_memory) = (0u128, false, false);
+        for (i, events) in runs.iter().enumerate() {
+            let run_key = key(i as u32);
+            let outcome = match known(&self.replayed.outcomes, run_key) {
+                Some(outcome) => outcome,
+                None => {
+                    if self.replayed.allowed == Some(0) {
+                        self.replayed.paused = true;
+                        return None;
+                    }
+                    let outcome = replay(
+                        self.settings,
+                        events,
+                        capacity_bytes,
+                        release_before_growing,
+                    )
+                    .map(|s| s.map(|s| s.reserved_bytes.peak))
+                    .map_err(|_| ());
+                    if let Some(n) = &mut self.replayed.allowed {
+                        *n -= 1;
+                    }
+                    self.replayed.outcomes.push((run_key, outcome));
+                    outcome
+                }
+            };
+            match outcome {
+                Ok(Some(peak_bytes)) => sum += peak_bytes as u128,
+                Ok(None) => unsettled = true,
+                Err(()) => out_of_memory = true,
+            }
         }
-        self.replayed.outcomes.push((key, outcome));
+        let outcome = if out_of_memory {
+            Err(())
+        } else if unsettled {
+            Ok(None)
+        } else {
+            Ok(Some((sum / runs.len() as u128) as u64))
+        };
+        self.replayed.outcomes.push((key(ALL_RUNS), outcome));
         Some(outcome)
     }
 
@@ -214,7 +252,7 @@ pub(super) fn replayed(
     settings: AllocSettings,
     capacity_bytes: u64,
     replays: Replays,
-    events: impl FnOnce(usize) -> Option<StepEvents>,
+    events: impl FnOnce(usize) -> Option<Vec<StepEvents>>,
     peak: Count,
     paged_states: Count,
     fallback: Reserved,
@@ -316,7 +354,7 @@ const MAX_BISECTIONS: u32 = 8;
 /// tightest device would; a replay on a device of that size confirms it, else a bisection between the two finds
 /// the size (at most [`MAX_BISECTIONS`] replays, then the smallest size known to run). `None` where the probe
 /// may run no more replays.
-fn smallest_device<E: FnOnce(usize) -> Option<StepEvents>>(
+fn smallest_device<E: FnOnce(usize) -> Option<Vec<StepEvents>>>(
     probe: &mut Probe<'_, E>,
     unlimited: u64,
 ) -> Option<u64> {

@@ -311,3 +311,48 @@ fn sequences_longer_than_the_limit_are_cut_or_dropped() {
         bad.diagnostics
     );
 }
+
+#[test]
+fn reserved_memory_is_the_mean_of_the_replayed_runs() {
+    use peakplan_core::allocator::{AllocatorConfig, Replay};
+    use peakplan_core::{replayed_runs, varying_allocation_runs};
+    // One run's figure hangs on its records (batches longer than all before them); the estimate replays four
+    // runs, each its own seeded draw, and reserves their mean. On a card the plan fits with room to spare, every
+    // run replays as on a device without limit.
+    for q in [
+        format!("{BASE}&lens=padded&lmean=300&lsd=200&lmax=2048"),
+        format!("{BASE}&lens=grouped&lmean=600&lsd=300"),
+        "model=qwen2.5-7b&method=lora&b=1&s=1024&lens=padded&lmean=3234&lsd=2548&ltrunc=drop&gpu=h200-141gb"
+            .into(),
+    ] {
+        let p = plan(&q);
+        let arch = preset_arch(&p);
+        let runs = varying_allocation_runs(arch, &p).unwrap();
+        // Grouped batches come longest first: their one record is the first batch, and one run stands for all.
+        let n = if p.lengths == Lens::Padded { 4 } else { 1 };
+        assert_eq!(runs.len(), n, "{q}");
+        assert_eq!(replayed_runs(arch, &p).unwrap().len(), n);
+        let peaks: Vec<u64> = runs
+            .iter()
+            .map(|events| {
+                let mut r = Replay::new(AllocatorConfig::with_capacity(1 << 59));
+                r.run(&events.setup).unwrap();
+                for _ in 0..2 {
+                    for run in &events.step {
+                        r.run_repeated(run).unwrap();
+                    }
+                }
+                r.allocator.stats().reserved_bytes.peak
+            })
+            .collect();
+        let mean = peaks.iter().sum::<u64>() / peaks.len() as u64;
+        let e = estimate(arch, &p);
+        assert_eq!(e.peak_reserved_bytes, mean, "{q}: runs {peaks:?}");
+        // Padded, the runs differ (each its own order). The first run is the batches `replayed_batches` lists.
+        if p.lengths == Lens::Padded {
+            assert!(peaks.iter().any(|&p| p != peaks[0]), "{q}: {peaks:?}");
+        }
+        let first: Vec<u64> = replayed_runs(arch, &p).unwrap()[0].iter().map(|s| s.len).collect();
+        assert_eq!(Some(first), replayed_lengths(&p));
+    }
+}

@@ -87,13 +87,14 @@ fn inverse_questions_agree_with_the_estimate() {
 #[test]
 fn what_a_plan_needs_stepped_a_replay_at_a_time_is_the_whole_answer() {
     // The GPU table works out what a plan needs a replay per task; stepped, it answers what needs_bytes does, in as
-    // many steps as replays (a bisection of up to eight past the tight replay where the card is overfull).
+    // many steps as replays (a bisection of up to eight past the tight replay where the card is overfull). A plan
+    // whose batches are padded replays four runs wherever a fixed one replays once, each run a step.
     for (q, least_steps) in [
         ("model=llama-3.1-8b&method=qlora&s=1024&gpu=rtx-4090", 2),
         ("model=llama-3.1-8b&method=lora&b=4&s=2048&lens=grouped&lmean=300&lsd=200&gc=1&gpu=rtx-4090", 3),
         ("model=llama-2-7b&method=full&prec=bf16&gpu=a100-80gb", 2),
         // The tight replay's device does not run the step: a bisection.
-        ("model=llama-2-7b&method=qlora&s=4096&b=2&gpu=rtx-3060-12gb&lens=padded&lmean=300", 10),
+        ("model=llama-2-7b&method=qlora&s=4096&b=2&gpu=rtx-3060-12gb&lens=padded&lmean=300", 40),
         ("model=llama-2-7b&method=qlora&opt=paged_adamw_8bit&gpu=rtx-3060-12gb", 1),
         ("model=llama-2-7b&method=lora&alloc=emptied&gpu=rtx-4090", 1),
         ("model=llama-2-13b&method=lora&gpus=2&split=1&gpu=rtx-4090", 2),
@@ -104,7 +105,7 @@ fn what_a_plan_needs_stepped_a_replay_at_a_time_is_the_whole_answer() {
         let mut steps = 0;
         let answer = loop {
             steps += 1;
-            assert!(steps <= 16, "{q}: did not end");
+            assert!(steps <= 64, "{q}: did not end");
             replayed.allow(Some(1));
             if let Some(answer) = peakplan_core::engine::needs_bytes_within(a, &p, &mut replayed) {
                 break answer;

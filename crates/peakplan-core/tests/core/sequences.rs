@@ -4,7 +4,10 @@
 //! would, so the simulator turns the traced sequence into what CUDA's allocator would reserve for it.
 
 use peakplan_core::allocator::{replay_steps, AllocatorConfig, Event, Replay, Stats};
-use peakplan_core::{estimate, estimate_rough, varying_allocation_events_at, Estimate, Shape};
+use peakplan_core::{
+    estimate, estimate_rough, varying_allocation_events, varying_allocation_events_at, Estimate,
+    Shape, StepEvents,
+};
 
 use crate::traced::llama_rows;
 use crate::util::{data, plan};
@@ -45,6 +48,19 @@ fn read_sequence(text: &str) -> Sequence {
 fn replay_traced(s: &Sequence) -> Stats {
     let steps: Vec<&[Event]> = s.steps.iter().map(Vec::as_slice).collect();
     replay_steps(&AllocatorConfig::with_capacity(1 << 59), &s.setup, &steps).unwrap()
+}
+
+/// The engine's sequence for a run, replayed as the estimate replays it: loading, a first step and the measured
+/// second, on a device without limit.
+fn replay_engine(events: &StepEvents) -> Stats {
+    let mut r = Replay::new(AllocatorConfig::with_capacity(1 << 59));
+    r.run(&events.setup).unwrap();
+    for _ in 0..2 {
+        for run in &events.step {
+            r.run_repeated(run).unwrap();
+        }
+    }
+    r.allocator.stats()
 }
 
 /// One traced case: its id, the traced sequence's replay, and the engine's estimates (replayed and by the rule).
@@ -139,10 +155,11 @@ fn traced_sequences_replay_as_the_engine() {
 fn traced_varying_sequences_replay_as_the_engine() {
     // Runs whose batches vary in length (`tools/trace/seq_lens_cpu.sh`): padded and grouped, LoRA and full, with
     // and without checkpointing, at Llama-2-7B's widths. Each trace runs, in order and twice over, the very batch
-    // lengths the engine's replay draws for its plan (`replayed_batches`), each batch made at its step's start,
-    // its rows padded; its replay through the simulator is what CUDA's allocator would reserve for them. The
-    // engine's figures are the plan's estimate: allocated is the longest batch's (a fixed plan of that shape),
-    // reserved the replay of its own sequence for those steps.
+    // lengths the engine's first replayed run draws for its plan (`replayed_batches`), each batch made at its
+    // step's start, its rows padded; its replay through the simulator is what CUDA's allocator would reserve for
+    // them. The engine's figures: allocated is the plan's estimate (the longest batch's, a fixed plan of that
+    // shape), reserved the replay of the engine's own sequence for that run's steps (the estimate's reserved
+    // figure is the mean of four such runs, each drawn alike).
     let rows = llama_rows("traced/sequences_varying.csv");
     let (mut report, mut failures, mut reserved_err) = (String::new(), Vec::new(), 0.0);
     for r in &rows {
@@ -158,16 +175,17 @@ fn traced_varying_sequences_replay_as_the_engine() {
         );
         let traced = replay_traced(&s);
         let e = estimate(&r.arch, &p);
+        let run = replay_engine(&varying_allocation_events(&r.arch, &p).unwrap());
         let (t_alloc, t_res) = (traced.requested_bytes.peak, traced.reserved_bytes.peak);
         let (alloc, reserved) = (
             pct(e.peak_allocated_bytes, t_alloc),
-            pct(e.peak_reserved_bytes, t_res),
+            pct(run.reserved_bytes.peak, t_res),
         );
         report += &format!(
             "{:<32} allocated {t_alloc:>11} engine {alloc:+5.2}% | reserved {t_res:>11} engine {reserved:+5.2}% | cache {:>10} engine {:>10}\n",
             r.id,
             t_res - t_alloc,
-            e.peak_reserved_bytes - e.peak_allocated_bytes,
+            run.reserved_bytes.peak - e.peak_allocated_bytes,
         );
         if alloc.abs() >= 1.5 {
             failures.push(format!("{}: allocated {alloc:+.2}%", r.id));

@@ -318,7 +318,7 @@ fn the_advisor_offers_unsloth_where_it_runs_the_plan_and_its_own_levers_under_it
 
 #[test]
 fn unsloth_batches_varying_lengths_padding_free() {
-    use peakplan_core::{preset_arch, replayed_batches};
+    use peakplan_core::{preset_arch, replayed_batches, replayed_runs};
     // Unsloth's SFTTrainer turns padding_free on: a batch is one row of its sequences' real lengths, so the
     // largest step allocates for the sum of its lengths, not b x the longest.
     let q = |fw: &str| {
@@ -331,8 +331,15 @@ fn unsloth_batches_varying_lengths_padding_free() {
     let arch = preset_arch(&u);
     let ub = replayed_batches(arch, &u).unwrap();
     assert!(ub.iter().all(|s| s.sequences == 1), "{ub:?}");
-    // One batch holds the longest sequence (4,096 tokens) beside seven others.
-    let biggest = ub.iter().map(|s| s.len).max().unwrap();
+    // One batch holds the longest sequence (4,096 tokens) beside seven others; allocated is the largest of
+    // any replayed run's.
+    let biggest = replayed_runs(arch, &u)
+        .unwrap()
+        .iter()
+        .flatten()
+        .map(|s| s.len)
+        .max()
+        .unwrap();
     assert!(biggest > 4096 && biggest < 8 * 4096, "{ub:?}");
     // The Trainer pads: 8 sequences of the longest's length.
     let hb = replayed_batches(arch, &hf).unwrap();
