@@ -5,7 +5,7 @@
 use crate::browser::{self, FetchError};
 use crate::history::{Steps, Write};
 use crate::hub::{self, Failure, HubModels};
-use crate::methods::{sliders_cleared, MethodCache};
+use crate::methods::{sliders_cleared, MethodCache, Pending};
 use crate::planner::Computed;
 use crate::scale::{Slider, BATCH_SLIDER, RANK_SLIDER, SEQ_SLIDER};
 use leptos::prelude::*;
@@ -225,7 +225,7 @@ fn slider_neighbours(plan: &Plan, slider: Slider, position: u32, ahead: i64) -> 
 /// moment that asked (number `edits_then`). A task queued by a slider's input runs after the frame it painted,
 /// before the next input (a drag's come a frame apart; `requestIdleCallback` found no idle time between them in
 /// headless Chromium, and a timeout queued from the next frame ran after that frame's move).
-fn prefetch_plans(c: Ctx, mut plans: Vec<Plan>, edits_then: u64) {
+fn prefetch_plans(c: Ctx, mut plans: Vec<Plan>, edits_then: u64, mut pending: Pending) {
     if plans.is_empty() {
         return;
     }
@@ -240,16 +240,32 @@ fn prefetch_plans(c: Ctx, mut plans: Vec<Plan>, edits_then: u64) {
                         plans.clear();
                         return;
                     };
-                    // One estimate a task: a replay may take 9 ms, and the next move may come at the next frame.
-                    while !plans.is_empty() {
-                        let next = plans.remove(0);
-                        if c.methods.try_update_value(|m| m.prefetch(arch, &next)) == Some(true) {
-                            break;
+                    // One estimate a task, a few replays of it at most: a replay may take 9 ms, a padded plan's
+                    // estimate replays four runs, and the next move may come at the next frame.
+                    while let Some(next) = plans.first() {
+                        match c
+                            .methods
+                            .try_update_value(|m| m.prefetch_within(arch, next, &mut pending))
+                        {
+                            // Made: the rest in later tasks.
+                            Some(Some(true)) => {
+                                plans.remove(0);
+                                pending = Pending::default();
+                                break;
+                            }
+                            // Kept already: the next plan.
+                            Some(Some(false)) => {
+                                plans.remove(0);
+                                pending = Pending::default();
+                            }
+                            // Its replays for this task ran out: the same plan goes on in the next.
+                            Some(None) => break,
+                            None => plans.clear(),
                         }
                     }
                 })
             });
-            prefetch_plans(c, plans, edits_then);
+            prefetch_plans(c, plans, edits_then, pending);
         },
         std::time::Duration::ZERO,
     );
@@ -276,7 +292,7 @@ pub(crate) fn prefetch_on_settle() {
                 .filter(|s| with_rank || s.key != RANK_SLIDER.key)
                 .flat_map(|s| slider_neighbours(plan, s, s.scale.position((s.get)(plan)), 1))
                 .collect();
-            prefetch_plans(c, plans, edits());
+            prefetch_plans(c, plans, edits(), Pending::default());
         },
     );
 }
@@ -553,7 +569,7 @@ impl Ctx {
         let plans = self
             .plan
             .with_untracked(|p| slider_neighbours(p, slider, position, ahead));
-        prefetch_plans(self, plans, edits());
+        prefetch_plans(self, plans, edits(), Pending::default());
     }
 
     /// Applies a value that arrives as text (a select's key, a typed number), parsed once by the core. A refused
