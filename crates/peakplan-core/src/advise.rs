@@ -3,8 +3,8 @@
 use crate::arch::Architecture;
 use crate::engine::{estimate_on_within, Replayed};
 use crate::plan::{
-    Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Plan, Reference,
-    Shard, Task, TokenTraining, DS_MAX_LIVE, DS_SUB_GROUP, MAX_GRAD_ACCUMULATION,
+    Alloc, Attn, Checkpointing, DType, Framework, Lens, Loss, Method, Optimizer, Overlong, Plan,
+    Reference, Shard, Task, TokenTraining, DS_MAX_LIVE, DS_SUB_GROUP, MAX_GRAD_ACCUMULATION,
 };
 use crate::solve::{Limit, Steps};
 use crate::{gpu_choice, solve, units};
@@ -511,7 +511,12 @@ fn capacity_changes(plan: &Plan, c: &mut Vec<Change>) {
             s.to_string(),
             format!("Halve the sequence length to {s}"),
             Cost::Quality,
-            "longer documents get cut",
+            // Where the data's longer sequences are dropped (`ltrunc=drop`), a shorter limit drops more of them.
+            if plan.lengths.varies() && plan.len_overlong == Overlong::Drop {
+                "longer documents are dropped"
+            } else {
+                "longer documents get cut"
+            },
         );
         // A prompt length set by hand halves too, so that the card's link still leaves completion tokens.
         if let Some(prompt) = plan.prompt_tokens {

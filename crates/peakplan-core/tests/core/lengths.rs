@@ -297,6 +297,15 @@ fn sequences_longer_than_the_limit_are_cut_or_dropped() {
     let (ec, ed) = (estimate(arch, &cut), estimate(arch, &dropped));
     assert_eq!(ec.peak_allocated_bytes, ed.peak_allocated_bytes);
     assert_ne!(ec.peak_reserved_bytes, ed.peak_reserved_bytes);
+    // The advisor's shorter limit says what happens to the longer documents.
+    let halve = |p: &Plan| {
+        peakplan_core::advise::candidates(p)
+            .into_iter()
+            .find(|c| c.key == "s")
+            .map(|c| c.cost_text)
+    };
+    assert_eq!(halve(&dropped), Some("longer documents are dropped"));
+    assert_eq!(halve(&cut), Some("longer documents get cut"));
     // A fixed plan draws nothing, so the key changes nothing there.
     let fixed = "model=qwen2.5-7b&method=lora&b=1&s=2048&gpu=a100-80gb";
     assert_eq!(
